@@ -1,0 +1,1 @@
+"""Request/response models, identity from the authorizer, and error -> HTTP mapping."""

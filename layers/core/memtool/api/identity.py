@@ -1,0 +1,65 @@
+"""Who is asking: tenant, user and roles from the authorizer (AWS) or local headers (local only).
+
+Identity never comes from the request body. In AWS only the Cognito authorizer's claims count;
+the X-Memtool-* headers are honoured only when the runtime is local.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from memtool.errors import Unauthenticated
+from memtool.runtime.settings import Settings
+
+# '#' separates key parts in the memory table, so identifiers may never contain it.
+_IDENTIFIER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:\-]{0,127}$")
+
+TENANT_HEADER = "x-memtool-tenant"
+USER_HEADER = "x-memtool-user"
+ROLES_HEADER = "x-memtool-roles"
+
+CURATOR_ROLES = frozenset({"admin", "curator"})
+
+
+@dataclass(frozen=True)
+class Identity:
+    tenant: str
+    user: str
+    roles: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def is_curator(self) -> bool:
+        return bool(self.roles & CURATOR_ROLES)
+
+
+def identity_from_event(event: Mapping[str, Any], settings: Settings) -> Identity:
+    claims = ((event.get("requestContext") or {}).get("authorizer") or {}).get("claims") or {}
+    if claims:
+        return _checked(claims.get(settings.tenant_claim), claims.get("sub"), _roles(claims.get(settings.roles_claim)))
+    if settings.is_local:
+        headers = {k.lower(): v for k, v in (event.get("headers") or {}).items() if v is not None}
+        return _checked(headers.get(TENANT_HEADER), headers.get(USER_HEADER), _roles(headers.get(ROLES_HEADER)))
+    raise Unauthenticated("no authorizer claims on the request", field="authorization")
+
+
+def _roles(raw: Any) -> frozenset[str]:
+    if raw is None:
+        return frozenset()
+    if isinstance(raw, list):
+        return frozenset(str(r).strip() for r in raw if str(r).strip())
+    # Cognito renders groups as "[a, b]" or "a,b" depending on the integration.
+    return frozenset(r.strip() for r in str(raw).strip("[]").replace(" ", ",").split(",") if r.strip())
+
+
+def _checked(tenant: Any, user: Any, roles: frozenset[str]) -> Identity:
+    if not tenant:
+        raise Unauthenticated("the caller has no tenant", field="tenant")
+    if not user:
+        raise Unauthenticated("the caller has no user id", field="user")
+    for name, value in (("tenant", tenant), ("user", user)):
+        if not isinstance(value, str) or not _IDENTIFIER.match(value):
+            raise Unauthenticated(f"{name} identifier is malformed", field=name)
+    return Identity(tenant=tenant, user=user, roles=roles)

@@ -1,0 +1,77 @@
+"""The memtool command line: serve the local runtime, run the demo."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from memtool import __version__
+
+
+def _home(value: str | None) -> Path:
+    from memtool.runtime.settings import Settings
+
+    return Path(value) if value else Settings(runtime="local").home
+
+
+def serve(args: argparse.Namespace) -> int:
+    from memtool.runtime.local import LocalRuntime
+
+    runtime = LocalRuntime(home=_home(args.home), port=args.port, verbose=args.verbose)
+    try:
+        runtime.start()
+    except OSError as exc:
+        print(f"memtool serve: {exc}", file=sys.stderr)
+        return 2
+    restored = sum(runtime.loaded.values())
+    print(f"memtool {__version__} local runtime")
+    print(f"  API        {runtime.api_url}   (GET /health)")
+    print(f"  DynamoDB   {runtime.settings.aws_endpoint_url}   (moto, server mode)")
+    print(f"  state      {runtime.state_dir.resolve()}   ({restored} items restored)")
+    print("  identity   send X-Memtool-Tenant and X-Memtool-User headers")
+    print(f"  try        curl -s {runtime.api_url}/memories -H 'X-Memtool-Tenant: acme' -H 'X-Memtool-User: li'")
+    print("Press Ctrl-C to stop; state is saved on shutdown.", flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    print("\nstopping…", flush=True)
+    runtime.stop()
+    print(f"saved {sum(runtime.saved.values())} items to {runtime.state_dir.resolve()}")
+    return 0
+
+
+def demo(args: argparse.Namespace) -> int:
+    from memtool.demo import run_demo
+
+    return run_demo(home=_home(args.home), url=args.url)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memtool", description="memory-and-tool layer for data agents")
+    parser.add_argument("--version", action="version", version=f"memtool {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    p_serve = commands.add_parser("serve", help="run the local runtime: moto DynamoDB + the API on 127.0.0.1")
+    p_serve.add_argument("--port", type=int, default=3000, help="API port (default 3000)")
+    p_serve.add_argument("--home", help="state folder (default .memtool or MEMTOOL_HOME)")
+    p_serve.add_argument("--verbose", action="store_true", help="log every request")
+    p_serve.set_defaults(func=serve)
+
+    p_demo = commands.add_parser("demo", help="run a scripted scenario against the local runtime")
+    p_demo.add_argument("--home", help="state folder (default .memtool or MEMTOOL_HOME)")
+    p_demo.add_argument("--url", help="use an already running `memtool serve` at this URL")
+    p_demo.set_defaults(func=demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""`memtool demo`: a scripted scenario against the local runtime, printed step by step."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TENANT = "demo-pharma"
+
+
+@dataclass
+class Reply:
+    status: int
+    body: Any
+
+
+class ApiClient:
+    def __init__(self, base_url: str, tenant: str, user: str) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.user = user
+        self.headers = {"X-Memtool-Tenant": tenant, "X-Memtool-User": user, "Content-Type": "application/json"}
+
+    def call(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> Reply:
+        data = None if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
+        request = urllib.request.Request(
+            self.base_url + path, data=data, method=method, headers={**self.headers, **(headers or {})}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                raw = response.read().decode("utf-8")
+                return Reply(response.status, json.loads(raw) if raw else None)
+        except urllib.error.HTTPError as error:
+            raw = error.read().decode("utf-8")
+            return Reply(error.code, json.loads(raw) if raw else None)
+
+
+def _step(number: int, title: str) -> None:
+    print(f"\n[{number}] {title}")
+
+
+def _show(reply: Reply, line: str) -> None:
+    print(f"    HTTP {reply.status}  {line}")
+
+
+def scenario(api: ApiClient) -> None:
+    key = "display.currency_unit"
+
+    _step(1, "Li says 以后默认用元 — a profile preference in slot display.currency_unit")
+    first = api.call(
+        "POST",
+        "/memories",
+        {"kind": "profile", "key": key, "content": "金额默认用元", "value": {"unit": "元"}, "source_text": "以后默认用元"},
+        headers={"Idempotency-Key": f"demo-{uuid.uuid4().hex}"},
+    )
+    memory = first.body["memory"]
+    memory_id = memory["id"]
+    _show(first, f"{memory_id} v{memory['version']} unit={memory['value']['unit']} expires {memory['expires_at'][:10]}")
+
+    _step(2, "Later Li says 以后都用分 — same slot, so it supersedes the old value")
+    second = api.call(
+        "POST",
+        "/memories",
+        {"kind": "profile", "key": key, "content": "金额默认用分", "value": {"unit": "分"}, "source_text": "以后都用分"},
+    )
+    current = second.body["memory"]
+    superseded = second.body["superseded"]
+    _show(second, f"{current['id']} now v{current['version']} unit={current['value']['unit']} (v{superseded['version']} kept as history)")
+
+    _step(3, "Read the history")
+    history = api.call("GET", f"/memories/{memory_id}?history=true")
+    for version in history.body["history"]:
+        print(f"    v{version['version']:<2} {version['status']:<11} unit={version['value']['unit']}  “{version['source_text']}”")
+    old = api.call("GET", f"/memories/{memory_id}?version=1")
+    _show(old, f"GET ?version=1 → unit={old.body['memory']['value']['unit']}")
+
+    _step(4, "A stale edit (expected_version=1) is a conflict, never a silent overwrite")
+    stale = api.call("PATCH", f"/memories/{memory_id}", {"expected_version": 1, "content": "金额默认用万元"})
+    _show(stale, f"{stale.body['error']}: {stale.body['message']}")
+
+    _step(5, "A correction that mentions a phone number and an e-mail: PII is redacted before storage")
+    note = api.call(
+        "POST",
+        "/memories",
+        {
+            "kind": "correction",
+            "content": "“华东大区”指 region_name=华东；有疑问联系王经理 13812345678 或 wang.jing@example.com",
+            "source_text": "华东大区就是华东，问王经理 13812345678",
+        },
+    )
+    _show(note, f"stored: {note.body['memory']['content']}")
+    counts = {k: v for k, v in note.body["redactions"].items() if v}
+    print(f"    redacted: {counts}")
+
+    _step(6, "Bad input gets a 4xx naming the field; nothing is written")
+    bad = api.call("POST", "/memories", {"kind": "favourite", "content": "x"})
+    _show(bad, f"field={bad.body['field']}: {bad.body['message']}")
+
+    _step(7, "Another tenant cannot see Li's memory (404, so existence does not leak)")
+    other = ApiClient(api.base_url, "another-tenant", api.user).call("GET", f"/memories/{memory_id}")
+    _show(other, f"{other.body['error']}")
+
+    _step(8, "Forget both memories: every version goes")
+    for mid in (memory_id, note.body["memory"]["id"]):
+        gone = api.call("DELETE", f"/memories/{mid}")
+        after = api.call("GET", f"/memories/{mid}?version=1")
+        _show(gone, f"DELETE {mid} → then GET ?version=1 gives HTTP {after.status}")
+
+
+def run_demo(home: Path, url: str | None = None) -> int:
+    # A fresh user per run, so every run tells the same story whatever the saved state holds.
+    user = f"analyst-li-{uuid.uuid4().hex[:4]}"
+    print(f"tenant {TENANT}, user {user}")
+    if url:
+        print(f"memtool demo against {url}")
+        scenario(ApiClient(url, TENANT, user))
+        return 0
+    from memtool.runtime.local import LocalRuntime
+
+    print("memtool demo: starting the local runtime (moto DynamoDB in server mode + local API)…", flush=True)
+    with LocalRuntime(home=home, port=0) as runtime:
+        print(f"    API at {runtime.api_url}, state in {runtime.state_dir.resolve()}")
+        scenario(ApiClient(runtime.api_url or "", TENANT, user))
+    print(f"\nDone. State saved under {runtime.state_dir.resolve()}.")
+    print("Next: `memtool serve` and call the API yourself (README: Memory API).")
+    return 0

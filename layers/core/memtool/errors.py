@@ -1,0 +1,56 @@
+"""Domain errors: values a caller can act on. The API layer maps each to one HTTP status."""
+
+from __future__ import annotations
+
+
+class MemtoolError(Exception):
+    code = "error"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def to_body(self) -> dict[str, object]:
+        body: dict[str, object] = {"error": self.code, "message": self.message}
+        if self.field is not None:
+            body["field"] = self.field
+        return body
+
+
+class ValidationFailed(MemtoolError):
+    code = "validation_error"
+
+
+class NotFound(MemtoolError):
+    code = "not_found"
+
+
+class VersionConflict(MemtoolError):
+    code = "version_conflict"
+
+    def __init__(self, message: str, *, current_version: int | None = None) -> None:
+        super().__init__(message, field="expected_version")
+        self.current_version = current_version
+
+    def to_body(self) -> dict[str, object]:
+        body = super().to_body()
+        if self.current_version is not None:
+            body["current_version"] = self.current_version
+        return body
+
+
+class Unauthenticated(MemtoolError):
+    code = "unauthenticated"
+
+
+class Forbidden(MemtoolError):
+    code = "forbidden"
+
+
+class IdempotencyMismatch(MemtoolError):
+    code = "idempotency_key_reused"
+
+
+class NotImplementedYet(MemtoolError):
+    code = "not_implemented"

@@ -1,0 +1,1 @@
+"""Application services: one per flow (ask, feedback, memory write, diagnose, maintenance)."""

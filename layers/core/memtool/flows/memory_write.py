@@ -1,0 +1,189 @@
+"""Explicit memory writes, reads, edits and forgetting: the application service behind /memories.
+
+It decides whose partition a request touches (the caller's own, or the tenant's shared one),
+scrubs PII before anything is stored, and enforces size, scope and status rules. The store
+below it knows nothing about callers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from memtool.api.identity import Identity
+from memtool.api.memories import CreateMemoryBody, ListMemoriesQuery, PatchMemoryBody
+from memtool.errors import Forbidden, NotFound, ValidationFailed
+from memtool.memory.pii import redact
+from memtool.memory.policy import policy_for
+from memtool.memory.records import (
+    MemoryDraft,
+    MemoryKind,
+    MemoryPatch,
+    MemoryRecord,
+    MemoryScope,
+    Provenance,
+)
+from memtool.memory.store import TENANT_OWNER, ForgetOutcome, MemoryPage, MemoryStore, Partition
+from memtool.runtime.clock import Clock
+from memtool.runtime.settings import Settings
+
+PII_KINDS = ("phone", "email", "cn_id", "bank_card")
+
+
+@dataclass(frozen=True)
+class MemoryWriteResult:
+    record: MemoryRecord
+    created: bool
+    superseded: MemoryRecord | None
+    unchanged: bool
+    redactions: dict[str, int]
+
+
+class MemoryService:
+    def __init__(self, store: MemoryStore, clock: Clock, settings: Settings) -> None:
+        self._store = store
+        self._clock = clock
+        self._settings = settings
+
+    # ---- writes -------------------------------------------------------------------------
+
+    def remember(self, who: Identity, body: CreateMemoryBody) -> MemoryWriteResult:
+        policy = policy_for(body.kind)
+        scope = body.scope or policy.default_scope
+        if scope not in policy.allowed_scopes:
+            allowed = ", ".join(sorted(s.value for s in policy.allowed_scopes))
+            raise ValidationFailed(f"{body.kind.value} memories take scope {allowed}", field="scope")
+        if body.kind is MemoryKind.WORKING and not body.session_id:
+            raise ValidationFailed("working memory belongs to a session", field="session_id")
+        where = self._partition(who, scope, writing=True)
+        self._check_sizes(content=body.content, source_text=body.source_text, value=body.value)
+        content, source_text, value, counts = self._scrub(body.content, body.source_text, body.value)
+        draft = MemoryDraft(
+            kind=body.kind,
+            content=content,
+            key=body.key,
+            value=value,
+            source_text=source_text,
+            scope=scope,
+            confidence=body.confidence,
+            provenance=Provenance(
+                trigger=body.provenance.trigger,
+                author=who.user,
+                episode_id=body.provenance.episode_id,
+                sources=body.provenance.sources,
+            ),
+            session_id=body.session_id,
+            tags=body.tags,
+            redactions=counts,
+        )
+        outcome = self._store.create(where, draft, self._clock.now())
+        return MemoryWriteResult(outcome.record, outcome.created, outcome.superseded, outcome.unchanged, counts)
+
+    def revise(self, who: Identity, memory_id: str, body: PatchMemoryBody) -> MemoryWriteResult:
+        where, current = self._locate(who, memory_id)
+        self._require_write_access(who, current.scope)
+        if body.status is not None and body.status not in policy_for(current.kind).allowed_statuses:
+            allowed = ", ".join(sorted(s.value for s in policy_for(current.kind).allowed_statuses))
+            raise ValidationFailed(f"{current.kind.value} memories take status {allowed}", field="status")
+        fields = body.model_dump(exclude_unset=True, exclude={"expected_version"})
+        if not fields:
+            raise ValidationFailed("nothing to change", field="body")
+        self._check_sizes(
+            content=fields.get("content"), source_text=fields.get("source_text"), value=fields.get("value")
+        )
+        content, source_text, value, counts = self._scrub(
+            fields.get("content"), fields.get("source_text"), fields.get("value")
+        )
+        for name, scrubbed in (("content", content), ("source_text", source_text), ("value", value)):
+            if name in fields:
+                fields[name] = scrubbed
+        patch = MemoryPatch.model_validate({**fields, "redactions": counts})
+        outcome = self._store.update(where, memory_id, patch, body.expected_version, self._clock.now())
+        return MemoryWriteResult(outcome.record, False, current, False, counts)
+
+    def forget(self, who: Identity, memory_id: str) -> ForgetOutcome:
+        where, current = self._locate(who, memory_id)
+        self._require_write_access(who, current.scope)
+        return self._store.forget(where, memory_id)
+
+    # ---- reads --------------------------------------------------------------------------
+
+    def recall_one(self, who: Identity, memory_id: str, version: int | None = None) -> MemoryRecord:
+        where, current = self._locate(who, memory_id)
+        if version is None:
+            return current
+        return self._store.get(where, memory_id, self._clock.now(), version=version)
+
+    def history(self, who: Identity, memory_id: str) -> list[MemoryRecord]:
+        where, _ = self._locate(who, memory_id)
+        return self._store.history(where, memory_id, self._clock.now())
+
+    def browse(self, who: Identity, query: ListMemoriesQuery) -> MemoryPage:
+        where = self._partition(who, query.scope, writing=False)
+        return self._store.list(
+            where, self._clock.now(), kind=query.kind, status=query.status, cursor=query.cursor, limit=query.limit
+        )
+
+    # ---- rules --------------------------------------------------------------------------
+
+    def _partition(self, who: Identity, scope: MemoryScope, *, writing: bool) -> Partition:
+        if scope is MemoryScope.TENANT:
+            if writing:
+                self._require_write_access(who, scope)
+            return Partition(who.tenant, TENANT_OWNER)
+        return Partition(who.tenant, who.user)
+
+    def _locate(self, who: Identity, memory_id: str) -> tuple[Partition, MemoryRecord]:
+        """The caller's own memory, else the tenant's shared one; anything else is not found."""
+        now = self._clock.now()
+        for where in (Partition(who.tenant, who.user), Partition(who.tenant, TENANT_OWNER)):
+            try:
+                return where, self._store.get(where, memory_id, now)
+            except NotFound:
+                continue
+        raise NotFound(f"memory {memory_id} not found", field="id")
+
+    @staticmethod
+    def _require_write_access(who: Identity, scope: MemoryScope) -> None:
+        if scope is MemoryScope.TENANT and not who.is_curator:
+            raise Forbidden("shared (tenant) memories are written by curators", field="scope")
+
+    def _check_sizes(self, **fields: Any) -> None:
+        limit = self._settings.max_content_bytes
+        for name, value in fields.items():
+            if value is None:
+                continue
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            size = len(text.encode("utf-8"))
+            if size > limit:
+                raise ValidationFailed(f"is {size} bytes; the limit is {limit} bytes (UTF-8)", field=name)
+
+    @staticmethod
+    def _scrub(
+        content: str | None, source_text: str | None, value: Any
+    ) -> tuple[str | None, str | None, Any, dict[str, int]]:
+        counts = dict.fromkeys(PII_KINDS, 0)
+
+        def scrub(text: str) -> str:
+            result = redact(text)
+            for kind, n in result.counts.items():
+                counts[kind] = counts.get(kind, 0) + n
+            return result.text
+
+        def walk(node: Any) -> Any:
+            if isinstance(node, str):
+                return scrub(node)
+            if isinstance(node, list):
+                return [walk(item) for item in node]
+            if isinstance(node, dict):
+                return {key: walk(item) for key, item in node.items()}
+            return node
+
+        return (
+            scrub(content) if content is not None else None,
+            scrub(source_text) if source_text is not None else None,
+            walk(value),
+            counts,
+        )
+

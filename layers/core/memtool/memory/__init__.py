@@ -1,0 +1,1 @@
+"""Memory records, the versioned DynamoDB store, TTL and credit policy, PII scrubbing."""

@@ -1,0 +1,499 @@
+"""The record store on DynamoDB (PynamoDB): versioned memories, slots, TTL-aware reads.
+
+One table, items of three types in a partition per tenant and owner, so no key a caller can
+build reaches another tenant's or user's items:
+
+    pk = T#<tenant>#O#<owner>
+    sk = M#<id>                      head: the current version (gsi1 by_kind lists heads)
+    sk = V#<id>#<version:08d>        snapshot of every version, for history
+    sk = S#<kind>#<key>              slot: which memory holds a slot-like key
+
+A write is one transaction: the head with a condition on its version (optimistic locking),
+the new snapshot, the previous snapshot marked superseded, and the slot when created.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterator
+from datetime import datetime
+
+from pynamodb.attributes import (
+    JSONAttribute,
+    ListAttribute,
+    NumberAttribute,
+    TTLAttribute,
+    UnicodeAttribute,
+    UTCDateTimeAttribute,
+)
+from pynamodb.connection import Connection
+from pynamodb.exceptions import DoesNotExist, TransactWriteError
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+from pynamodb.models import Model
+from pynamodb.transactions import TransactWrite
+
+from memtool.errors import NotFound, ValidationFailed, VersionConflict
+from memtool.memory.policy import expires_at, policy_for
+from memtool.memory.records import (
+    Credit,
+    IndexState,
+    MemoryDraft,
+    MemoryKind,
+    MemoryPatch,
+    MemoryRecord,
+    MemoryScope,
+    MemoryStatus,
+    Provenance,
+    new_memory_id,
+)
+from memtool.memory.store import ForgetOutcome, IndexPurge, MemoryPage, Partition, WriteOutcome
+
+HEAD, VERSION, SLOT = "head", "version", "slot"
+BY_KIND_INDEX = "by_kind"
+
+
+def partition_key(where: Partition) -> str:
+    return f"T#{where.tenant}#O#{where.owner}"
+
+
+def head_key(memory_id: str) -> str:
+    return f"M#{memory_id}"
+
+
+def version_key(memory_id: str, version: int) -> str:
+    return f"V#{memory_id}#{version:08d}"
+
+
+def slot_key(kind: MemoryKind, key: str) -> str:
+    return f"S#{kind.value}#{key}"
+
+
+def kind_partition_key(where: Partition, kind: MemoryKind) -> str:
+    return f"{partition_key(where)}#K#{kind.value}"
+
+
+class ByKindIndex(GlobalSecondaryIndex["MemoryItem"]):
+    class Meta:
+        index_name = BY_KIND_INDEX
+        projection = AllProjection()
+
+    gsi1pk = UnicodeAttribute(hash_key=True)
+    gsi1sk = UnicodeAttribute(range_key=True)
+
+
+class MemoryItem(Model):
+    """Every item of the memory table; ``item_type`` says which of the three it is."""
+
+    class Meta:
+        table_name = "unbound"  # bound per store by memory_item_for()
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    item_type = UnicodeAttribute()
+    gsi1pk = UnicodeAttribute(null=True)
+    gsi1sk = UnicodeAttribute(null=True)
+
+    memory_id = UnicodeAttribute()
+    tenant = UnicodeAttribute()
+    owner = UnicodeAttribute()
+    kind = UnicodeAttribute()
+    key = UnicodeAttribute(null=True)
+    content = UnicodeAttribute(null=True)
+    value = JSONAttribute(null=True)
+    source_text = UnicodeAttribute(null=True)
+    scope = UnicodeAttribute(null=True)
+    status = UnicodeAttribute(null=True)
+    version = NumberAttribute(null=True)
+    credit_uses = NumberAttribute(default=0)
+    credit_successes = NumberAttribute(default=0)
+    credit_failures = NumberAttribute(default=0)
+    credit_feedback_score = NumberAttribute(default=0)
+    confidence = NumberAttribute(null=True)
+    provenance = JSONAttribute(null=True)
+    session_id = UnicodeAttribute(null=True)
+    tags = ListAttribute(of=UnicodeAttribute, null=True)
+    created_at = UTCDateTimeAttribute(null=True)
+    updated_at = UTCDateTimeAttribute(null=True)
+    last_used_at = UTCDateTimeAttribute(null=True)
+    expires_at = TTLAttribute(null=True)
+    index_state = UnicodeAttribute(null=True)
+    redactions = JSONAttribute(null=True)
+
+    by_kind = ByKindIndex()
+
+
+def memory_item_for(
+    table_name: str,
+    region: str,
+    host: str | None = None,
+    aws_access_key_id: str | None = None,
+    aws_secret_access_key: str | None = None,
+) -> type[MemoryItem]:
+    """A MemoryItem model bound to one table and endpoint (tests bind one per test)."""
+    meta = type(
+        "Meta",
+        (),
+        {
+            "table_name": table_name,
+            "region": region,
+            "host": host,
+            "aws_access_key_id": aws_access_key_id,
+            "aws_secret_access_key": aws_secret_access_key,
+            "max_retry_attempts": 3,
+        },
+    )
+    return type("BoundMemoryItem", (MemoryItem,), {"Meta": meta, "__module__": __name__})
+
+
+def _to_record(item: MemoryItem) -> MemoryRecord:
+    return MemoryRecord(
+        id=item.memory_id,
+        tenant=item.tenant,
+        owner=item.owner,
+        kind=MemoryKind(item.kind),
+        key=item.key,
+        content=item.content or "",
+        value=item.value,
+        source_text=item.source_text,
+        scope=MemoryScope(item.scope),
+        status=MemoryStatus(item.status),
+        version=int(item.version),
+        credit=Credit(
+            uses=int(item.credit_uses),
+            successes=int(item.credit_successes),
+            failures=int(item.credit_failures),
+            feedback_score=float(item.credit_feedback_score),
+        ),
+        confidence=float(item.confidence if item.confidence is not None else 1.0),
+        provenance=Provenance.model_validate(item.provenance or {}),
+        session_id=item.session_id,
+        tags=list(item.tags or []),
+        created_at=item.created_at,
+        updated_at=item.updated_at,
+        last_used_at=item.last_used_at,
+        expires_at=item.expires_at,
+        index_state=IndexState(item.index_state or IndexState.PENDING),
+        redactions=dict(item.redactions or {}),
+    )
+
+
+class DynamoMemoryStore:
+    """MemoryStore on one DynamoDB table."""
+
+    def __init__(self, model: type[MemoryItem], connection: Connection) -> None:
+        self._model = model
+        self._connection = connection
+
+    # ---- item mapping -------------------------------------------------------------------
+
+    def _item(self, record: MemoryRecord, sk: str, item_type: str) -> MemoryItem:
+        where = Partition(record.tenant, record.owner)
+        item = self._model(
+            pk=partition_key(where),
+            sk=sk,
+            item_type=item_type,
+            memory_id=record.id,
+            tenant=record.tenant,
+            owner=record.owner,
+            kind=record.kind.value,
+            key=record.key,
+            content=record.content,
+            value=record.value,
+            source_text=record.source_text,
+            scope=record.scope.value,
+            status=record.status.value,
+            version=record.version,
+            credit_uses=record.credit.uses,
+            credit_successes=record.credit.successes,
+            credit_failures=record.credit.failures,
+            credit_feedback_score=record.credit.feedback_score,
+            confidence=record.confidence,
+            provenance=record.provenance.model_dump(mode="json"),
+            session_id=record.session_id,
+            tags=record.tags or None,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+            last_used_at=record.last_used_at,
+            expires_at=record.expires_at,
+            index_state=record.index_state.value,
+            redactions=record.redactions or None,
+        )
+        if item_type == VERSION:
+            # Snapshots live as long as their record: reads check the head's expiry, and the
+            # indexer removes a record's snapshots when DynamoDB's TTL removes its head.
+            item.expires_at = None
+        if item_type == HEAD:
+            item.gsi1pk = kind_partition_key(where, record.kind)
+            item.gsi1sk = f"{record.updated_at.isoformat()}#{record.id}"
+        return item
+
+    def _slot_item(self, record: MemoryRecord) -> MemoryItem:
+        assert record.key is not None
+        return self._model(
+            pk=partition_key(Partition(record.tenant, record.owner)),
+            sk=slot_key(record.kind, record.key),
+            item_type=SLOT,
+            memory_id=record.id,
+            tenant=record.tenant,
+            owner=record.owner,
+            kind=record.kind.value,
+            key=record.key,
+        )
+
+    def _load(self, pk: str, sk: str) -> MemoryItem | None:
+        try:
+            return self._model.get(pk, sk, consistent_read=True)
+        except DoesNotExist:
+            return None
+
+    def _head(self, where: Partition, memory_id: str, now: datetime) -> MemoryItem:
+        item = self._load(partition_key(where), head_key(memory_id))
+        if item is None or (item.expires_at is not None and item.expires_at <= now):
+            raise NotFound(f"memory {memory_id} not found", field="id")
+        return item
+
+    # ---- writes -------------------------------------------------------------------------
+
+    def create(self, where: Partition, draft: MemoryDraft, now: datetime) -> WriteOutcome:
+        policy = policy_for(draft.kind)
+        if draft.key is not None:
+            slot = self._load(partition_key(where), slot_key(draft.kind, draft.key))
+            if slot is not None:
+                return self._supersede_slot(where, slot.memory_id, draft, now)
+        record = MemoryRecord(
+            id=new_memory_id(),
+            tenant=where.tenant,
+            owner=where.owner,
+            kind=draft.kind,
+            key=draft.key,
+            content=draft.content,
+            value=draft.value,
+            source_text=draft.source_text,
+            scope=draft.scope or policy.default_scope,
+            status=draft.status or policy.initial_status,
+            version=1,
+            confidence=draft.confidence,
+            provenance=draft.provenance,
+            session_id=draft.session_id,
+            tags=draft.tags,
+            created_at=now,
+            updated_at=now,
+            expires_at=expires_at(draft.kind, now),
+            redactions=draft.redactions,
+        )
+        try:
+            with TransactWrite(connection=self._connection) as tx:
+                tx.save(self._item(record, head_key(record.id), HEAD), condition=self._model.pk.does_not_exist())
+                tx.save(self._item(record, version_key(record.id, 1), VERSION), condition=self._model.pk.does_not_exist())
+                if record.key is not None:
+                    tx.save(self._slot_item(record), condition=self._model.pk.does_not_exist())
+        except TransactWriteError as exc:
+            if record.key is not None and _failed_on(exc, index=2):
+                # Another writer created the slot between our read and our write: supersede it.
+                slot = self._load(partition_key(where), slot_key(draft.kind, draft.key))  # type: ignore[arg-type]
+                if slot is not None:
+                    return self._supersede_slot(where, slot.memory_id, draft, now)
+            raise
+        return WriteOutcome(record=record, created=True)
+
+    def _supersede_slot(self, where: Partition, memory_id: str, draft: MemoryDraft, now: datetime) -> WriteOutcome:
+        head = self._load(partition_key(where), head_key(memory_id))
+        if head is None:  # a slot left behind by an interrupted forget: drop it and start over
+            self._model(pk=partition_key(where), sk=slot_key(draft.kind, draft.key or "")).delete()
+            return self.create(where, draft, now)
+        current = _to_record(head)
+        patch = MemoryPatch(
+            content=draft.content,
+            value=draft.value,
+            source_text=draft.source_text,
+            status=draft.status or policy_for(draft.kind).initial_status,
+            confidence=draft.confidence,
+            tags=draft.tags,
+            provenance=draft.provenance,
+            redactions=draft.redactions,
+        )
+        if not current.is_expired(now) and _same_content(current, patch):
+            return WriteOutcome(record=current, created=False, unchanged=True)
+        outcome = self._write_version(current, patch, now)
+        return WriteOutcome(record=outcome.record, created=False, superseded=current)
+
+    def update(
+        self, where: Partition, memory_id: str, patch: MemoryPatch, expected_version: int, now: datetime
+    ) -> WriteOutcome:
+        current = _to_record(self._head(where, memory_id, now))
+        if current.version != expected_version:
+            raise VersionConflict(
+                f"memory {memory_id} is at version {current.version}, not {expected_version}",
+                current_version=current.version,
+            )
+        return self._write_version(current, patch, now)
+
+    def _write_version(self, current: MemoryRecord, patch: MemoryPatch, now: datetime) -> WriteOutcome:
+        changes = patch.model_dump(exclude_unset=True)
+        if patch.provenance is not None:
+            changes["provenance"] = patch.provenance
+        new = current.model_copy(
+            update={
+                **changes,
+                "version": current.version + 1,
+                "updated_at": now,
+                "expires_at": expires_at(current.kind, now),
+                "index_state": IndexState.PENDING,
+                "redactions": patch.redactions or {},
+            }
+        )
+        new = MemoryRecord.model_validate(new.model_dump())
+        previous_snapshot = self._model(
+            pk=partition_key(Partition(current.tenant, current.owner)),
+            sk=version_key(current.id, current.version),
+        )
+        try:
+            with TransactWrite(connection=self._connection) as tx:
+                tx.save(
+                    self._item(new, head_key(new.id), HEAD),
+                    condition=self._model.version == current.version,
+                )
+                tx.save(self._item(new, version_key(new.id, new.version), VERSION), condition=self._model.pk.does_not_exist())
+                tx.update(
+                    previous_snapshot,
+                    actions=[self._model.status.set(MemoryStatus.SUPERSEDED.value)],
+                    condition=self._model.pk.exists(),
+                )
+        except TransactWriteError as exc:
+            if _failed_on(exc, index=0) or _failed_on(exc, index=1):
+                latest = self._load(previous_snapshot.pk, head_key(current.id))
+                raise VersionConflict(
+                    f"memory {current.id} changed while writing version {new.version}",
+                    current_version=int(latest.version) if latest is not None else None,
+                ) from exc
+            raise
+        return WriteOutcome(record=new, created=False)
+
+    def forget(self, where: Partition, memory_id: str) -> ForgetOutcome:
+        pk = partition_key(where)
+        head = self._load(pk, head_key(memory_id))
+        snapshots = list(
+            self._model.query(pk, self._model.sk.startswith(f"V#{memory_id}#"), consistent_read=True)
+        )
+        if head is None and not snapshots:
+            raise NotFound(f"memory {memory_id} not found", field="id")
+        doomed = list(snapshots)
+        if head is not None and head.key is not None:
+            slot = self._load(pk, slot_key(MemoryKind(head.kind), head.key))
+            if slot is not None and slot.memory_id == memory_id:
+                doomed.append(slot)
+        # The head goes last: until it is gone a failed forget can simply be retried.
+        for chunk in _chunks(doomed, 99):
+            with TransactWrite(connection=self._connection) as tx:
+                for item in chunk:
+                    tx.delete(item)
+        if head is not None:
+            head.delete()
+        versions = sorted(int(s.version) for s in snapshots)
+        last_version = int(head.version) if head is not None else (versions[-1] if versions else 0)
+        return ForgetOutcome(
+            memory_id=memory_id,
+            versions_removed=len(versions),
+            removed_versions=versions,
+            purge=IndexPurge(tenant=where.tenant, owner=where.owner, memory_id=memory_id, last_version=last_version),
+        )
+
+    # ---- reads --------------------------------------------------------------------------
+
+    def get(self, where: Partition, memory_id: str, now: datetime, version: int | None = None) -> MemoryRecord:
+        head = self._head(where, memory_id, now)
+        if version is None or version == int(head.version):
+            return _to_record(head)
+        if version < 1 or version > int(head.version):
+            raise NotFound(f"memory {memory_id} has no version {version}", field="version")
+        snapshot = self._load(partition_key(where), version_key(memory_id, version))
+        if snapshot is None:
+            raise NotFound(f"memory {memory_id} has no version {version}", field="version")
+        return _to_record(snapshot).model_copy(update={"expires_at": head.expires_at})
+
+    def history(self, where: Partition, memory_id: str, now: datetime) -> list[MemoryRecord]:
+        head = self._head(where, memory_id, now)
+        snapshots = self._model.query(
+            partition_key(where), self._model.sk.startswith(f"V#{memory_id}#"), consistent_read=True
+        )
+        return [_to_record(s).model_copy(update={"expires_at": head.expires_at}) for s in snapshots]
+
+    def list(
+        self,
+        where: Partition,
+        now: datetime,
+        kind: MemoryKind | None = None,
+        status: MemoryStatus | None = None,
+        cursor: str | None = None,
+        limit: int = 20,
+    ) -> MemoryPage:
+        live = self._model.expires_at.does_not_exist() | (self._model.expires_at > now)
+        if status is not None:
+            live = live & (self._model.status == status.value)
+        start = _decode_cursor(cursor, expected_pk=kind_partition_key(where, kind) if kind else partition_key(where))
+        if kind is not None:
+            results = self._model.by_kind.query(
+                kind_partition_key(where, kind),
+                filter_condition=live,
+                scan_index_forward=False,
+                limit=limit,
+                last_evaluated_key=start,
+            )
+        else:
+            results = self._model.query(
+                partition_key(where),
+                self._model.sk.startswith("M#"),
+                filter_condition=live,
+                scan_index_forward=False,
+                limit=limit,
+                last_evaluated_key=start,
+                consistent_read=True,
+            )
+        items = [_to_record(item) for item in results]
+        last = results.last_evaluated_key
+        return MemoryPage(items=items, next_cursor=_encode_cursor(last) if last and len(items) == limit else None)
+
+    def iter_heads(self, where: Partition) -> Iterator[MemoryRecord]:
+        """Every head in a partition, expired or not (maintenance and the local runtime)."""
+        for item in self._model.query(partition_key(where), self._model.sk.startswith("M#")):
+            yield _to_record(item)
+
+
+def _same_content(current: MemoryRecord, patch: MemoryPatch) -> bool:
+    return (
+        current.content == patch.content
+        and current.value == patch.value
+        and current.status == patch.status
+        and (patch.source_text is None or current.source_text == patch.source_text)
+    )
+
+
+def _failed_on(exc: TransactWriteError, index: int) -> bool:
+    reasons = exc.cancellation_reasons or []
+    return index < len(reasons) and reasons[index] is not None and reasons[index].code == "ConditionalCheckFailed"
+
+
+def _chunks(items: list[MemoryItem], size: int) -> Iterator[list[MemoryItem]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _encode_cursor(key: dict) -> str:
+    return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str | None, expected_pk: str) -> dict | None:
+    """An opaque cursor is only honoured inside the caller's own partition."""
+    if not cursor:
+        return None
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        key = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        partition = key.get("gsi1pk", key.get("pk"))["S"]
+    except (binascii.Error, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ValidationFailed("cursor is not one this API issued", field="cursor") from exc
+    if partition != expected_pk:
+        raise ValidationFailed("cursor belongs to another listing", field="cursor")
+    return key

@@ -1,0 +1,157 @@
+"""Memory records: the kinds, statuses and fields every stored memory carries (DESIGN.md §4)."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class MemoryKind(StrEnum):
+    WORKING = "working"
+    PROFILE = "profile"
+    EPISODIC = "episodic"
+    CORRECTION = "correction"
+    KNOWLEDGE = "knowledge"
+    FEWSHOT = "fewshot"
+
+
+class MemoryScope(StrEnum):
+    USER = "user"
+    TENANT = "tenant"
+
+
+class MemoryStatus(StrEnum):
+    ACTIVE = "active"
+    PENDING_REVIEW = "pending_review"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    SUPERSEDED = "superseded"
+    ARCHIVED = "archived"
+
+
+class Trigger(StrEnum):
+    """What made a memory: formation is triggered, never autonomous."""
+
+    EXPLICIT = "explicit"
+    INTERACTION = "interaction"
+    FEEDBACK = "feedback"
+    CORRECTION = "correction"
+    CLARIFICATION = "clarification"
+    DIAGNOSIS = "diagnosis"
+
+
+class IndexState(StrEnum):
+    """'Saved' and 'indexed' differ: the stream-driven indexer moves a record to INDEXED."""
+
+    PENDING = "pending"
+    INDEXED = "indexed"
+    FAILED = "failed"
+
+
+class Credit(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    uses: int = 0
+    successes: int = 0
+    failures: int = 0
+    feedback_score: float = 0.0
+
+
+class SourceRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    version: int | None = None
+
+
+class Provenance(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    trigger: Trigger = Trigger.EXPLICIT
+    author: str | None = None
+    episode_id: str | None = None
+    sources: list[SourceRef] = Field(default_factory=list)
+
+
+class MemoryRecord(BaseModel):
+    """One version of one memory, as stored and as returned."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    tenant: str
+    owner: str
+    kind: MemoryKind
+    key: str | None = None
+    content: str
+    value: Any = None
+    source_text: str | None = None
+    scope: MemoryScope
+    status: MemoryStatus
+    version: int
+    credit: Credit = Field(default_factory=Credit)
+    confidence: float = 1.0
+    provenance: Provenance = Field(default_factory=Provenance)
+    session_id: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    created_at: datetime
+    updated_at: datetime
+    last_used_at: datetime | None = None
+    expires_at: datetime | None = None
+    index_state: IndexState = IndexState.PENDING
+    redactions: dict[str, int] = Field(default_factory=dict)
+
+    def is_expired(self, now: datetime) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
+
+
+class MemoryDraft(BaseModel):
+    """What a caller asks to store; the store adds identity, version and timestamps."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: MemoryKind
+    content: str
+    key: str | None = None
+    value: Any = None
+    source_text: str | None = None
+    scope: MemoryScope | None = None
+    status: MemoryStatus | None = None
+    confidence: float = 1.0
+    provenance: Provenance = Field(default_factory=Provenance)
+    session_id: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    redactions: dict[str, int] = Field(default_factory=dict)
+
+
+class MemoryPatch(BaseModel):
+    """Fields a new version may change; ``None`` keeps the current value."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str | None = None
+    value: Any = None
+    source_text: str | None = None
+    status: MemoryStatus | None = None
+    confidence: float | None = None
+    tags: list[str] | None = None
+    provenance: Provenance | None = None
+    redactions: dict[str, int] | None = None
+
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def new_memory_id(prefix: str = "mem") -> str:
+    """A ULID-shaped id: 48-bit millisecond time then 80 random bits, so ids sort by creation."""
+    value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
+    chars = []
+    for _ in range(26):
+        chars.append(_CROCKFORD[value & 31])
+        value >>= 5
+    return f"{prefix}_{''.join(reversed(chars))}"

@@ -1,0 +1,1 @@
+"""Settings, clocks, AWS clients and the embedded local runtime."""

@@ -1,0 +1,21 @@
+"""boto3 clients built from settings: the one place that knows endpoints and credentials."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memtool.runtime.settings import Settings
+
+
+def client(service: str, settings: Settings) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.session.Session().client(
+        service,
+        region_name=settings.region,
+        endpoint_url=settings.aws_endpoint_url,
+        aws_access_key_id=settings.aws_access_key_id,
+        aws_secret_access_key=settings.aws_secret_access_key,
+        config=Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=3, read_timeout=10),
+    )

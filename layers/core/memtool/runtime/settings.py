@@ -1,0 +1,76 @@
+"""The one settings model: every MEMTOOL_* variable, validated once at cold start.
+
+Nothing else in memtool reads ``os.environ``. Tests and the local runtime build a
+``Settings`` explicitly and install it with :func:`use_settings`.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MEMTOOL_", extra="ignore", frozen=True)
+
+    runtime: Literal["aws", "local"] = Field(
+        "aws",
+        description="'local' trusts X-Memtool-* identity headers; 'aws' trusts only authorizer claims.",
+    )
+    region: str = Field(
+        "us-east-1", validation_alias=AliasChoices("MEMTOOL_REGION", "AWS_REGION", "AWS_DEFAULT_REGION")
+    )
+    aws_endpoint_url: str | None = Field(None, description="Set by the local runtime (moto server).")
+    # Static credentials only for the local runtime's moto server; AWS uses the default chain.
+    aws_access_key_id: str | None = None
+    aws_secret_access_key: str | None = None
+    home: Path = Field(Path(".memtool"), description="State folder of the local runtime.")
+
+    memory_table: str = "memtool-memory"
+    idempotency_table: str = "memtool-idempotency"
+    idempotency_ttl_seconds: int = Field(3600, ge=60)
+
+    tenant_claim: str = "custom:tenant_id"
+    roles_claim: str = "cognito:groups"
+
+    max_content_bytes: int = Field(8192, ge=256)
+    page_size: int = Field(20, ge=1, le=100)
+
+    # Used by later flows; declared here so the template and the code agree on names.
+    ask_state_machine_arn: str | None = None
+    opensearch_endpoint: str | None = None
+    opensearch_service: Literal["es", "aoss"] = "aoss"
+    redshift_secret_arn: str | None = None
+    e2b_secret_arn: str | None = None
+    bedrock_planner_model_id: str = "anthropic.claude-3-5-sonnet-20240620-v1:0"
+    bedrock_embedding_model_id: str = "amazon.titan-embed-text-v2:0"
+
+    @property
+    def is_local(self) -> bool:
+        return self.runtime == "local"
+
+
+_override: Settings | None = None
+
+
+@lru_cache(maxsize=1)
+def _from_environment() -> Settings:
+    return Settings()
+
+
+def get_settings() -> Settings:
+    """The settings in force: an installed override, else the environment (read once)."""
+    return _override if _override is not None else _from_environment()
+
+
+def use_settings(settings: Settings | None) -> None:
+    """Install settings for this process (local runtime, tests); ``None`` restores the environment."""
+    global _override
+    _override = settings
+    from memtool.runtime import container
+
+    container.reset()
