@@ -18,10 +18,12 @@ logger = Logger(service="memtool")
 
 
 def json_response(status_code: int, body: Any = None, headers: dict[str, str] | None = None) -> Response:
+    if body is None:
+        return Response(status_code=status_code, body="", headers=headers)
     return Response(
         status_code=status_code,
         content_type=content_types.APPLICATION_JSON,
-        body=None if body is None else json.dumps(body, ensure_ascii=False),
+        body=json.dumps(body, ensure_ascii=False),
         headers=headers,
     )
 

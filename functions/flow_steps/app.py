@@ -1,0 +1,14 @@
+"""AskFlow's Lambda tasks, dispatched by step name (filled by the ask issue)."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools import Logger
+
+from memtool.flows.not_ready import not_implemented
+
+logger = Logger(service="memtool")
+
+
+@logger.inject_lambda_context
+def lambda_handler(event: dict, context) -> dict:
+    return not_implemented("flow_steps", event, "the AskFlow steps arrive with the ask issue")

@@ -1,0 +1,14 @@
+"""DynamoDB stream → vector index (filled by the retrieval issue)."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools import Logger
+
+from memtool.flows.not_ready import not_implemented
+
+logger = Logger(service="memtool")
+
+
+@logger.inject_lambda_context
+def lambda_handler(event: dict, context) -> dict:
+    return not_implemented("indexer", event, "stream indexing arrives with the retrieval issue")

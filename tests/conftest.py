@@ -1,0 +1,70 @@
+"""Shared fixtures: moto in-process AWS with tables built from template.yaml, the local API."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memtool.runtime import container
+from memtool.runtime.aws import client
+from memtool.runtime.clock import FrozenClock
+from memtool.runtime.local_api import LocalApiGateway
+from memtool.runtime.settings import Settings, use_settings
+from memtool.runtime.tables import create_tables
+from memtool.runtime.template import load_template
+
+from tests.support import ROOT, Api
+
+
+@pytest.fixture(autouse=True)
+def _isolated_process_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "WARNING")
+    yield
+    use_settings(None)
+    container.use_clock(None)
+
+
+@pytest.fixture(scope="session")
+def template() -> dict[str, Any]:
+    return load_template(ROOT / "template.yaml")
+
+
+@pytest.fixture
+def clock() -> FrozenClock:
+    frozen = FrozenClock(datetime(2026, 11, 29, 9, 0, tzinfo=UTC))
+    container.use_clock(frozen)
+    return frozen
+
+
+@pytest.fixture
+def aws(template: dict[str, Any], clock: FrozenClock) -> Iterator[Settings]:
+    """moto in-process, the template's tables under names unique to this test, local runtime mode."""
+    from moto import mock_aws
+
+    suffix = uuid.uuid4().hex[:8]
+    settings = Settings(
+        runtime="local",
+        region="us-east-1",
+        memory_table=f"memory-{suffix}",
+        idempotency_table=f"idempotency-{suffix}",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    with mock_aws():
+        use_settings(settings)
+        create_tables(client("dynamodb", settings), settings, template)
+        yield settings
+
+
+@pytest.fixture
+def api(aws: Settings, template: dict[str, Any]) -> Api:
+    return Api(LocalApiGateway(template, ROOT), tenant=f"acme-{uuid.uuid4().hex[:6]}", user="li")
