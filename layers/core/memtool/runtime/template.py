@@ -68,7 +68,7 @@ class _CfnLoader:
             pass
 
         def construct(loader, tag_suffix, node):
-            name = "Ref" if tag_suffix == "Ref" else f"Fn::{tag_suffix}"
+            name = tag_suffix if tag_suffix in ("Ref", "Condition") else f"Fn::{tag_suffix}"
             if isinstance(node, yaml.ScalarNode):
                 value: Any = loader.construct_scalar(node)
                 if tag_suffix == "GetAtt" and isinstance(value, str):

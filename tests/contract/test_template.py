@@ -1,0 +1,857 @@
+"""Contract tests for template.yaml and statemachines/*.asl.json.
+
+They hold the deployable shape to what the code and the local runtime rely on: cfn-lint is clean,
+the tables have the key schema the record store expects, every function answers its routes, every
+state machine's placeholders are substituted, every ASL parses on the Step Functions engine that
+the local runtime uses, and the flows route the way DESIGN.md section 5 says. Fast, no network.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from cfnlint.api import lint_file
+from moto import mock_aws
+from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+from memtool.runtime.template import load_template as load_cfn_template
+from moto.stepfunctions.parser.asl.parse.asl_parser import (
+    AmazonStateLanguageParser,
+    ASLParserException,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE_PATH = ROOT / "template.yaml"
+STATEMACHINES_DIR = ROOT / "statemachines"
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+
+# cfn-lint findings that are accepted, by rule id, each with the reason. Errors are never accepted.
+IGNORED_LINT_WARNINGS: dict[str, str] = {}
+
+LAMBDA_SERVICE_ERRORS = {
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.TooManyRequestsException",
+}
+
+EXPECTED_FUNCTIONS: dict[str, tuple[str, set[tuple[str, str]]]] = {
+    "AskFunction": ("functions/ask/", {("post", "/ask")}),
+    "FeedbackFunction": (
+        "functions/feedback/",
+        {("post", "/feedback"), ("get", "/fewshots"), ("patch", "/fewshots/{id}")},
+    ),
+    "MemoryWriteFunction": (
+        "functions/memory_write/",
+        {
+            ("post", "/memories"),
+            ("get", "/memories"),
+            ("get", "/memories/search"),
+            ("get", "/memories/{id}"),
+            ("patch", "/memories/{id}"),
+            ("delete", "/memories/{id}"),
+        },
+    ),
+    "DiagnoseFunction": ("functions/diagnose/", {("post", "/diagnose")}),
+    "FlowStepsFunction": ("functions/flow_steps/", set()),
+    "IndexerFunction": ("functions/indexer/", set()),
+    "MaintenanceFunction": ("functions/maintenance/", set()),
+}
+
+# The step names each state machine sends in its Lambda payload; the handlers dispatch on them.
+ASK_FLOW_STEPS = {
+    "Prepare",
+    "Recall",
+    "Plan",
+    "Guard",
+    "Execute",
+    "Diagnose",
+    "Analyze",
+    "Visualize",
+    "Record",
+    "RecordFailure",
+}
+MAINTENANCE_STEPS = ["Decay", "Consolidate", "Archive", "ReconcileIndex"]
+
+PLAIN_TABLE_PROPERTIES = (
+    "BillingMode",
+    "AttributeDefinitions",
+    "KeySchema",
+    "GlobalSecondaryIndexes",
+    "TimeToLiveSpecification",
+    "StreamSpecification",
+)
+
+
+# ---------------------------------------------------------------------------------- loading
+
+
+def load_template() -> dict[str, Any]:
+    return load_cfn_template(TEMPLATE_PATH)
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    return load_template()
+
+
+def state_machines(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        name: resource["Properties"]
+        for name, resource in template["Resources"].items()
+        if resource["Type"] == "AWS::Serverless::StateMachine"
+    }
+
+
+def fake_arn_for(placeholder: str) -> str:
+    return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{placeholder}"
+
+
+def render_definition(asl_text: str, substitutions: dict[str, Any]) -> str:
+    """Substitute every ${Name} the way CloudFormation does, with a fake ARN for each value."""
+    rendered = asl_text
+    for name in substitutions:
+        rendered = rendered.replace("${" + name + "}", fake_arn_for(name))
+    return rendered
+
+
+def rendered_definitions(template: dict[str, Any]) -> dict[str, str]:
+    return {
+        name: render_definition(
+            (ROOT / props["DefinitionUri"]).read_text(encoding="utf-8"),
+            props["DefinitionSubstitutions"],
+        )
+        for name, props in state_machines(template).items()
+    }
+
+
+def contains_intrinsic(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(
+            key == "Ref" or key == "Condition" or key.startswith("Fn::") or contains_intrinsic(v)
+            for key, v in value.items()
+        )
+    if isinstance(value, list):
+        return any(contains_intrinsic(item) for item in value)
+    return False
+
+
+# ---------------------------------------------------------------------------------- cfn-lint
+
+
+def test_cfn_lint_reports_no_errors_and_no_unlisted_warnings() -> None:
+    # Given the template, When cfn-lint runs with its default rules
+    matches = lint_file(TEMPLATE_PATH)
+
+    # Then nothing but the explicitly accepted warnings remains
+    findings = [
+        f"{m.rule.id} {m.message} (line {m.linenumber})"
+        for m in matches
+        if m.rule.id[0] == "E" or (m.rule.id[0] == "W" and m.rule.id not in IGNORED_LINT_WARNINGS)
+    ]
+    assert findings == []
+
+
+def test_cfn_lint_catches_a_broken_template(tmp_path: Path) -> None:
+    # Given a copy of the template whose ask function references a resource that does not exist
+    broken = TEMPLATE_PATH.read_text(encoding="utf-8").replace(
+        "MEMTOOL_ASK_STATE_MACHINE_ARN: !Ref AskFlow",
+        "MEMTOOL_ASK_STATE_MACHINE_ARN: !Ref NoSuchFlow",
+    )
+    assert "NoSuchFlow" in broken
+    broken_path = tmp_path / "template.yaml"
+    broken_path.write_text(broken, encoding="utf-8")
+    for folder in ("functions", "layers", "statemachines"):
+        (tmp_path / folder).symlink_to(ROOT / folder)
+
+    # When it is linted, Then the lint run is not vacuous: an error is reported
+    errors = [m for m in lint_file(broken_path) if m.rule.id[0] == "E"]
+    assert errors, "cfn-lint accepted a template with a dangling !Ref"
+
+
+# ---------------------------------------------------------------------------------- tables
+
+
+def test_memory_table_has_the_record_store_key_schema(template: dict[str, Any]) -> None:
+    table = template["Resources"]["MemoryTable"]
+    props = table["Properties"]
+
+    assert table["Type"] == "AWS::DynamoDB::Table"
+    assert "TableName" not in props
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert {(a["AttributeName"], a["AttributeType"]) for a in props["AttributeDefinitions"]} == {
+        ("pk", "S"),
+        ("sk", "S"),
+        ("gsi1pk", "S"),
+        ("gsi1sk", "S"),
+    }
+    assert props["KeySchema"] == [
+        {"AttributeName": "pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+    ]
+    assert props["GlobalSecondaryIndexes"] == [
+        {
+            "IndexName": "by_kind",
+            "KeySchema": [
+                {"AttributeName": "gsi1pk", "KeyType": "HASH"},
+                {"AttributeName": "gsi1sk", "KeyType": "RANGE"},
+            ],
+            "Projection": {"ProjectionType": "ALL"},
+        }
+    ]
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    assert props["StreamSpecification"] == {"StreamViewType": "NEW_AND_OLD_IMAGES"}
+    assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert props["SSESpecification"]["SSEEnabled"] is True
+
+
+def test_idempotency_table_matches_powertools_defaults(template: dict[str, Any]) -> None:
+    table = template["Resources"]["IdempotencyTable"]
+    props = table["Properties"]
+
+    assert table["Type"] == "AWS::DynamoDB::Table"
+    assert "TableName" not in props
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["AttributeDefinitions"] == [{"AttributeName": "id", "AttributeType": "S"}]
+    assert props["KeySchema"] == [{"AttributeName": "id", "KeyType": "HASH"}]
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expiration", "Enabled": True}
+
+
+@pytest.mark.parametrize("table_name", ["MemoryTable", "IdempotencyTable"])
+def test_table_properties_read_by_the_local_runtime_are_plain(
+    template: dict[str, Any], table_name: str
+) -> None:
+    props = template["Resources"][table_name]["Properties"]
+    for key in PLAIN_TABLE_PROPERTIES:
+        assert not contains_intrinsic(props.get(key)), f"{table_name}.{key} uses an intrinsic"
+
+
+@mock_aws
+def test_tables_can_be_created_from_the_template_properties(template: dict[str, Any]) -> None:
+    # Given the table Properties exactly as the local runtime reads them
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    for logical_id in ("MemoryTable", "IdempotencyTable"):
+        props = template["Resources"][logical_id]["Properties"]
+        create_args = {k: props[k] for k in PLAIN_TABLE_PROPERTIES[:4] if k in props}
+        if "StreamSpecification" in props:
+            create_args["StreamSpecification"] = {
+                "StreamEnabled": True,
+                **props["StreamSpecification"],
+            }
+        name = f"{logical_id}-{uuid.uuid4().hex[:8]}"
+
+        # When DynamoDB creates a table from them
+        dynamodb.create_table(TableName=name, **create_args)
+        ttl = props["TimeToLiveSpecification"]
+        dynamodb.update_time_to_live(TableName=name, TimeToLiveSpecification=ttl)
+
+        # Then the table has the declared keys and TTL
+        described = dynamodb.describe_table(TableName=name)["Table"]
+        assert described["KeySchema"] == props["KeySchema"]
+        ttl_desc = dynamodb.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+        assert ttl_desc["AttributeName"] == ttl["AttributeName"]
+        assert ttl_desc["TimeToLiveStatus"] == "ENABLED"
+    memory = [t for t in dynamodb.list_tables()["TableNames"] if t.startswith("MemoryTable-")][0]
+    indexes = dynamodb.describe_table(TableName=memory)["Table"]["GlobalSecondaryIndexes"]
+    assert [i["IndexName"] for i in indexes] == ["by_kind"]
+
+
+# ---------------------------------------------------------------------------------- functions
+
+
+def api_routes(function: dict[str, Any]) -> set[tuple[str, str]]:
+    events = function["Properties"].get("Events", {})
+    return {
+        (event["Properties"]["Method"].lower(), event["Properties"]["Path"])
+        for event in events.values()
+        if event["Type"] == "Api"
+    }
+
+
+def test_every_function_exists_with_exactly_its_routes(template: dict[str, Any]) -> None:
+    resources = template["Resources"]
+    functions = {
+        name: r for name, r in resources.items() if r["Type"] == "AWS::Serverless::Function"
+    }
+
+    assert set(functions) == set(EXPECTED_FUNCTIONS)
+    for name, (code_uri, routes) in EXPECTED_FUNCTIONS.items():
+        props = functions[name]["Properties"]
+        assert props["CodeUri"] == code_uri, name
+        assert props["Handler"] == "app.lambda_handler", name
+        assert (ROOT / code_uri).is_dir(), f"{code_uri} is missing"
+        assert api_routes(functions[name]) == routes, name
+        for event in props.get("Events", {}).values():
+            if event["Type"] == "Api":
+                assert event["Properties"]["RestApiId"] == {"Ref": "MemtoolApi"}, name
+                # Every route goes through the Cognito authorizer (no per-route opt-out).
+                assert "Auth" not in event["Properties"], name
+
+
+def test_api_uses_the_cognito_authorizer_by_default(template: dict[str, Any]) -> None:
+    api = template["Resources"]["MemtoolApi"]["Properties"]
+
+    assert api["Auth"]["DefaultAuthorizer"] == "CognitoAuthorizer"
+    assert api["Auth"]["Authorizers"]["CognitoAuthorizer"]["UserPoolArn"] == {
+        "Ref": "CognitoUserPoolArn"
+    }
+    assert api["StageName"] == {"Ref": "Stage"}
+    assert api["TracingEnabled"] is True
+
+
+def test_globals_give_every_function_the_shared_settings(template: dict[str, Any]) -> None:
+    function_globals = template["Globals"]["Function"]
+    variables = function_globals["Environment"]["Variables"]
+
+    assert function_globals["Runtime"] == "python3.12"
+    assert function_globals["Tracing"] == "Active"
+    assert function_globals["Layers"] == [{"Ref": "CoreLayer"}]
+    assert variables["MEMTOOL_RUNTIME"] == "aws"
+    assert variables["MEMTOOL_MEMORY_TABLE"] == {"Ref": "MemoryTable"}
+    assert variables["MEMTOOL_IDEMPOTENCY_TABLE"] == {"Ref": "IdempotencyTable"}
+    assert variables["MEMTOOL_TENANT_CLAIM"] == {"Ref": "TenantClaim"}
+    for name in (
+        "MEMTOOL_OPENSEARCH_ENDPOINT",
+        "MEMTOOL_OPENSEARCH_SERVICE",
+        "MEMTOOL_REDSHIFT_SECRET_ARN",
+        "MEMTOOL_E2B_SECRET_ARN",
+        "MEMTOOL_BEDROCK_PLANNER_MODEL_ID",
+        "MEMTOOL_BEDROCK_EMBEDDING_MODEL_ID",
+        "POWERTOOLS_SERVICE_NAME",
+        "POWERTOOLS_METRICS_NAMESPACE",
+        "POWERTOOLS_LOG_LEVEL",
+    ):
+        assert name in variables, name
+    ask_env = template["Resources"]["AskFunction"]["Properties"]["Environment"]["Variables"]
+    assert ask_env["MEMTOOL_ASK_STATE_MACHINE_ARN"] == {"Ref": "AskFlow"}
+
+
+def test_indexer_reads_the_memory_stream_with_partial_failures_and_a_dlq(
+    template: dict[str, Any],
+) -> None:
+    events = template["Resources"]["IndexerFunction"]["Properties"]["Events"]
+    (stream,) = [e["Properties"] for e in events.values() if e["Type"] == "DynamoDB"]
+
+    assert stream["Stream"] == {"Fn::GetAtt": ["MemoryTable", "StreamArn"]}
+    assert stream["StartingPosition"] == "TRIM_HORIZON"
+    assert stream["BatchSize"] == 100
+    assert stream["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert stream["BisectBatchOnFunctionError"] is True
+    assert isinstance(stream["MaximumRetryAttempts"], int)
+    assert stream["DestinationConfig"]["OnFailure"]["Destination"] == {
+        "Fn::GetAtt": ["IndexerDeadLetterQueue", "Arn"]
+    }
+
+
+def test_alarms_notify_only_when_a_topic_is_given(template: dict[str, Any]) -> None:
+    alarms = {
+        name: r["Properties"]
+        for name, r in template["Resources"].items()
+        if r["Type"] == "AWS::CloudWatch::Alarm"
+    }
+    alarmed_functions = {
+        p["Dimensions"][0]["Value"]["Ref"]
+        for p in alarms.values()
+        if p.get("Namespace") == "AWS/Lambda" and p.get("MetricName") == "Errors"
+    }
+
+    assert alarmed_functions == set(EXPECTED_FUNCTIONS)
+    for name, props in alarms.items():
+        assert props["AlarmActions"] == {
+            "Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]
+        }, name
+
+
+def test_outputs_name_the_entry_points(template: dict[str, Any]) -> None:
+    assert {"ApiUrl", "MemoryTableName", "AskFlowArn", "MaintenanceFlowArn"} <= set(
+        template["Outputs"]
+    )
+
+
+# ---------------------------------------------------------------------------------- state machines
+
+
+def test_each_definition_substitution_matches_a_placeholder(template: dict[str, Any]) -> None:
+    machines = state_machines(template)
+
+    assert set(machines) == {"AskFlow", "MaintenanceFlow"}
+    for name, props in machines.items():
+        text = (ROOT / props["DefinitionUri"]).read_text(encoding="utf-8")
+        placeholders = set(re.findall(r"\$\{([A-Za-z0-9_]+)\}", text))
+        assert placeholders == set(props["DefinitionSubstitutions"]), name
+        assert "${" not in render_definition(text, props["DefinitionSubstitutions"]), name
+
+
+def test_state_machine_types_and_wiring(template: dict[str, Any]) -> None:
+    machines = state_machines(template)
+    ask, maintenance = machines["AskFlow"], machines["MaintenanceFlow"]
+
+    assert ask["Type"] == "EXPRESS"
+    assert ask["DefinitionSubstitutions"] == {
+        "FlowStepsFunctionArn": {"Fn::GetAtt": ["FlowStepsFunction", "Arn"]}
+    }
+    assert ask["Logging"]["Level"] == "ERROR"
+    assert ask["Tracing"]["Enabled"] is True
+    assert maintenance["Type"] == "STANDARD"
+    assert maintenance["DefinitionSubstitutions"] == {
+        "MaintenanceFunctionArn": {"Fn::GetAtt": ["MaintenanceFunction", "Arn"]}
+    }
+    assert [e["Type"] for e in maintenance["Events"].values()] == ["Schedule"]
+
+
+def test_every_definition_file_is_used_by_the_template(template: dict[str, Any]) -> None:
+    used = {props["DefinitionUri"] for props in state_machines(template).values()}
+    on_disk = {f"statemachines/{p.name}" for p in STATEMACHINES_DIR.glob("*.asl.json")}
+    assert on_disk == used
+
+
+def test_every_definition_parses_on_the_local_step_functions_engine(
+    template: dict[str, Any],
+) -> None:
+    for name, definition in rendered_definitions(template).items():
+        program, _tree = AmazonStateLanguageParser.parse(definition)
+        assert program is not None, name
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        '{"StartAt": "A", "States": {"A": {"Type": "Bogus", "End": true}}}',
+        '{"StartAt": "A", "States": {"A": {"Type": "Pass", "Nxt": "B"}}}',
+        '{"StartAt": "A", "States": {"A": {"Type": "Task", "End": true}}}',
+        '{"StartAt": "A", "States": ',
+    ],
+    ids=["unknown-state-type", "misspelled-field", "task-without-resource", "truncated"],
+)
+def test_a_broken_definition_does_not_parse(broken: str) -> None:
+    # The parser reports grammar errors as ASLParserException and missing required fields as
+    # ValueError while building the program.
+    with pytest.raises((ASLParserException, ValueError)):
+        AmazonStateLanguageParser.parse(broken)
+
+
+def test_a_broken_copy_of_the_real_definition_does_not_parse(template: dict[str, Any]) -> None:
+    definition = json.loads(rendered_definitions(template)["AskFlow"])
+    definition["States"]["Prepare"]["Retry"][0]["MaxAttempts"] = "three"
+    with pytest.raises(ASLParserException):
+        AmazonStateLanguageParser.parse(json.dumps(definition))
+
+
+def iter_states(states: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every state, including those nested in Parallel branches and Map iterators."""
+    for name, state in states.items():
+        yield name, state
+        for branch in state.get("Branches", []):
+            yield from iter_states(branch["States"])
+        processor = state.get("ItemProcessor") or state.get("Iterator")
+        if processor:
+            yield from iter_states(processor["States"])
+
+
+def transitions(state: dict[str, Any]) -> list[str]:
+    targets = [state[k] for k in ("Next", "Default") if k in state]
+    targets += [choice["Next"] for choice in state.get("Choices", [])]
+    targets += [catcher["Next"] for catcher in state.get("Catch", [])]
+    return targets
+
+
+def definition_problems(definition: dict[str, Any]) -> list[str]:
+    """What the parser does not check: resilience rules, dangling and unreachable states."""
+    problems: list[str] = []
+    states = definition["States"]
+    if definition.get("QueryLanguage", "JSONPath") != "JSONPath":
+        problems.append("QueryLanguage must be JSONPath")
+    for name, state in iter_states(states):
+        kind = state["Type"]
+        if kind == "Task":
+            retried = {e for retrier in state.get("Retry", []) for e in retrier["ErrorEquals"]}
+            if not LAMBDA_SERVICE_ERRORS <= retried:
+                problems.append(f"{name}: Retry misses {sorted(LAMBDA_SERVICE_ERRORS - retried)}")
+            catch_all = [c for c in state.get("Catch", []) if "States.ALL" in c["ErrorEquals"]]
+            if not catch_all:
+                problems.append(f"{name}: no Catch on States.ALL")
+            for catcher in state.get("Catch", []):
+                if catcher.get("ResultPath") != "$.error":
+                    problems.append(f"{name}: Catch must keep the input (ResultPath $.error)")
+        if kind == "Choice" and "Default" not in state:
+            problems.append(f"{name}: Choice without Default")
+        terminal = kind in {"Choice", "Succeed", "Fail"} or state.get("End")
+        if not terminal and "Next" not in state:
+            problems.append(f"{name}: neither Next nor End")
+    for name, state in states.items():
+        for target in transitions(state):
+            if target not in states:
+                problems.append(f"{name}: goes to missing state {target}")
+    reachable, frontier = set(), [definition["StartAt"]]
+    while frontier:
+        current = frontier.pop()
+        if current in reachable or current not in states:
+            continue
+        reachable.add(current)
+        frontier.extend(transitions(states[current]))
+    problems += [f"{name}: unreachable" for name in states if name not in reachable]
+    return problems
+
+
+def test_every_task_retries_and_catches_and_every_choice_has_a_default(
+    template: dict[str, Any],
+) -> None:
+    for name, definition in rendered_definitions(template).items():
+        assert definition_problems(json.loads(definition)) == [], name
+
+
+def test_the_structure_check_is_not_vacuous() -> None:
+    definition = {
+        "StartAt": "A",
+        "States": {
+            "A": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke", "Next": "B"},
+            "B": {
+                "Type": "Choice",
+                "Choices": [{"Variable": "$.x", "IsPresent": True, "Next": "C"}],
+            },
+            "Orphan": {"Type": "Succeed"},
+        },
+    }
+    problems = definition_problems(definition)
+    assert any("A: Retry misses" in p for p in problems)
+    assert "A: no Catch on States.ALL" in problems
+    assert "B: Choice without Default" in problems
+    assert "B: goes to missing state C" in problems
+    assert "Orphan: unreachable" in problems
+
+
+def lambda_tasks(definition: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        name: state
+        for name, state in iter_states(definition["States"])
+        if state["Type"] == "Task"
+    }
+
+
+def test_ask_flow_tasks_follow_the_flow_steps_convention() -> None:
+    definition = json.loads((STATEMACHINES_DIR / "ask_flow.asl.json").read_text(encoding="utf-8"))
+    tasks = lambda_tasks(definition)
+
+    assert {t["Parameters"]["Payload"]["step"] for t in tasks.values()} == ASK_FLOW_STEPS
+    for name, task in tasks.items():
+        assert task["Resource"] == "arn:aws:states:::lambda:invoke", name
+        assert task["Parameters"]["FunctionName"] == "${FlowStepsFunctionArn}", name
+        assert task["Parameters"]["Payload"] == {"step": name, "state.$": "$"}, name
+        # The step's returned object becomes the whole new state.
+        assert task["ResultSelector"] == {"state.$": "$.Payload"}, name
+        assert task["OutputPath"] == "$.state", name
+        assert task.get("ResultPath", "$") == "$", name
+    route_choice = definition["States"]["RouteChoice"]
+    assert {c["StringEquals"] for c in route_choice["Choices"]} == {
+        "nl2sql_query",
+        "kpi_lookup",
+        "business_knowledge_qa",
+        "deep_analysis_workflow",
+    }
+    assert definition["States"][route_choice["Default"]]["Type"] == "Fail"
+
+
+def test_maintenance_tasks_follow_the_maintenance_convention() -> None:
+    definition = json.loads(
+        (STATEMACHINES_DIR / "maintenance.asl.json").read_text(encoding="utf-8")
+    )
+    tasks = lambda_tasks(definition)
+
+    assert list(tasks) == MAINTENANCE_STEPS
+    for name, task in tasks.items():
+        assert task["Parameters"]["FunctionName"] == "${MaintenanceFunctionArn}", name
+        assert task["Parameters"]["Payload"] == {"step": name, "input.$": "$"}, name
+        assert task["ResultSelector"] == {"report.$": "$.Payload"}, name
+
+
+# ---------------------------------------------------------------------------------- execution
+
+
+class ScriptedLambda:
+    """Stands in for the Lambda client of moto's Step Functions engine: each invoke runs a Python
+    step function in-process, the way the local runtime dispatches to the real handlers."""
+
+    def __init__(self, steps: dict[str, Callable[[dict[str, Any]], Any]], body_key: str) -> None:
+        self.steps = steps
+        self.body_key = body_key
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def invoke(self, **parameters: Any) -> dict[str, Any]:
+        event = json.loads(parameters["Payload"])
+        step, body = event["step"], event[self.body_key]
+        self.calls.append((step, body))
+        try:
+            result = self.steps[step](body)
+        except StepError as error:
+            payload = {"errorType": error.error_type, "errorMessage": str(error)}
+            return {"StatusCode": 200, "FunctionError": "Unhandled", "Payload": _stream(payload)}
+        return {"StatusCode": 200, "Payload": _stream(result)}
+
+    @property
+    def steps_called(self) -> list[str]:
+        return [step for step, _ in self.calls]
+
+
+class StepError(Exception):
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+
+
+def _stream(payload: Any) -> io.BytesIO:
+    return io.BytesIO(json.dumps(payload).encode("utf-8"))
+
+
+def run_on_local_engine(
+    monkeypatch: pytest.MonkeyPatch,
+    template: dict[str, Any],
+    machine: str,
+    scripted: ScriptedLambda,
+    execution_input: dict[str, Any],
+) -> dict[str, Any]:
+    """Create the real state machine on moto's Step Functions engine and run it to the end."""
+    monkeypatch.setattr(lambda_eval_utils, "boto_client_for", lambda **_kwargs: scripted)
+    props = state_machines(template)[machine]
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        sfn = boto3.client("stepfunctions", region_name=REGION)
+        arn = sfn.create_state_machine(
+            name=f"{machine}-{uuid.uuid4().hex[:8]}",
+            definition=rendered_definitions(template)[machine],
+            roleArn=f"arn:aws:iam::{ACCOUNT}:role/{machine}Role",
+            type=props["Type"],
+        )["stateMachineArn"]
+        execution_arn = sfn.start_execution(
+            stateMachineArn=arn, input=json.dumps(execution_input)
+        )["executionArn"]
+        deadline = time.monotonic() + 20
+        while True:
+            execution = sfn.describe_execution(executionArn=execution_arn)
+            if execution["status"] != "RUNNING" or time.monotonic() > deadline:
+                return execution
+            time.sleep(0.02)
+
+
+def set_field(**fields: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    return lambda state: {**state, **fields}
+
+
+def happy_flow_steps(route: str, **overrides: Callable[[dict[str, Any]], Any]) -> ScriptedLambda:
+    steps: dict[str, Callable[[dict[str, Any]], Any]] = {
+        "Prepare": set_field(route=route),
+        "Recall": set_field(memories=["m-1"]),
+        "Plan": set_field(plan_status="ready", sql="SELECT 1"),
+        "Guard": set_field(guard_status="passed"),
+        "Execute": set_field(rows=[[1]]),
+        "Diagnose": set_field(repair_status="not_repaired", repair_attempts=1),
+        "Analyze": set_field(analysis={"kind": "trend"}),
+        "Visualize": set_field(chart={"type": "line"}),
+        "Record": set_field(recorded=True),
+        "RecordFailure": set_field(recorded_failure=True),
+    }
+    steps.update(overrides)
+    return ScriptedLambda(steps, body_key="state")
+
+
+@pytest.mark.parametrize(
+    ("route", "expected_steps"),
+    [
+        ("nl2sql_query", ["Prepare", "Recall", "Plan", "Guard", "Execute", "Visualize", "Record"]),
+        ("kpi_lookup", ["Prepare", "Recall", "Plan", "Guard", "Execute", "Visualize", "Record"]),
+        ("business_knowledge_qa", ["Prepare", "Recall", "Plan", "Record"]),
+        (
+            "deep_analysis_workflow",
+            ["Prepare", "Recall", "Plan", "Guard", "Execute", "Analyze", "Visualize", "Record"],
+        ),
+    ],
+)
+def test_ask_flow_routes_each_question_kind(
+    monkeypatch: pytest.MonkeyPatch,
+    template: dict[str, Any],
+    route: str,
+    expected_steps: list[str],
+) -> None:
+    scripted = happy_flow_steps(route)
+
+    execution = run_on_local_engine(
+        monkeypatch, template, "AskFlow", scripted, {"question": "net revenue by channel"}
+    )
+
+    assert execution["status"] == "SUCCEEDED"
+    assert scripted.steps_called == expected_steps
+    output = json.loads(execution["output"])
+    assert output["question"] == "net revenue by channel"
+    assert output["route"] == route
+    assert output["recorded"] is True
+
+
+def test_ask_flow_records_a_clarification_without_running_sql(
+    monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]
+) -> None:
+    scripted = happy_flow_steps(
+        "nl2sql_query", Plan=set_field(plan_status="needs_clarification", clarification="GMV?")
+    )
+
+    execution = run_on_local_engine(monkeypatch, template, "AskFlow", scripted, {"question": "q"})
+
+    assert execution["status"] == "SUCCEEDED"
+    assert scripted.steps_called == ["Prepare", "Recall", "Plan", "Record"]
+    assert json.loads(execution["output"])["clarification"] == "GMV?"
+
+
+def test_ask_flow_never_executes_blocked_sql(
+    monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]
+) -> None:
+    scripted = happy_flow_steps("nl2sql_query", Guard=set_field(guard_status="blocked"))
+
+    execution = run_on_local_engine(monkeypatch, template, "AskFlow", scripted, {"question": "q"})
+
+    assert execution["status"] == "SUCCEEDED"
+    assert scripted.steps_called == ["Prepare", "Recall", "Plan", "Guard", "Record"]
+
+
+def test_ask_flow_diagnoses_a_database_error_and_retries_once_through_guard(
+    monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]
+) -> None:
+    attempts: list[dict[str, Any]] = []
+
+    def execute(state: dict[str, Any]) -> dict[str, Any]:
+        attempts.append(state)
+        if len(attempts) == 1:
+            raise StepError("WarehouseError", 'column "amt" does not exist')
+        return {**state, "rows": [[42]]}
+
+    def diagnose(state: dict[str, Any]) -> dict[str, Any]:
+        assert state["error"]["Error"] == "WarehouseError"
+        assert state["sql"] == "SELECT 1"  # the input survived the failure
+        return {
+            **{k: v for k, v in state.items() if k != "error"},
+            "sql": "SELECT 2",
+            "repair_status": "repaired",
+            "repair_attempts": state.get("repair_attempts", 0) + 1,
+        }
+
+    scripted = happy_flow_steps("nl2sql_query", Execute=execute, Diagnose=diagnose)
+
+    execution = run_on_local_engine(monkeypatch, template, "AskFlow", scripted, {"question": "q"})
+
+    assert execution["status"] == "SUCCEEDED"
+    assert scripted.steps_called == [
+        "Prepare", "Recall", "Plan", "Guard", "Execute",
+        "Diagnose", "Guard", "Execute", "Visualize", "Record",
+    ]  # fmt: skip
+    assert attempts[1]["sql"] == "SELECT 2"
+    assert json.loads(execution["output"])["rows"] == [[42]]
+
+
+def test_ask_flow_stops_repairing_after_one_attempt(
+    monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]
+) -> None:
+    def always_fails(state: dict[str, Any]) -> dict[str, Any]:
+        raise StepError("WarehouseError", "syntax error")
+
+    def diagnose(state: dict[str, Any]) -> dict[str, Any]:
+        return {
+            **state,
+            "repair_status": "repaired",
+            "repair_attempts": state.get("repair_attempts", 0) + 1,
+        }
+
+    scripted = happy_flow_steps("nl2sql_query", Execute=always_fails, Diagnose=diagnose)
+
+    execution = run_on_local_engine(monkeypatch, template, "AskFlow", scripted, {"question": "q"})
+
+    assert execution["status"] == "SUCCEEDED"
+    assert scripted.steps_called == [
+        "Prepare", "Recall", "Plan", "Guard", "Execute", "Diagnose",
+        "Guard", "Execute", "Diagnose", "Record",
+    ]  # fmt: skip
+    assert json.loads(execution["output"])["error"]["Error"] == "WarehouseError"
+
+
+def test_ask_flow_records_a_step_failure_and_fails_with_the_step_error(
+    monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]
+) -> None:
+    def plan(state: dict[str, Any]) -> dict[str, Any]:
+        raise StepError("PlannerUnavailable", "bedrock throttled")
+
+    scripted = happy_flow_steps("kpi_lookup", Plan=plan)
+
+    execution = run_on_local_engine(
+        monkeypatch, template, "AskFlow", scripted, {"question": "q", "episode_id": "e-1"}
+    )
+
+    assert execution["status"] == "FAILED"
+    assert scripted.steps_called == ["Prepare", "Recall", "Plan", "RecordFailure"]
+    recorded = scripted.calls[-1][1]
+    assert recorded["failed_step"] == "Plan"
+    assert recorded["error"]["Error"] == "PlannerUnavailable"
+    assert recorded["episode_id"] == "e-1"  # the state survived
+    assert execution["error"] == "PlannerUnavailable"
+    assert "bedrock throttled" in execution["cause"]
+
+
+def test_ask_flow_fails_on_an_unknown_route(
+    monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]
+) -> None:
+    scripted = happy_flow_steps("weather_forecast")
+
+    execution = run_on_local_engine(monkeypatch, template, "AskFlow", scripted, {"question": "q"})
+
+    assert execution["status"] == "FAILED"
+    assert execution["error"] == "UnknownRoute"
+    assert scripted.steps_called == ["Prepare"]
+
+
+def maintenance_steps(**overrides: Callable[[dict[str, Any]], Any]) -> ScriptedLambda:
+    steps: dict[str, Callable[[dict[str, Any]], Any]] = {
+        name: (lambda _input, name=name: {"step": name, "changed": 1})
+        for name in MAINTENANCE_STEPS
+    }
+    steps.update(overrides)
+    return ScriptedLambda(steps, body_key="input")
+
+
+def test_maintenance_runs_every_step_in_order_and_keeps_the_reports(
+    monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]
+) -> None:
+    scripted = maintenance_steps()
+
+    execution = run_on_local_engine(
+        monkeypatch, template, "MaintenanceFlow", scripted, {"trigger": "schedule"}
+    )
+
+    assert execution["status"] == "SUCCEEDED"
+    assert scripted.steps_called == MAINTENANCE_STEPS
+    assert scripted.calls[0][1] == {"trigger": "schedule"}
+    assert scripted.calls[3][1]["archive"] == {"report": {"step": "Archive", "changed": 1}}
+    output = json.loads(execution["output"])
+    assert output["trigger"] == "schedule"
+    assert output["decay"]["report"]["step"] == "Decay"
+    assert output["reconcile_index"]["report"]["step"] == "ReconcileIndex"
+
+
+def test_maintenance_stops_at_a_failed_step_and_fails_with_its_error(
+    monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]
+) -> None:
+    def archive(_input: dict[str, Any]) -> dict[str, Any]:
+        raise StepError("ArchiveError", "could not archive m-7")
+
+    scripted = maintenance_steps(Archive=archive)
+
+    execution = run_on_local_engine(
+        monkeypatch, template, "MaintenanceFlow", scripted, {"trigger": "manual"}
+    )
+
+    assert execution["status"] == "FAILED"
+    assert scripted.steps_called == ["Decay", "Consolidate", "Archive"]
+    assert execution["error"] == "ArchiveError"
+    assert "could not archive m-7" in execution["cause"]

@@ -1,0 +1,82 @@
+"""The embedded local runtime over real HTTP on 127.0.0.1: moto server mode, health, restarts."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+from memtool.demo import ApiClient
+from memtool.runtime.local import LocalRuntime, free_port
+
+from tests.support import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def test_serve_answers_over_http_and_keeps_state_across_a_restart(tmp_path):
+    home = tmp_path / "home"
+    # Given a runtime started on a free loopback port
+    with LocalRuntime(home=home, port=free_port(), root=ROOT) as runtime:
+        health = json.loads(urllib.request.urlopen(f"{runtime.api_url}/health", timeout=10).read())
+        assert health["status"] == "ok" and health["tables"]["MemoryTable"]
+        assert runtime.settings.aws_endpoint_url.startswith("http://127.0.0.1:")
+        api = ApiClient(runtime.api_url, "acme", "li")
+        created = api.call("POST", "/memories", {"kind": "profile", "key": "display.currency_unit", "content": "元"})
+        assert created.status == 201
+        memory_id = created.body["memory"]["id"]
+        api.call("POST", "/memories", {"kind": "profile", "key": "display.currency_unit", "content": "分"})
+    # Then state was saved under the state folder on shutdown
+    saved = json.loads((home / "state" / "MemoryTable.json").read_text(encoding="utf-8"))
+    assert len(saved["items"]) == 4  # head, two snapshots, slot
+
+    # When a new runtime starts on the same folder, the memory and its history are back
+    with LocalRuntime(home=home, port=0, root=ROOT) as again:
+        assert again.loaded["MemoryTable"] == 4
+        api = ApiClient(again.api_url, "acme", "li")
+        current = api.call("GET", f"/memories/{memory_id}?history=true")
+        assert current.status == 200
+        assert current.body["memory"]["content"] == "分"
+        assert [h["content"] for h in current.body["history"]] == ["元", "分"]
+        # and another tenant still sees nothing over HTTP
+        assert ApiClient(again.api_url, "other", "li").call("GET", f"/memories/{memory_id}").status == 404
+
+
+def test_runtime_refuses_a_busy_port_and_non_loopback_hosts(tmp_path):
+    with LocalRuntime(home=tmp_path, port=0, root=ROOT) as runtime:
+        busy = int(runtime.api_url.rsplit(":", 1)[1])
+        with pytest.raises(OSError, match="already in use"):
+            LocalRuntime(home=tmp_path / "b", port=busy, root=ROOT).start()
+    with pytest.raises(ValueError, match="loopback"):
+        LocalRuntime(home=tmp_path, host="0.0.0.0", port=0, root=ROOT).start()
+
+
+def test_http_errors_are_json_with_a_field(tmp_path):
+    with LocalRuntime(home=tmp_path, port=0, root=ROOT) as runtime:
+        request = urllib.request.Request(
+            f"{runtime.api_url}/memories",
+            data=b"{not json",
+            method="POST",
+            headers={"X-Memtool-Tenant": "acme", "X-Memtool-User": "li"},
+        )
+        with pytest.raises(urllib.error.HTTPError) as error:
+            urllib.request.urlopen(request, timeout=10)
+        assert error.value.code == 400
+        assert json.loads(error.value.read())["field"] == "body"
+
+
+def test_demo_tells_the_story(tmp_path, capsys):
+    from memtool.cli import main
+
+    assert main(["demo", "--home", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "HTTP 201" in out and "v1 unit=元" in out
+    assert "now v2 unit=分 (v1 kept as history)" in out
+    assert "v1  superseded  unit=元" in out and "v2  active      unit=分" in out
+    assert "HTTP 409  version_conflict" in out
+    assert "[PHONE]" in out and "[EMAIL]" in out
+    assert "HTTP 400  field=kind" in out
+    assert "HTTP 404  not_found" in out
+    assert out.count("then GET ?version=1 gives HTTP 404") == 2
