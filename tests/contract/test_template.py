@@ -162,12 +162,11 @@ def test_cfn_lint_reports_no_errors_and_no_unlisted_warnings() -> None:
 
 
 def test_cfn_lint_catches_a_broken_template(tmp_path: Path) -> None:
-    # Given a copy of the template whose ask function references a resource that does not exist
+    # Given a copy of the template whose memory table carries a property DynamoDB does not have
     broken = TEMPLATE_PATH.read_text(encoding="utf-8").replace(
-        "MEMTOOL_ASK_STATE_MACHINE_ARN: !Ref AskFlow",
-        "MEMTOOL_ASK_STATE_MACHINE_ARN: !Ref NoSuchFlow",
+        "      BillingMode: PAY_PER_REQUEST\n", "      BillingMode: PAY_PER_REQUEST\n      NoSuchProperty: true\n", 1
     )
-    assert "NoSuchFlow" in broken
+    assert "NoSuchProperty" in broken
     broken_path = tmp_path / "template.yaml"
     broken_path.write_text(broken, encoding="utf-8")
     for folder in ("functions", "layers", "statemachines"):
@@ -175,7 +174,7 @@ def test_cfn_lint_catches_a_broken_template(tmp_path: Path) -> None:
 
     # When it is linted, Then the lint run is not vacuous: an error is reported
     errors = [m for m in lint_file(broken_path) if m.rule.id[0] == "E"]
-    assert errors, "cfn-lint accepted a template with a dangling !Ref"
+    assert errors, "cfn-lint accepted a table with a property that does not exist"
 
 
 # ---------------------------------------------------------------------------------- tables

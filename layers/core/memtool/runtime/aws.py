@@ -17,5 +17,12 @@ def client(service: str, settings: Settings) -> Any:
         endpoint_url=settings.aws_endpoint_url,
         aws_access_key_id=settings.aws_access_key_id,
         aws_secret_access_key=settings.aws_secret_access_key,
-        config=Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=3, read_timeout=10),
+        config=Config(
+            retries={"mode": "standard", "max_attempts": 5},
+            connect_timeout=3,
+            read_timeout=10,
+            # moto (in-process and server mode) answers only on regional endpoints, not on the
+            # account-id endpoints newer botocore picks for DynamoDB and its streams.
+            account_id_endpoint_mode="disabled" if settings.is_local else "preferred",
+        ),
     )
