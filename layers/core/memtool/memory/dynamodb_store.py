@@ -455,11 +455,6 @@ class DynamoMemoryStore:
         last = results.last_evaluated_key
         return MemoryPage(items=items, next_cursor=_encode_cursor(last) if last and len(items) == limit else None)
 
-    def iter_heads(self, where: Partition) -> Iterator[MemoryRecord]:
-        """Every head in a partition, expired or not (maintenance and the local runtime)."""
-        for item in self._model.query(partition_key(where), self._model.sk.startswith("M#")):
-            yield _to_record(item)
-
 
 def _same_content(current: MemoryRecord, patch: MemoryPatch) -> bool:
     return (
