@@ -13,8 +13,10 @@ import pytest
 from memtool.runtime import container
 from memtool.runtime.aws import client
 from memtool.runtime.clock import FrozenClock
+from memtool.runtime.handlers import function_handler
 from memtool.runtime.local_api import LocalApiGateway
 from memtool.runtime.settings import Settings, use_settings
+from memtool.runtime.stream_drain import StreamDrainer
 from memtool.runtime.tables import create_tables
 from memtool.runtime.template import load_template
 
@@ -46,7 +48,7 @@ def clock() -> FrozenClock:
 
 
 @pytest.fixture
-def aws(template: dict[str, Any], clock: FrozenClock) -> Iterator[Settings]:
+def aws(template: dict[str, Any], clock: FrozenClock, tmp_path: Path) -> Iterator[Settings]:
     """moto in-process, the template's tables under names unique to this test, local runtime mode."""
     from moto import mock_aws
 
@@ -54,6 +56,7 @@ def aws(template: dict[str, Any], clock: FrozenClock) -> Iterator[Settings]:
     settings = Settings(
         runtime="local",
         region="us-east-1",
+        home=tmp_path / "memtool-home",
         memory_table=f"memory-{suffix}",
         idempotency_table=f"idempotency-{suffix}",
         aws_access_key_id="testing",
@@ -63,8 +66,20 @@ def aws(template: dict[str, Any], clock: FrozenClock) -> Iterator[Settings]:
         use_settings(settings)
         create_tables(client("dynamodb", settings), settings, template)
         yield settings
+        container.reset()
 
 
 @pytest.fixture
 def api(aws: Settings, template: dict[str, Any]) -> Api:
     return Api(LocalApiGateway(template, ROOT), tenant=f"acme-{uuid.uuid4().hex[:6]}", user="li")
+
+
+@pytest.fixture
+def drain(aws: Settings) -> StreamDrainer:
+    """The memory table's stream, delivered to the real indexer handler on demand."""
+    return StreamDrainer(
+        client("dynamodb", aws),
+        client("dynamodbstreams", aws),
+        aws.memory_table,
+        function_handler(ROOT, "indexer"),
+    )

@@ -1,14 +1,30 @@
-"""DynamoDB stream → vector index (filled by the retrieval issue)."""
+"""DynamoDB stream → vector index: one record at a time, failures reported per record."""
 
 from __future__ import annotations
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
-from memtool.flows.not_ready import not_implemented
+from memtool.flows.indexing import StreamChange
+from memtool.runtime import container
 
 logger = Logger(service="memtool")
+tracer = Tracer(service="memtool")
+metrics = Metrics(namespace="memtool", service="memtool")
+processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
+
+
+@tracer.capture_method
+def record_handler(record: DynamoDBRecord) -> str:
+    outcome = container.memory_indexer().apply(StreamChange.from_record(record.raw_event))
+    metrics.add_metric(name=f"Index_{outcome}", unit=MetricUnit.Count, value=1)
+    return outcome
 
 
 @logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
 def lambda_handler(event: dict, context) -> dict:
-    return not_implemented("indexer", event, "stream indexing arrives with the retrieval issue")
+    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

@@ -1,4 +1,5 @@
-"""POST/GET/PATCH/DELETE /memories: explicit memory writes, reads, edits and forgetting."""
+"""POST/GET/PATCH/DELETE /memories: explicit memory writes, reads, edits and forgetting;
+GET /memories/search: recall as the ask flow sees it, for debugging."""
 
 from __future__ import annotations
 
@@ -10,9 +11,17 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from memtool.api.http import parse_json_body, parse_model
 from memtool.api.idempotency import idempotency_key, run_once
-from memtool.api.memories import CreateMemoryBody, GetMemoryQuery, ListMemoriesQuery, PatchMemoryBody, memory_view
+from memtool.api.memories import (
+    CreateMemoryBody,
+    GetMemoryQuery,
+    ListMemoriesQuery,
+    PatchMemoryBody,
+    SearchMemoriesQuery,
+    memory_view,
+    recall_view,
+)
 from memtool.api.resolver import caller, json_response, make_resolver
-from memtool.errors import NotImplementedYet
+from memtool.retrieval.recall import RecallRequest
 from memtool.runtime import container
 from memtool.runtime.settings import get_settings
 
@@ -72,8 +81,15 @@ def list_memories():
 
 
 @app.get("/memories/search")
+@tracer.capture_method
 def search_memories():
-    raise NotImplementedYet("memory search arrives with hybrid recall (retrieval)", field="path")
+    query = parse_model(SearchMemoriesQuery, dict(app.current_event.query_string_parameters or {}))
+    who = caller(app)
+    result = container.recall().recall(
+        RecallRequest(tenant=who.tenant, user=who.user, text=query.q, route=query.route, tools=query.tool_names)
+    )
+    metrics.add_metric(name="RecallFallback", unit=MetricUnit.Count, value=int(not result.coverage.index_available))
+    return json_response(200, recall_view(result))
 
 
 @app.get("/memories/<memory_id>")

@@ -80,3 +80,6 @@ def test_demo_tells_the_story(tmp_path, capsys):
     assert "HTTP 400  field=kind" in out
     assert "HTTP 404  not_found" in out
     assert out.count("then GET ?version=1 gives HTTP 404") == 2
+    assert "index_state=indexed" in out
+    assert "correction" in out.split("[6]")[1].split("[7]")[0]  # recall found the correction
+    assert "index up" in out

@@ -36,7 +36,6 @@ def test_api_placeholders_still_require_identity(aws):
     ("function", "event"),
     [
         ("flow_steps", {"step": "Prepare", "state": {"question": "上个月净收入"}}),
-        ("indexer", {"Records": []}),
         ("maintenance", {"step": "Decay", "input": {}}),
     ],
 )

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from dataclasses import dataclass
@@ -96,19 +98,43 @@ def scenario(api: ApiClient) -> None:
     counts = {k: v for k, v in note.body["redactions"].items() if v}
     print(f"    redacted: {counts}")
 
-    _step(6, "Bad input gets a 4xx naming the field; nothing is written")
+    _step(6, "Recall: the stream indexes the correction, and a question finds it (hybrid BM25 + vector)")
+    correction_id = note.body["memory"]["id"]
+    state = _wait_until_indexed(api, correction_id)
+    print(f"    index_state={state}")
+    found = api.call("GET", "/memories/search?" + urllib.parse.urlencode({"q": "华东大区上个月的净收入", "route": "nl2sql_query"}))
+    for item in found.body["items"]:
+        print(f"    score {item['score']:.3f}  {item['memory']['kind']:<10} {item['memory']['content'][:40]}")
+    coverage = found.body["coverage"]
+    print(
+        f"    coverage: {coverage['candidates_seen']} candidates, {coverage['returned']} returned, "
+        f"index {'up' if coverage['index_available'] else 'DOWN (lexical fallback)'}, embedder {coverage['embedder']}"
+    )
+
+    _step(7, "Bad input gets a 4xx naming the field; nothing is written")
     bad = api.call("POST", "/memories", {"kind": "favourite", "content": "x"})
     _show(bad, f"field={bad.body['field']}: {bad.body['message']}")
 
-    _step(7, "Another tenant cannot see Li's memory (404, so existence does not leak)")
+    _step(8, "Another tenant cannot see Li's memory (404, so existence does not leak)")
     other = ApiClient(api.base_url, "another-tenant", api.user).call("GET", f"/memories/{memory_id}")
     _show(other, f"{other.body['error']}")
 
-    _step(8, "Forget both memories: every version goes")
+    _step(9, "Forget both memories: every version goes")
     for mid in (memory_id, note.body["memory"]["id"]):
         gone = api.call("DELETE", f"/memories/{mid}")
         after = api.call("GET", f"/memories/{mid}?version=1")
         _show(gone, f"DELETE {mid} → then GET ?version=1 gives HTTP {after.status}")
+
+
+def _wait_until_indexed(api: ApiClient, memory_id: str, timeout: float = 10.0) -> str:
+    deadline = time.monotonic() + timeout
+    state = "pending"
+    while time.monotonic() < deadline:
+        state = api.call("GET", f"/memories/{memory_id}").body["memory"]["index_state"]
+        if state == "indexed":
+            break
+        time.sleep(0.1)
+    return state
 
 
 def run_demo(home: Path, url: str | None = None) -> int:

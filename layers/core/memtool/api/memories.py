@@ -63,6 +63,16 @@ class ListMemoriesQuery(_Body):
     limit: int = Field(20, ge=1, le=100)
 
 
+class SearchMemoriesQuery(_Body):
+    q: StrictStr = Field(min_length=1, max_length=2000)
+    route: StrictStr = "nl2sql_query"
+    tools: StrictStr | None = Field(None, max_length=500, description="comma-separated tool names")
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        return tuple(t.strip() for t in (self.tools or "").split(",") if t.strip())
+
+
 class GetMemoryQuery(_Body):
     version: int | None = Field(None, ge=1)
     history: bool = False
@@ -70,3 +80,20 @@ class GetMemoryQuery(_Body):
 
 def memory_view(record: MemoryRecord) -> dict[str, Any]:
     return record.model_dump(mode="json")
+
+
+def recall_view(result: Any) -> dict[str, Any]:
+    """A RecallResult as JSON: each memory with its score and the parts it is made of."""
+    return {
+        "items": [
+            {
+                "memory": memory_view(m.record),
+                "score": round(m.score, 6),
+                "parts": {k: round(v, 6) for k, v in vars(m.parts).items()},
+                "cosine": None if m.cosine is None else round(m.cosine, 6),
+                "refreshed": m.refreshed,
+            }
+            for m in result.memories
+        ],
+        "coverage": result.coverage.as_dict(),
+    }

@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 
 from pynamodb.attributes import (
@@ -29,7 +29,7 @@ from pynamodb.attributes import (
     UTCDateTimeAttribute,
 )
 from pynamodb.connection import Connection
-from pynamodb.exceptions import DoesNotExist, TransactWriteError
+from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
@@ -254,6 +254,12 @@ class DynamoMemoryStore:
             raise NotFound(f"memory {memory_id} not found", field="id")
         return item
 
+    def record_from_image(self, image: dict) -> MemoryRecord | None:
+        """A head item from a stream image (DynamoDB JSON) as a record; None for other items."""
+        if image.get("item_type", {}).get("S") != HEAD:
+            return None
+        return _to_record(self._model.from_raw_data(image))
+
     # ---- writes -------------------------------------------------------------------------
 
     def create(self, where: Partition, draft: MemoryDraft, now: datetime) -> WriteOutcome:
@@ -400,6 +406,32 @@ class DynamoMemoryStore:
             purge=IndexPurge(tenant=where.tenant, owner=where.owner, memory_id=memory_id, last_version=last_version),
         )
 
+    def mark_indexed(self, where: Partition, memory_id: str, version: int, state: IndexState) -> bool:
+        """Record the index state of a version; a head that moved on is left alone."""
+        head = self._model(pk=partition_key(where), sk=head_key(memory_id))
+        try:
+            head.update(
+                actions=[self._model.index_state.set(state.value)],
+                condition=(self._model.version == version),
+            )
+        except UpdateError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def purge_snapshots(self, where: Partition, memory_id: str) -> int:
+        """Delete the snapshots (and slot) of a record whose head DynamoDB's TTL removed."""
+        pk = partition_key(where)
+        doomed = list(self._model.query(pk, self._model.sk.startswith(f"V#{memory_id}#"), consistent_read=True))
+        slots = self._model.query(pk, self._model.sk.startswith("S#"), filter_condition=self._model.memory_id == memory_id)
+        doomed.extend(slots)
+        for chunk in _chunks(doomed, 25):
+            with self._model.batch_write() as batch:
+                for item in chunk:
+                    batch.delete(item)
+        return len(doomed)
+
     # ---- reads --------------------------------------------------------------------------
 
     def get(self, where: Partition, memory_id: str, now: datetime, version: int | None = None) -> MemoryRecord:
@@ -412,6 +444,28 @@ class DynamoMemoryStore:
         if snapshot is None:
             raise NotFound(f"memory {memory_id} has no version {version}", field="version")
         return _to_record(snapshot).model_copy(update={"expires_at": head.expires_at})
+
+    def get_many(self, tenant: str, refs: Sequence[tuple[str, str]]) -> dict[str, MemoryRecord]:
+        """Heads by (owner, memory id) within one tenant, consistent; missing ones are absent."""
+        keys = {(partition_key(Partition(tenant, owner)), head_key(mid)) for owner, mid in refs}
+        found: dict[str, MemoryRecord] = {}
+        for item in self._model.batch_get(list(keys), consistent_read=True):
+            found[item.memory_id] = _to_record(item)
+        return found
+
+    def heads(self, where: Partition, kinds: Sequence[MemoryKind] | None = None, limit: int = 2000) -> list[MemoryRecord]:
+        """Up to ``limit`` heads of a partition, newest first (the recall fallback scans these)."""
+        condition = None
+        if kinds:
+            condition = self._model.kind.is_in(*[k.value for k in kinds])
+        results = self._model.query(
+            partition_key(where),
+            self._model.sk.startswith("M#"),
+            filter_condition=condition,
+            scan_index_forward=False,
+            limit=limit,
+        )
+        return [_to_record(item) for item in results]
 
     def history(self, where: Partition, memory_id: str, now: datetime) -> list[MemoryRecord]:
         head = self._head(where, memory_id, now)

@@ -7,7 +7,8 @@ from typing import Any
 from memtool.runtime.settings import Settings
 
 
-def client(service: str, settings: Settings) -> Any:
+def client(service: str, settings: Settings, *, max_attempts: int = 5) -> Any:
+    """A boto3 client; ``max_attempts=1`` leaves retrying to the caller (e.g. the Bedrock embedder)."""
     import boto3
     from botocore.config import Config
 
@@ -18,7 +19,7 @@ def client(service: str, settings: Settings) -> Any:
         aws_access_key_id=settings.aws_access_key_id,
         aws_secret_access_key=settings.aws_secret_access_key,
         config=Config(
-            retries={"mode": "standard", "max_attempts": 5},
+            retries={"mode": "standard", "total_max_attempts": max_attempts},
             connect_timeout=3,
             read_timeout=10,
             # moto (in-process and server mode) answers only on regional endpoints, not on the

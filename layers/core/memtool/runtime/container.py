@@ -12,8 +12,12 @@ from memtool.runtime.clock import Clock, SystemClock
 from memtool.runtime.settings import get_settings
 
 if TYPE_CHECKING:
+    from memtool.flows.indexing import MemoryIndexer
     from memtool.flows.memory_write import MemoryService
     from memtool.memory.dynamodb_store import DynamoMemoryStore
+    from memtool.retrieval.embedders import Embedder
+    from memtool.retrieval.index import VectorIndex
+    from memtool.retrieval.recall import Recall
 
 _clock: Clock | None = None
 
@@ -69,6 +73,92 @@ def idempotency_store():  # -> DynamoDBPersistenceLayer
     )
 
 
+@lru_cache(maxsize=1)
+def embedder() -> Embedder:
+    from memtool.retrieval.embedders import BedrockTitanEmbedder, HashingEmbedder
+
+    settings = get_settings()
+    if settings.embedder == "bedrock":
+        from memtool.runtime.aws import client
+
+        return BedrockTitanEmbedder(
+            client("bedrock-runtime", settings, max_attempts=1),  # the embedder retries
+            model_id=settings.bedrock_embedding_model_id,
+            dimensions=settings.bedrock_embedding_dimensions,
+        )
+    return HashingEmbedder(settings.hashing_dimensions)
+
+
+@lru_cache(maxsize=1)
+def vector_index() -> VectorIndex | None:
+    """The configured index, ensured once per container; None when recall runs without one."""
+    settings = get_settings()
+    if settings.vector_index == "none":
+        return None
+    if settings.vector_index == "opensearch":
+        from memtool.retrieval.opensearch_index import OpenSearchIndex, opensearch_client
+
+        if not settings.opensearch_endpoint:
+            return None
+        import boto3
+
+        index: VectorIndex = OpenSearchIndex(
+            opensearch_client(
+                settings.opensearch_endpoint,
+                settings.region,
+                settings.opensearch_service,
+                credentials=boto3.session.Session().get_credentials(),
+            ),
+            index=settings.opensearch_index,
+            dimension=embedder().dimension,
+            pipeline=settings.opensearch_pipeline,
+            serverless=settings.opensearch_service == "aoss",
+        )
+    else:
+        from memtool.retrieval.embedded_index import EmbeddedIndex
+
+        index = EmbeddedIndex(settings.home / "index")
+    index.ensure()
+    return index
+
+
+def recall() -> Recall:
+    from memtool.retrieval.recall import Recall
+
+    settings = get_settings()
+    try:
+        index = vector_index()
+    except Exception:  # an index that cannot even be reached degrades recall, visibly
+        index = None
+    return Recall(
+        memory_store(),
+        index,
+        embedder(),
+        clock(),
+        settings.recall_budgets,
+        min_candidates=settings.recall_min_candidates,
+        fallback_scan_limit=settings.recall_fallback_scan_limit,
+    )
+
+
+def memory_indexer() -> MemoryIndexer:
+    from memtool.flows.indexing import MemoryIndexer
+
+    index = vector_index()
+    if index is None:
+        raise RuntimeError("the indexer needs a vector index (MEMTOOL_VECTOR_INDEX)")
+    return MemoryIndexer(memory_store(), index, embedder())
+
+
+_CACHED = (memory_store, idempotency_store, embedder, vector_index)
+
+
 def reset() -> None:
-    memory_store.cache_clear()
-    idempotency_store.cache_clear()
+    """Forget every built adapter (closing the ones that hold files) so settings apply afresh."""
+    for cached in _CACHED:
+        if cached is vector_index and cached.cache_info().currsize:
+            index = cached()
+            close = getattr(index, "close", None)
+            if close is not None:
+                close()
+        cached.cache_clear()

@@ -52,6 +52,7 @@ class LocalRuntime:
     _moto: Any = field(default=None, init=False)
     _http: Any = field(default=None, init=False)
     _names: dict[str, str] = field(default_factory=dict, init=False)
+    _drain: Any = field(default=None, init=False)
     _started_at: float = field(default=0.0, init=False)
 
     @property
@@ -62,7 +63,9 @@ class LocalRuntime:
         from moto.server import ThreadedMotoServer
 
         from memtool.runtime.aws import client
+        from memtool.runtime.handlers import function_handler
         from memtool.runtime.local_api import LocalApiGateway, serve_http
+        from memtool.runtime.stream_drain import BackgroundDrain, StreamDrainer
         from memtool.runtime.tables import create_tables, load_tables
         from memtool.runtime.template import load_template, project_root
 
@@ -86,6 +89,15 @@ class LocalRuntime:
         use_settings(self.settings)
         dynamodb = client("dynamodb", self.settings)
         self._names = create_tables(dynamodb, self.settings, template)
+        self._drain = BackgroundDrain(
+            StreamDrainer(
+                dynamodb,
+                client("dynamodbstreams", self.settings),
+                self.settings.memory_table,
+                function_handler(root, "indexer"),
+            )
+        ).start()
+        # Restored items flow through the stream like new writes, so the index catches up.
         self.loaded = load_tables(dynamodb, self._names, self.state_dir)
         gateway = LocalApiGateway(template, root)
         self._http, _ = serve_http(gateway, self.host, self.port, self.health, verbose=self.verbose)
@@ -102,7 +114,16 @@ class LocalRuntime:
             "dynamodb_endpoint": self.settings.aws_endpoint_url if self.settings else None,
             "tables": self._names,
             "state_dir": str(self.state_dir.resolve()),
+            "indexer": {
+                "delivered": self._drain.drainer.delivered if self._drain else 0,
+                "dead_letters": len(self._drain.drainer.dead_letters) if self._drain else 0,
+                "errors": list(self._drain.errors) if self._drain else [],
+            },
         }
+
+    def drain(self) -> int:
+        """Deliver pending stream records to the indexer now (tests and the demo)."""
+        return self._drain.drainer.drain() if self._drain else 0
 
     def save(self) -> dict[str, int]:
         from memtool.runtime.aws import client
@@ -117,12 +138,14 @@ class LocalRuntime:
             if self._http is not None:
                 self._http.shutdown()
                 self._http.server_close()
+            if self._drain is not None:
+                self._drain.stop()
             if self._moto is not None and self.settings is not None:
                 self.save()
         finally:
             if self._moto is not None:
                 self._moto.stop()
-            self._http = self._moto = None
+            self._http = self._moto = self._drain = None
             use_settings(None)
 
     def __enter__(self) -> LocalRuntime:

@@ -14,6 +14,15 @@ from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
+# DESIGN.md §4: how many of each kind recall injects per route (knowledge: shared definitions).
+DEFAULT_RECALL_BUDGETS: dict[str, dict[str, int]] = {
+    "nl2sql_query": {"profile": 5, "episodic": 2, "correction": 5, "knowledge": 2},
+    "kpi_lookup": {"profile": 2, "episodic": 0, "correction": 1, "knowledge": 1},
+    "business_knowledge_qa": {"profile": 3, "episodic": 1, "correction": 1, "knowledge": 5},
+    "deep_analysis_workflow": {"profile": 8, "episodic": 8, "correction": 4, "knowledge": 3},
+}
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MEMTOOL_", extra="ignore", frozen=True)
 
@@ -40,10 +49,26 @@ class Settings(BaseSettings):
     max_content_bytes: int = Field(8192, ge=256)
     page_size: int = Field(20, ge=1, le=100)
 
-    # Used by later flows; declared here so the template and the code agree on names.
-    ask_state_machine_arn: str | None = None
+    # Retrieval: which embedder and which vector index serve recall.
+    embedder: Literal["hashing", "bedrock"] = "hashing"
+    hashing_dimensions: int = Field(256, ge=16, le=4096)
+    bedrock_embedding_dimensions: Literal[256, 512, 1024] = 1024
+    vector_index: Literal["embedded", "opensearch", "none"] = Field(
+        "embedded", description="'none' leaves recall on its lexical fallback over the record store."
+    )
     opensearch_endpoint: str | None = None
     opensearch_service: Literal["es", "aoss"] = "aoss"
+    opensearch_index: str = "memtool-memories"
+    opensearch_pipeline: str = "memtool-hybrid"
+    recall_budgets: dict[str, dict[str, int]] = Field(
+        default_factory=lambda: {route: dict(budget) for route, budget in DEFAULT_RECALL_BUDGETS.items()},
+        description="route -> memory kind -> how many memories recall injects (JSON).",
+    )
+    recall_min_candidates: int = Field(40, ge=1, le=1000)
+    recall_fallback_scan_limit: int = Field(2000, ge=10)
+
+    # Used by later flows; declared here so the template and the code agree on names.
+    ask_state_machine_arn: str | None = None
     redshift_secret_arn: str | None = None
     e2b_secret_arn: str | None = None
     bedrock_planner_model_id: str = "anthropic.claude-3-5-sonnet-20240620-v1:0"

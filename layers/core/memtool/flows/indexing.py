@@ -1,0 +1,74 @@
+"""Keeps the vector index in step with the memory table, one stream change at a time.
+
+INSERT/MODIFY of a head indexes that version (an older version never overwrites a newer one)
+and records the head's index state; REMOVE purges the index entry, and when DynamoDB's TTL
+removed the head, its snapshots too. Changes that do not make a new version (index-state and
+credit updates) are ignored, so marking a record indexed does not index it again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from memtool.memory.dynamodb_store import DynamoMemoryStore
+from memtool.memory.records import IndexState
+from memtool.memory.store import Partition
+from memtool.retrieval.documents import index_document, searchable_text
+from memtool.retrieval.embedders import Embedder
+from memtool.retrieval.index import DeleteRef, VectorIndex
+
+TTL_PRINCIPAL = "dynamodb.amazonaws.com"
+
+Outcome = Literal["indexed", "stale", "purged", "ignored"]
+
+
+@dataclass(frozen=True)
+class StreamChange:
+    event_name: str  # INSERT | MODIFY | REMOVE
+    new_image: dict[str, Any] | None
+    old_image: dict[str, Any] | None
+    by_ttl: bool = False
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> StreamChange:
+        dynamodb = record.get("dynamodb") or {}
+        identity = record.get("userIdentity") or {}
+        return cls(
+            event_name=record["eventName"],
+            new_image=dynamodb.get("NewImage"),
+            old_image=dynamodb.get("OldImage"),
+            by_ttl=identity.get("type") == "Service" and identity.get("principalId") == TTL_PRINCIPAL,
+        )
+
+
+class MemoryIndexer:
+    def __init__(self, store: DynamoMemoryStore, index: VectorIndex, embedder: Embedder) -> None:
+        self._store = store
+        self._index = index
+        self._embedder = embedder
+
+    def apply(self, change: StreamChange) -> Outcome:
+        if change.event_name == "REMOVE":
+            return self._purge(change)
+        record = self._store.record_from_image(change.new_image or {})
+        if record is None:
+            return "ignored"  # snapshots and slots are not searched
+        old = self._store.record_from_image(change.old_image or {}) if change.old_image else None
+        if old is not None and old.version == record.version:
+            return "ignored"  # no new version: an index-state or credit update
+        vector = self._embedder.embed([searchable_text(record)])[0]
+        report = self._index.upsert([index_document(record, vector, self._embedder.id)])
+        if record.id in report.skipped_stale:
+            return "stale"
+        self._store.mark_indexed(Partition(record.tenant, record.owner), record.id, record.version, IndexState.INDEXED)
+        return "indexed"
+
+    def _purge(self, change: StreamChange) -> Outcome:
+        record = self._store.record_from_image(change.old_image or {})
+        if record is None:
+            return "ignored"
+        self._index.delete([DeleteRef(memory_id=record.id, tenant=record.tenant, version=record.version)])
+        if change.by_ttl:
+            self._store.purge_snapshots(Partition(record.tenant, record.owner), record.id)
+        return "purged"

@@ -1,0 +1,228 @@
+"""Recall end to end on moto: API writes, the stream into the real indexer, hybrid recall back to
+the source, with the embedded index and the hashing embedder."""
+
+from __future__ import annotations
+
+import pytest
+
+from memtool.memory.records import MemoryKind
+from memtool.retrieval.index import IndexUnavailable
+from memtool.retrieval.recall import RecallRequest
+from memtool.runtime import container
+from memtool.runtime.settings import use_settings
+
+from tests.support import Api
+
+ROUTES = ("nl2sql_query", "kpi_lookup", "business_knowledge_qa", "deep_analysis_workflow")
+
+
+def remember(api: Api, content: str, kind: str = "correction", **fields) -> dict:
+    reply = api.call("POST", "/memories", {"kind": kind, "content": content, **fields})
+    assert reply.status in (200, 201), reply.body
+    return reply.json()["memory"]
+
+
+def search(api: Api, q: str, route: str = "nl2sql_query", as_user=None, tools: str | None = None) -> dict:
+    query = {"q": q, "route": route}
+    if tools:
+        query["tools"] = tools
+    reply = api.call("GET", "/memories/search", query=query, as_user=as_user)
+    assert reply.status == 200, reply.body
+    return reply.json()
+
+
+def ids(result: dict) -> list[str]:
+    return [item["memory"]["id"] for item in result["items"]]
+
+
+def test_a_written_memory_is_found_after_the_stream_is_drained(api, drain):
+    memory = remember(api, "“华东大区”指 region_name = 华东", source_text="华东大区就是华东")
+    assert drain.drain() >= 1
+    result = search(api, "华东大区的净收入")
+    assert ids(result) == [memory["id"]]
+    assert result["coverage"]["index_available"] is True
+    assert result["items"][0]["cosine"] > 0
+    # and the indexer recorded that this version is indexed
+    assert api.call("GET", f"/memories/{memory['id']}").json()["memory"]["index_state"] == "indexed"
+
+
+def test_after_a_patch_recall_returns_the_new_version_even_while_the_index_holds_the_old_text(api, drain):
+    memory = remember(api, "净收入 excludes test orders; 口径 v1")
+    drain.drain()
+    patched = api.call(
+        "PATCH", f"/memories/{memory['id']}", {"expected_version": 1, "content": "净收入 excludes test orders and unpaid lines; 口径 v2"}
+    )
+    assert patched.status == 200
+    # Given the index has not seen version 2 yet
+    assert container.vector_index().indexed_version(memory["id"], api.tenant) == 1
+
+    result = search(api, "净收入 口径")
+
+    item = result["items"][0]
+    assert (item["memory"]["version"], item["memory"]["content"]) == (2, "净收入 excludes test orders and unpaid lines; 口径 v2")
+    assert item["refreshed"] is True and result["coverage"]["stale_refreshed"] == 1
+    # When the stream catches up, the index holds version 2 and nothing is refreshed any more
+    drain.drain()
+    assert container.vector_index().indexed_version(memory["id"], api.tenant) == 2
+    again = search(api, "净收入 口径")
+    assert again["items"][0]["refreshed"] is False and again["items"][0]["memory"]["version"] == 2
+
+
+def test_with_the_index_down_recall_falls_back_to_lexical_search_and_says_so(api, drain, monkeypatch):
+    memory = remember(api, "退款率 = refunds / gross revenue", key="metric.refund_rate")
+    remember(api, "默认图表用柱状图", kind="profile", key="display.chart")
+    drain.drain()
+
+    class DownIndex:
+        def hybrid(self, query):
+            raise IndexUnavailable("connection refused by the vector index")
+
+    monkeypatch.setattr(container, "vector_index", lambda: DownIndex())
+    result = search(api, "退款率怎么算")
+
+    assert ids(result) == [memory["id"]]
+    coverage = result["coverage"]
+    assert coverage["index_available"] is False
+    assert coverage["fallback"] == "lexical_store_scan"
+    assert "connection refused" in coverage["reason"]
+
+
+def test_with_no_index_configured_recall_still_answers_and_reports_it(api, aws):
+    memory = remember(api, "退款率 = refunds / gross revenue")
+    use_settings(aws.model_copy(update={"vector_index": "none"}))
+    result = search(api, "退款率")
+    assert ids(result) == [memory["id"]]
+    assert result["coverage"]["index_available"] is False and result["coverage"]["reason"]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_tenant_isolation_holds_through_recall_in_every_route(api, drain, route):
+    text = "华东大区 净收入 口径: exclude test lines"
+    mine = remember(api, text)
+    profile = remember(api, "华东大区 净收入 默认用万元", kind="profile")
+    others = []
+    for who in (("tenant-b", "li"), ("tenant-b", "wang"), (api.tenant, "wang")):
+        reply = api.call("POST", "/memories", {"kind": "correction", "content": text}, as_user=who)
+        others.append(reply.json()["memory"]["id"])
+        reply = api.call("POST", "/memories", {"kind": "profile", "content": "华东大区 净收入 默认用万元"}, as_user=who)
+        others.append(reply.json()["memory"]["id"])
+    drain.drain()
+
+    seen = set(ids(search(api, "华东大区 净收入", route=route)))
+
+    assert seen <= {mine["id"], profile["id"]}
+    assert seen  # the caller's own memories are found
+    assert not seen & set(others)
+    # and tenant B sees only its own
+    theirs = set(ids(search(api, "华东大区 净收入", route=route, as_user=("tenant-b", "li"))))
+    assert theirs and theirs <= set(others) and not theirs & {mine["id"], profile["id"]}
+
+
+def test_a_forged_index_entry_pointing_at_another_tenant_is_dropped_at_the_source(api, drain):
+    from memtool.retrieval.documents import index_document
+    from memtool.retrieval.embedders import HashingEmbedder
+
+    theirs = api.call("POST", "/memories", {"kind": "correction", "content": "secret 净收入 rule"}, as_user=("tenant-b", "li"))
+    drain.drain()
+    record = container.memory_store().get_many("tenant-b", [("li", theirs.json()["memory"]["id"])])
+    forged = next(iter(record.values())).model_copy(update={"tenant": api.tenant})
+    vector = HashingEmbedder().embed(["secret 净收入 rule"])[0]
+    container.vector_index().upsert([index_document(forged, vector, container.embedder().id)])
+
+    result = search(api, "secret 净收入 rule")
+
+    assert ids(result) == []
+    assert result["coverage"]["dropped"] == {"missing": 1}
+
+
+def test_archived_and_expired_memories_are_never_returned(api, drain, clock):
+    archived = remember(api, "旧口径: 净收入 includes test lines")
+    working = remember(api, "这次 净收入 用分", kind="working", session_id="s-1")
+    kept = remember(api, "净收入 口径 excludes test lines")
+    drain.drain()
+    api.call("PATCH", f"/memories/{archived['id']}", {"expected_version": 1, "status": "archived"})
+
+    # Before the index sees the archive, the source check drops it
+    before = search(api, "净收入 口径 test lines", route="deep_analysis_workflow")
+    assert archived["id"] not in ids(before)
+    assert before["coverage"]["dropped"].get("inactive") == 1
+    # After, the index filter keeps it out altogether
+    drain.drain()
+    after = search(api, "净收入 口径 test lines", route="deep_analysis_workflow")
+    assert archived["id"] not in ids(after) and "inactive" not in after["coverage"]["dropped"]
+    assert kept["id"] in ids(after)
+
+    # Working memory is not recalled by kind budget; an expired correction is dropped as expired
+    clock.advance(days=181)
+    late = search(api, "净收入 口径 test lines", route="deep_analysis_workflow")
+    assert ids(late) == [] and late["coverage"]["dropped"]["expired"] >= 1
+    assert working["id"] not in ids(before)
+
+
+def test_route_budgets_cap_each_kind(api, drain):
+    for n in range(7):
+        remember(api, f"偏好 {n}: 净收入 报表 默认按月", kind="profile")
+    for n in range(3):
+        remember(api, f"纠正 {n}: 净收入 报表 口径", kind="correction")
+    drain.drain()
+
+    kpi = search(api, "净收入 报表", route="kpi_lookup")
+    nl2sql = search(api, "净收入 报表", route="nl2sql_query")
+
+    def kinds(result):
+        counts = {}
+        for item in result["items"]:
+            counts[item["memory"]["kind"]] = counts.get(item["memory"]["kind"], 0) + 1
+        return counts
+
+    assert kinds(kpi) == {"profile": 2, "correction": 1}
+    assert kinds(nl2sql) == {"profile": 5, "correction": 3}
+    assert kpi["coverage"]["budgets"] == {"profile": 2, "correction": 1, "knowledge": 1}
+
+
+def test_tool_match_ranks_a_memory_whose_trajectory_used_the_tool_higher(api, drain):
+    plain = remember(api, "episode: 上月净收入 by channel", kind="episodic")
+    with_tool = remember(
+        api,
+        "episode: 上月净收入 by channel",
+        kind="episodic",
+        value={"trajectory": [{"tool": "anomaly_detection"}]},
+    )
+    drain.drain()
+    result = search(api, "上月净收入 by channel", route="deep_analysis_workflow", tools="anomaly_detection")
+    assert ids(result)[:2] == [with_tool["id"], plain["id"]]
+    assert result["items"][0]["parts"]["tool_match"] > result["items"][1]["parts"]["tool_match"]
+
+
+def test_episodic_memories_decay_with_age(api, drain, clock):
+    old = remember(api, "episode: 华南 退款率 analysis", kind="episodic")
+    clock.advance(days=30)
+    new = remember(api, "episode: 华南 退款率 analysis", kind="episodic")
+    drain.drain()
+    result = search(api, "华南 退款率", route="deep_analysis_workflow")
+    assert ids(result) == [new["id"], old["id"]]
+    assert result["items"][1]["parts"]["decay"] == pytest.approx(1 - 0.02 * 30)
+
+
+def test_forget_purges_the_index_through_the_stream(api, drain):
+    memory = remember(api, "净收入 口径 v1")
+    drain.drain()
+    assert container.vector_index().indexed_version(memory["id"], api.tenant) == 1
+    api.call("DELETE", f"/memories/{memory['id']}")
+    drain.drain()
+    assert container.vector_index().indexed_version(memory["id"], api.tenant) is None
+    assert ids(search(api, "净收入 口径")) == []
+
+
+def test_bad_search_queries_name_the_field(api, aws):
+    assert api.call("GET", "/memories/search", query={"route": "kpi_lookup"}).json()["field"] == "q"
+    bad_route = api.call("GET", "/memories/search", query={"q": "x", "route": "guess"})
+    assert bad_route.status == 400 and bad_route.json()["field"] == "route"
+
+
+def test_kinds_missing_from_a_budget_are_not_recalled(api, drain):
+    remember(api, "episode: 净收入 by channel", kind="episodic")
+    drain.drain()
+    # kpi_lookup's budget has no episodic memories
+    assert search(api, "净收入 by channel", route="kpi_lookup")["items"] == []
+    assert MemoryKind.EPISODIC.value not in search(api, "x", route="kpi_lookup")["coverage"]["budgets"]
