@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +47,21 @@ def clock() -> FrozenClock:
     return frozen
 
 
+TODAY = date(2026, 11, 29)
+
+
+@pytest.fixture(scope="session")
+def demo_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small demo warehouse (about 15k order lines), built once per test session."""
+    from memtool.sql.demo_warehouse import build_demo_warehouse
+
+    path = tmp_path_factory.mktemp("warehouse") / "demo.duckdb"
+    build_demo_warehouse(path, seed=7, scale=0.05, anchor=TODAY)
+    return path
+
+
 @pytest.fixture
-def aws(template: dict[str, Any], clock: FrozenClock, tmp_path: Path) -> Iterator[Settings]:
+def aws(template: dict[str, Any], clock: FrozenClock, tmp_path: Path, demo_warehouse: Path) -> Iterator[Settings]:
     """moto in-process, the template's tables under names unique to this test, local runtime mode."""
     from moto import mock_aws
 
@@ -57,12 +70,14 @@ def aws(template: dict[str, Any], clock: FrozenClock, tmp_path: Path) -> Iterato
         runtime="local",
         region="us-east-1",
         home=tmp_path / "memtool-home",
+        today=TODAY,
+        warehouse_path=demo_warehouse,
         memory_table=f"memory-{suffix}",
         idempotency_table=f"idempotency-{suffix}",
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
     )
-    with mock_aws():
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
         use_settings(settings)
         create_tables(client("dynamodb", settings), settings, template)
         yield settings

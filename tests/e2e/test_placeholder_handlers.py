@@ -12,7 +12,7 @@ from memtool.runtime.lambda_context import LocalLambdaContext
 from tests.support import ROOT, load_event
 
 
-@pytest.mark.parametrize(("function", "event_file"), [("ask", "ask.json"), ("feedback", "feedback.json"), ("diagnose", "diagnose.json")])
+@pytest.mark.parametrize(("function", "event_file"), [("feedback", "feedback.json"), ("diagnose", "diagnose.json")])
 def test_api_handlers_answer_501_to_an_authenticated_caller(aws, function, event_file):
     from memtool.runtime.settings import use_settings
 
@@ -26,16 +26,15 @@ def test_api_placeholders_still_require_identity(aws):
     from memtool.runtime.settings import use_settings
 
     use_settings(aws.model_copy(update={"runtime": "aws"}))
-    event = load_event("ask.json")
+    event = load_event("feedback.json")
     del event["requestContext"]["authorizer"]
-    reply = function_handler(ROOT, "ask")(event, LocalLambdaContext())
+    reply = function_handler(ROOT, "feedback")(event, LocalLambdaContext())
     assert reply["statusCode"] == 401
 
 
 @pytest.mark.parametrize(
     ("function", "event"),
     [
-        ("flow_steps", {"step": "Prepare", "state": {"question": "上个月净收入"}}),
         ("maintenance", {"step": "Decay", "input": {}}),
     ],
 )

@@ -50,6 +50,26 @@ def demo(args: argparse.Namespace) -> int:
     return run_demo(home=_home(args.home), url=args.url)
 
 
+def seed_warehouse(args: argparse.Namespace) -> int:
+    import time
+    from datetime import date
+
+    from memtool.runtime.settings import Settings
+    from memtool.sql.demo_warehouse import build_demo_warehouse
+
+    settings = Settings(runtime="local")
+    home = _home(args.home)
+    path = Path(args.path) if args.path else (settings.warehouse_path or home / "warehouse" / "demo.duckdb")
+    anchor = date.fromisoformat(args.today) if args.today else (settings.today or date.today())
+    print(f"building the demo warehouse: seed {args.seed}, scale {args.scale}, 24 months ending {anchor:%Y-%m} …", flush=True)
+    started = time.perf_counter()
+    summary = build_demo_warehouse(path, seed=args.seed, scale=args.scale, anchor=anchor)
+    print(f"wrote {path} in {time.perf_counter() - started:.1f}s")
+    for table, count in summary.row_counts.items():
+        print(f"  {table:<18} {count:>9,} rows")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memtool", description="memory-and-tool layer for data agents")
     parser.add_argument("--version", action="version", version=f"memtool {__version__}")
@@ -60,6 +80,14 @@ def build_parser() -> argparse.ArgumentParser:
     p_serve.add_argument("--home", help="state folder (default .memtool or MEMTOOL_HOME)")
     p_serve.add_argument("--verbose", action="store_true", help="log every request")
     p_serve.set_defaults(func=serve)
+
+    p_seed = commands.add_parser("seed-warehouse", help="build the deterministic demo warehouse (DuckDB)")
+    p_seed.add_argument("--home", help="state folder (default .memtool or MEMTOOL_HOME)")
+    p_seed.add_argument("--path", help="DuckDB file (default <home>/warehouse/demo.duckdb)")
+    p_seed.add_argument("--seed", type=int, default=7)
+    p_seed.add_argument("--scale", type=float, default=1.0, help="1.0 is about 300k order lines")
+    p_seed.add_argument("--today", help="anchor date YYYY-MM-DD (default MEMTOOL_TODAY or today)")
+    p_seed.set_defaults(func=seed_warehouse)
 
     p_demo = commands.add_parser("demo", help="run a scripted scenario against the local runtime")
     p_demo.add_argument("--home", help="state folder (default .memtool or MEMTOOL_HOME)")

@@ -467,6 +467,16 @@ class DynamoMemoryStore:
         )
         return [_to_record(item) for item in results]
 
+    def get_slot(self, where: Partition, kind: MemoryKind, key: str, now: datetime) -> MemoryRecord | None:
+        """The live record holding a slot key, or None."""
+        slot = self._load(partition_key(where), slot_key(kind, key))
+        if slot is None:
+            return None
+        try:
+            return self.get(where, slot.memory_id, now)
+        except NotFound:
+            return None
+
     def history(self, where: Partition, memory_id: str, now: datetime) -> list[MemoryRecord]:
         head = self._head(where, memory_id, now)
         snapshots = self._model.query(

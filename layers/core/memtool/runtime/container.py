@@ -150,15 +150,120 @@ def memory_indexer() -> MemoryIndexer:
     return MemoryIndexer(memory_store(), index, embedder())
 
 
-_CACHED = (memory_store, idempotency_store, embedder, vector_index)
+def today():  # -> date
+    settings = get_settings()
+    return settings.today or clock().now().date()
+
+
+def warehouse_path():  # -> Path
+    settings = get_settings()
+    return settings.warehouse_path or settings.home / "warehouse" / "demo.duckdb"
+
+
+@lru_cache(maxsize=1)
+def warehouse():  # -> Warehouse
+    settings = get_settings()
+    if settings.warehouse == "redshift":
+        from memtool.runtime.aws import client
+        from memtool.sql.redshift_warehouse import redshift_from_secret
+
+        if not settings.redshift_secret_arn:
+            raise RuntimeError("MEMTOOL_WAREHOUSE=redshift needs MEMTOOL_REDSHIFT_SECRET_ARN")
+        return redshift_from_secret(settings.redshift_secret_arn, client("secretsmanager", settings))
+    from memtool.sql.duckdb_warehouse import DuckDBWarehouse
+
+    path = warehouse_path()
+    if not path.is_file():
+        from memtool.sql.warehouse import WarehouseError
+
+        raise WarehouseError(f"the demo warehouse {path} is missing: run `memtool seed-warehouse`", code="unavailable")
+    return DuckDBWarehouse(path)
+
+
+@lru_cache(maxsize=1)
+def planner():  # -> the planning port
+    from memtool.planning.rule_planner import RulePlanner
+    from memtool.semantic.catalog import load_catalog
+    from memtool.semantic.entities import EntityIndex
+
+    settings = get_settings()
+    catalog = load_catalog()
+    try:
+        entities = EntityIndex.from_warehouse(warehouse(), catalog)
+    except Exception:  # the static values from the schema contract still resolve names
+        entities = EntityIndex.static(catalog)
+    rules = RulePlanner(catalog, entities, today=today)
+    if settings.planner == "bedrock":
+        from memtool.planning.bedrock_planner import BedrockPlanner
+        from memtool.runtime.aws import client
+
+        return BedrockPlanner(
+            client("bedrock-runtime", settings, max_attempts=1),
+            model_id=settings.bedrock_planner_model_id,
+            catalog=catalog,
+            entities=entities,
+            today=today,
+            fallback=rules,
+        )
+    return rules
+
+
+def ask_steps():  # -> AskSteps
+    from memtool.flows.ask_steps import AskSteps
+
+    return AskSteps(
+        settings=get_settings(),
+        clock=clock(),
+        memories=memory_service(),
+        store=memory_store(),
+        recall=recall(),
+        planner=planner(),
+        warehouse_factory=warehouse,
+    )
+
+
+@lru_cache(maxsize=1)
+def flow_runner():  # -> FlowRunner
+    from memtool.runtime.aws import client
+
+    settings = get_settings()
+    if not settings.is_local:
+        from memtool.runtime.step_functions import StepFunctionsRunner
+
+        return StepFunctionsRunner(client("stepfunctions", settings), {"AskFlow": settings.ask_state_machine_arn or ""})
+    from memtool.runtime.handlers import function_handler
+    from memtool.runtime.local_flows import LocalFlowRunner, enable_execution_in_moto, install_in_process_lambdas
+    from memtool.runtime.template import load_template, project_root
+
+    root = project_root()
+    enable_execution_in_moto()
+    install_in_process_lambdas(
+        {
+            "FlowStepsFunction": function_handler(root, "flow_steps"),
+            "MaintenanceFunction": function_handler(root, "maintenance"),
+        }
+    )
+    return LocalFlowRunner(client("stepfunctions", settings), load_template(root / "template.yaml"), root)
+
+
+def ask_service():  # -> AskService
+    from memtool.flows.ask import AskService
+
+    return AskService(flow_runner(), clock(), response_rows=get_settings().response_rows)
+
+
+_CACHED = (memory_store, idempotency_store, embedder, vector_index, warehouse, planner, flow_runner)
 
 
 def reset() -> None:
     """Forget every built adapter (closing the ones that hold files) so settings apply afresh."""
     for cached in _CACHED:
-        if cached is vector_index and cached.cache_info().currsize:
-            index = cached()
-            close = getattr(index, "close", None)
+        if cached.cache_info().currsize:
+            try:
+                built = cached()
+            except Exception:  # a factory that failed holds nothing to close
+                built = None
+            close = getattr(built, "close", None)
             if close is not None:
                 close()
         cached.cache_clear()

@@ -7,6 +7,7 @@ Nothing else in memtool reads ``os.environ``. Tests and the local runtime build 
 from __future__ import annotations
 
 from functools import lru_cache
+from datetime import date
 from pathlib import Path
 from typing import Literal
 
@@ -67,7 +68,16 @@ class Settings(BaseSettings):
     recall_min_candidates: int = Field(40, ge=1, le=1000)
     recall_fallback_scan_limit: int = Field(2000, ge=10)
 
-    # Used by later flows; declared here so the template and the code agree on names.
+    # Asking: the warehouse, the planner and the flow.
+    today: date | None = Field(None, description="Anchor date for the demo warehouse and time words (MEMTOOL_TODAY).")
+    warehouse: Literal["duckdb", "redshift"] = "duckdb"
+    warehouse_path: Path | None = Field(None, description="DuckDB file; default <home>/warehouse/demo.duckdb.")
+    warehouse_scale: float = Field(1.0, gt=0, le=50)
+    warehouse_seed: int = 7
+    max_rows: int = Field(1000, ge=1, le=100_000)
+    response_rows: int = Field(200, ge=1, le=5000)
+    statement_timeout_seconds: float = Field(30.0, gt=0, le=900)
+    planner: Literal["rules", "bedrock"] = "rules"
     ask_state_machine_arn: str | None = None
     redshift_secret_arn: str | None = None
     e2b_secret_arn: str | None = None

@@ -1,0 +1,85 @@
+"""Asking a question: the application service behind POST /ask.
+
+It builds AskFlow's first state from the caller and the request, runs the flow (Step Functions in
+AWS, the same ASL on moto locally) and turns the final state into the answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memtool.api.ask import AskAnswer, AskBody
+from memtool.api.identity import Identity
+from memtool.flows.ask_state import AskInput, AskState, Caller
+from memtool.flows.runner import FlowRunner
+from memtool.memory.records import new_memory_id
+from memtool.runtime.clock import Clock
+
+ASK_FLOW = "AskFlow"
+
+
+class AskService:
+    def __init__(self, runner: FlowRunner, clock: Clock, *, response_rows: int) -> None:
+        self._runner = runner
+        self._clock = clock
+        self._response_rows = response_rows
+
+    def first_state(self, who: Identity, body: AskBody) -> dict[str, Any]:
+        state = AskState(
+            episode_id=new_memory_id("ep"),
+            caller=Caller(tenant=who.tenant, user=who.user, roles=sorted(who.roles)),
+            input=AskInput(
+                question=body.question,
+                session_id=body.session_id,
+                route=body.route,
+                conditions=body.conditions.model_dump(exclude_none=True),
+            ),
+            started_at=self._clock.now().isoformat(),
+        )
+        return state.model_dump(mode="json")
+
+    def ask(self, who: Identity, body: AskBody) -> AskAnswer:
+        first = self.first_state(who, body)
+        execution = self._runner.run(ASK_FLOW, first)
+        if execution.status != "SUCCEEDED" or execution.output is None:
+            return AskAnswer(
+                episode_id=first["episode_id"],
+                route=None,
+                status="failed",
+                question=body.question,
+                error={"error": execution.error or execution.status, "cause": _short(execution.cause)},
+                timings={"total": round(execution.elapsed_ms, 3)},
+            )
+        return self.answer(AskState.model_validate(execution.output), execution.elapsed_ms)
+
+    def answer(self, state: AskState, elapsed_ms: float) -> AskAnswer:
+        plan = state.plan or {}
+        result = state.result or {}
+        rows = list(result.get("rows") or [])
+        steps = sum(state.timings.values())
+        timings = {**state.timings, "flow_overhead": round(max(0.0, elapsed_ms - steps), 3), "total": round(elapsed_ms, 3)}
+        error = getattr(state, "error", None)
+        return AskAnswer(
+            episode_id=state.episode_id,
+            route=state.route,
+            status=state.status or "failed",  # type: ignore[arg-type]
+            question=state.input.question,
+            sql=state.sql,
+            columns=list(result.get("columns") or []),
+            rows=rows[: self._response_rows],
+            row_count=int(result.get("row_count") or 0),
+            truncated=bool(result.get("truncated")) or len(rows) > self._response_rows,
+            chart=state.chart,
+            answer=plan.get("answer"),
+            citations=list(plan.get("citations") or []),
+            memories_used=[m.model_dump() for m in state.memories_used],
+            recall_coverage=state.recall_coverage,
+            clarification=plan.get("clarification"),
+            notes=list(plan.get("notes") or []) + ([f"guardrails: {state.guard['reason']}"] if state.guard_status == "blocked" and state.guard else []),
+            error=error if isinstance(error, dict) else None,
+            timings=timings,
+        )
+
+
+def _short(text: str | None, limit: int = 2000) -> str | None:
+    return None if text is None else text[:limit]

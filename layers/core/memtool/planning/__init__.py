@@ -1,0 +1,1 @@
+"""Route classification and planners (rule-based over the semantic layer, Bedrock)."""

@@ -1,0 +1,131 @@
+"""What a planner knows besides the question: who asks, their preferences, this-time conditions,
+the corrections and shared definitions recalled for them — all as data, each with its source."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from memtool.errors import ValidationFailed
+from memtool.semantic.parser import MappingTarget, TermMapping
+
+if TYPE_CHECKING:
+    from memtool.flows.ask_state import AskState
+
+Unit = Literal["元", "万元", "分"]
+
+_UNIT_EXACT: dict[str, Unit] = {
+    "元": "元", "yuan": "元", "rmb": "元", "cny": "元",
+    "万元": "万元", "10k": "万元", "10k yuan": "万元", "wan": "万元", "wan yuan": "万元",
+    "分": "分", "fen": "分", "cent": "分", "cents": "分",
+}  # fmt: skip
+# In a sentence: 万元 before 元, so "万元" is never read as 元; English words need boundaries.
+_UNIT_IN_TEXT: tuple[tuple[re.Pattern[str], Unit], ...] = (
+    (re.compile(r"万元|\b10k\b|\bwan\b|ten thousand yuan", re.IGNORECASE), "万元"),
+    (re.compile(r"元|\byuan\b|\brmb\b|\bcny\b", re.IGNORECASE), "元"),
+    (re.compile(r"用分|以分|单位[:：为是]?分|\bfen\b|\bcents?\b", re.IGNORECASE), "分"),
+)
+
+
+def normalize_unit(value: object) -> Unit | None:
+    """元/万元/分 from a unit value or a sentence that names one ("以后默认用万元"); None if none."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip().lower()
+    if text in _UNIT_EXACT:
+        return _UNIT_EXACT[text]
+    for pattern, unit in _UNIT_IN_TEXT:
+        if pattern.search(text):
+            return unit
+    return None
+
+
+class KnowledgeItem(BaseModel):
+    """A shared definition or business rule recalled from knowledge memory."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    memory_id: str
+    version: int
+    text: str
+    key: str | None = None  # e.g. "metric.net_revenue"
+
+    @property
+    def source(self) -> str:
+        return f"memory:{self.memory_id}@v{self.version}"
+
+
+class PlanContext(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tenant: str = "default"
+    user: str = "anonymous"
+    profile_unit: Unit | None = None  # the user's standing preference (profile memory)
+    profile_chart: str | None = None
+    conditions: dict[str, Any] = Field(default_factory=dict)  # this request only; wins over the profile
+    corrections: list[TermMapping] = Field(default_factory=list)
+    knowledge: list[KnowledgeItem] = Field(default_factory=list)
+
+    def condition_unit(self) -> Unit | None:
+        """The unit this request asks for; a value that names no unit is a 400 on conditions.unit."""
+        value = self.conditions.get("unit")
+        if value is None:
+            return None
+        unit = normalize_unit(value)
+        if unit is None:
+            raise ValidationFailed("unit must be one of 元, 万元, 分", field="conditions.unit")
+        return unit
+
+
+def term_mapping_from_memory(record: dict[str, Any]) -> TermMapping | None:
+    """A correction memory's value as a TermMapping, or None when it is not a term correction.
+
+    Accepted values: ``{"term": "GMV", "maps_to": {"metric": "gross_revenue"}}`` or the flat
+    ``{"term": "华东大区", "dimension": "region", "value": "华东"}``.
+    """
+    value = record.get("value")
+    if not isinstance(value, dict) or not isinstance(value.get("term"), str) or not value["term"].strip():
+        return None
+    target = value.get("maps_to")
+    if target is None:
+        target = {k: value[k] for k in ("metric", "dimension", "value") if value.get(k) is not None}
+    try:
+        return TermMapping(
+            term=value["term"].strip(),
+            maps_to=MappingTarget.model_validate(target),
+            memory_id=record.get("id"),
+            version=record.get("version"),
+        )
+    except ValidationError:
+        return None
+
+
+def plan_context(state: AskState) -> PlanContext:
+    """The planner's context from AskFlow's state: profile, conditions and recalled memories."""
+    corrections: list[TermMapping] = []
+    knowledge: list[KnowledgeItem] = []
+    for record in state.recalled:
+        kind = record.get("kind")
+        if kind == "correction":
+            mapping = term_mapping_from_memory(record)
+            if mapping is not None:
+                corrections.append(mapping)
+        elif kind == "knowledge" and record.get("content"):
+            knowledge.append(
+                KnowledgeItem(memory_id=str(record["id"]), version=int(record.get("version") or 1), text=str(record["content"]), key=record.get("key"))
+            )
+    chart = state.profile.get("chart")
+    return PlanContext(
+        tenant=state.caller.tenant,
+        user=state.caller.user,
+        profile_unit=normalize_unit(state.profile.get("unit")),
+        profile_chart=chart if isinstance(chart, str) and chart else None,
+        conditions={k: v for k, v in state.input.conditions.items() if v is not None},
+        corrections=corrections,
+        knowledge=knowledge,
+    )
+
+
+__all__ = ["KnowledgeItem", "MappingTarget", "PlanContext", "TermMapping", "normalize_unit", "plan_context", "term_mapping_from_memory"]

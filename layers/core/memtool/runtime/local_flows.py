@@ -1,0 +1,158 @@
+"""Runs the real ASL locally on moto's Step Functions engine.
+
+Lambda tasks in the state machines are dispatched in-process to the real handlers (there is no
+Docker here to run Lambda containers), through the one seam moto's engine offers: the client it
+builds for ``lambda:invoke``. A handler's exception becomes a Lambda function error, so Retry and
+Catch in the ASL behave as in AWS.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memtool.flows.runner import FlowExecution
+from memtool.runtime.lambda_context import LocalLambdaContext
+
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+
+_install_lock = threading.Lock()
+_handlers: dict[str, Any] = {}
+_original_client_for: Any = None
+
+
+def function_arn(logical_id: str) -> str:
+    return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{logical_id}"
+
+
+class InProcessLambda:
+    """The subset of a boto3 Lambda client that moto's engine calls: ``invoke``."""
+
+    def invoke(self, FunctionName: str, Payload: Any = None, **_: Any) -> dict[str, Any]:  # noqa: N803 - boto3 names
+        name = FunctionName.rsplit(":function:", 1)[-1].split(":", 1)[0]
+        handler = _handlers.get(name)
+        if handler is None:
+            raise KeyError(f"no local handler for Lambda function {FunctionName}")
+        event = json.loads(Payload) if isinstance(Payload, (str, bytes)) else (Payload or {})
+        try:
+            result = handler(event, LocalLambdaContext(function_name=name))
+        except Exception as exc:  # Lambda reports an unhandled error as a function error
+            body = {
+                "errorType": type(exc).__name__,
+                "errorMessage": str(exc),
+                "stackTrace": traceback.format_exception_only(type(exc), exc),
+            }
+            return {"StatusCode": 200, "FunctionError": "Unhandled", "Payload": _stream(body)}
+        return {"StatusCode": 200, "ExecutedVersion": "$LATEST", "Payload": _stream(result)}
+
+
+def _stream(payload: Any) -> io.BytesIO:
+    return io.BytesIO(json.dumps(payload, ensure_ascii=False, default=str).encode("utf-8"))
+
+
+def install_in_process_lambdas(handlers: dict[str, Any]) -> None:
+    """Route moto's Lambda task invocations for these function names to these handlers."""
+    global _original_client_for
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+
+    with _install_lock:
+        _handlers.update(handlers)
+        if _original_client_for is None:
+            _original_client_for = lambda_eval_utils.boto_client_for
+
+            def client_for(*args: Any, **kwargs: Any) -> Any:
+                if kwargs.get("service") == "lambda":
+                    return InProcessLambda()
+                return _original_client_for(*args, **kwargs)
+
+            lambda_eval_utils.boto_client_for = client_for
+
+
+def enable_execution_in_moto() -> None:
+    """Make moto's Step Functions backend execute definitions (in this process)."""
+    from moto.core.config import default_user_config
+
+    default_user_config["stepfunctions"] = {"execute_state_machine": True}
+
+
+def render_definition(template: dict[str, Any], root: Path, machine: str) -> tuple[str, str]:
+    """The state machine's ASL with its DefinitionSubstitutions applied; returns (type, definition)."""
+    props = template["Resources"][machine]["Properties"]
+    definition = (root / props["DefinitionUri"]).read_text(encoding="utf-8")
+    for name, value in (props.get("DefinitionSubstitutions") or {}).items():
+        resolved = function_arn(value["Fn::GetAtt"][0]) if isinstance(value, dict) and "Fn::GetAtt" in value else str(value)
+        definition = definition.replace("${" + name + "}", resolved)
+    return props.get("Type", "STANDARD"), definition
+
+
+class _ExecutionLog(list):
+    """moto deep-copies a state machine, executions and their locks included, at every start;
+    past executions are of no use to the copy, so it gets an empty log."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _ExecutionLog:
+        return _ExecutionLog()
+
+
+def _make_restartable(arn: str) -> None:
+    from moto.stepfunctions.responses import get_backend
+
+    machine = get_backend(ACCOUNT, REGION).describe_state_machine(arn)
+    machine.executions = _ExecutionLog(machine.executions)
+
+
+@dataclass
+class LocalFlowRunner:
+    """Creates the template's state machines on moto and runs executions to completion."""
+
+    sfn: Any  # a boto3 stepfunctions client pointed at moto
+    template: dict[str, Any]
+    root: Path
+    poll_seconds: float = 0.005
+    _arns: dict[str, str] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def arn(self, machine: str) -> str:
+        with self._lock:
+            if machine not in self._arns:
+                sm_type, definition = render_definition(self.template, self.root, machine)
+                self._arns[machine] = self.sfn.create_state_machine(
+                    name=f"{machine}-{uuid.uuid4().hex[:8]}",
+                    definition=definition,
+                    roleArn=f"arn:aws:iam::{ACCOUNT}:role/{machine}Role",
+                    type=sm_type,
+                )["stateMachineArn"]
+                _make_restartable(self._arns[machine])
+            return self._arns[machine]
+
+    def run(self, machine: str, execution_input: dict[str, Any], *, timeout_seconds: float = 120) -> FlowExecution:
+        started = time.perf_counter()
+        execution_arn = self.sfn.start_execution(
+            stateMachineArn=self.arn(machine),
+            name=f"{execution_input.get('episode_id') or 'run'}-{uuid.uuid4().hex[:6]}",
+            input=json.dumps(execution_input, ensure_ascii=False),
+        )["executionArn"]
+        deadline = time.monotonic() + timeout_seconds
+        while True:
+            described = self.sfn.describe_execution(executionArn=execution_arn)
+            if described["status"] != "RUNNING":
+                break
+            if time.monotonic() > deadline:
+                self.sfn.stop_execution(executionArn=execution_arn, error="memtool.Timeout")
+                return FlowExecution("TIMED_OUT", None, "States.Timeout", "the local flow ran too long")
+            time.sleep(self.poll_seconds)
+        output = json.loads(described["output"]) if described.get("output") else None
+        return FlowExecution(
+            described["status"],
+            output,
+            described.get("error"),
+            described.get("cause"),
+            (time.perf_counter() - started) * 1000,
+        )

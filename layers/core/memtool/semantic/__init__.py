@@ -1,0 +1,1 @@
+"""The semantic layer: metric/dimension catalog, entity values, time expressions, intent -> SQL."""

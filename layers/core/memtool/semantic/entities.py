@@ -1,0 +1,143 @@
+"""Entity values: the names users say for warehouse values (上海 / Shanghai -> city 上海).
+
+The index is built from the warehouse itself (SELECT DISTINCT over each dimension's columns,
+Chinese and English) so a new product is recognised without a code change; ``EntityIndex.static``
+falls back to the values the schema contract fixes (regions, cities, channels, therapeutic areas)
+when no warehouse is reachable. Every name resolves to the warehouse's own value, so "Shanghai"
+and "上海" produce the same filter and the same cache key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from memtool.semantic.catalog import Catalog, Lang
+from memtool.sql.schema import CHANNELS, REGIONS, THERAPEUTIC_AREAS
+
+
+@dataclass(frozen=True)
+class EntityValue:
+    dimension: str  # catalog dimension, e.g. "city"
+    value: str  # the warehouse value the filter uses, e.g. "上海"
+    label_en: str | None = None  # the English name, when the warehouse or catalog has one
+    names: tuple[str, ...] = ()  # every surface form: value, English name, aliases, short names
+
+    def label(self, lang: Lang) -> str:
+        return self.label_en if lang == "en" and self.label_en else self.value
+
+
+@dataclass(frozen=True)
+class OutsideName:
+    """A name of something the warehouse does not hold (西安): recognised only to ask about it."""
+
+    dimension: str
+    name: str
+
+
+@dataclass
+class EntityIndex:
+    values: list[EntityValue]
+    outside: list[OutsideName] = field(default_factory=list)
+    source: str = "static"  # "warehouse" | "static"
+
+    def __post_init__(self) -> None:
+        self._by_name: dict[str, list[EntityValue]] = {}
+        for entity in self.values:
+            for name in entity.names:
+                bucket = self._by_name.setdefault(_key(name), [])
+                if entity not in bucket:
+                    bucket.append(entity)
+
+    # ---- building -------------------------------------------------------------------------
+
+    @classmethod
+    def from_warehouse(cls, warehouse: object, catalog: Catalog, *, timeout_seconds: float = 10.0) -> EntityIndex:
+        """Distinct values of every attribute dimension, read from the warehouse (Chinese + English)."""
+        raw: list[tuple[str, str, str | None]] = []
+        for dimension in catalog.attribute_dimensions:
+            columns = dimension.column if dimension.en_column is None else f"{dimension.column}, {dimension.en_column}"
+            sql = f"SELECT DISTINCT {columns} FROM {dimension.table} WHERE {dimension.column} IS NOT NULL ORDER BY 1"
+            result = warehouse.run(sql, max_rows=10_000, timeout_seconds=timeout_seconds)  # type: ignore[attr-defined]
+            for row in result.rows:
+                value = str(row[0]).strip()
+                english = str(row[1]).strip() if len(row) > 1 and row[1] is not None else None
+                if value:
+                    raw.append((dimension.name, value, english or None))
+        return cls._assemble(raw, catalog, source="warehouse")
+
+    @classmethod
+    def static(cls, catalog: Catalog) -> EntityIndex:
+        """The values the schema contract fixes; products and brands need the warehouse."""
+        raw: list[tuple[str, str, str | None]] = []
+        for region, cities in REGIONS.items():
+            raw.append(("region", region, None))
+            raw.extend(("city", city, city_en) for city, city_en in cities)
+        raw.extend(("channel", name, english) for name, english in CHANNELS)
+        raw.extend(("therapeutic_area", area, None) for area in THERAPEUTIC_AREAS)
+        return cls._assemble(raw, catalog, source="static")
+
+    @classmethod
+    def _assemble(cls, raw: Iterable[tuple[str, str, str | None]], catalog: Catalog, *, source: str) -> EntityIndex:
+        aliases: dict[tuple[str, str], list[str]] = {}
+        for alias in catalog.entity_aliases:
+            aliases.setdefault((alias.dimension, alias.value), []).extend(alias.aliases)
+        shortener = catalog.product_short_names
+        values: list[EntityValue] = []
+        seen: set[tuple[str, str]] = set()
+        for dimension, value, english in raw:
+            if (dimension, value) in seen:
+                continue
+            seen.add((dimension, value))
+            names = [value]
+            if english:
+                names.append(english)
+                if "_" in english:  # retail_pharmacy -> "retail pharmacy"
+                    names.append(english.replace("_", " "))
+            extra = aliases.get((dimension, value), [])
+            names.extend(extra)
+            if dimension == "product":
+                names.extend(n for n in (shortener.short_zh(value), english and shortener.short_en(english)) if n)
+            label_en = english.replace("_", " ") if english else next((a for a in extra if a.isascii()), None)
+            values.append(EntityValue(dimension, value, label_en, tuple(dict.fromkeys(names))))
+        known = {_key(name) for entity in values for name in entity.names}
+        outside = [
+            OutsideName(item.dimension, name)
+            for item in catalog.outside_values
+            for name in item.names
+            if _key(name) not in known
+        ]
+        return cls(values, outside, source)
+
+    # ---- reading --------------------------------------------------------------------------
+
+    def lookup(self, name: str) -> list[EntityValue]:
+        """Every value ``name`` can mean (usually one; two when, say, a brand equals a product)."""
+        return list(self._by_name.get(_key(name), ()))
+
+    def resolve(self, dimension: str, name: str) -> EntityValue | None:
+        """The value of ``dimension`` that ``name`` names, or None."""
+        return next((e for e in self.lookup(name) if e.dimension == dimension), None)
+
+    def of(self, dimension: str) -> list[EntityValue]:
+        return [e for e in self.values if e.dimension == dimension]
+
+    def labels(self, dimension: str, lang: Lang) -> list[str]:
+        return [e.label(lang) for e in self.of(dimension)]
+
+    def surface_forms(self) -> list[tuple[str, EntityValue]]:
+        """(name, value) pairs to look for in a question, longest names first."""
+        pairs = [(name, entity) for entity in self.values for name in entity.names]
+        return sorted(pairs, key=lambda pair: -len(pair[0]))
+
+    def dimensions(self) -> set[str]:
+        return {e.dimension for e in self.values}
+
+
+_SPACES = re.compile(r"[\s_\-]+")
+
+
+def _key(name: str) -> str:
+    """Names compare case- and separator-insensitively: "E-commerce" == "ecommerce" == "e commerce"."""
+    return _SPACES.sub("", name.strip().lower())

@@ -1,0 +1,756 @@
+"""The rule-based question parser: Chinese or English question -> Intent, or a clarification.
+
+No segmenter: every known phrase (metric synonyms, dimension words, entity names, time
+expressions, comparison, top-N and unit phrases, and terms taught by corrections) is looked for
+in the text, overlapping finds are settled longest-first (a correction wins a tie), and whatever
+is left must be filler ("帮我查一下", "what was the"). A leftover word the catalog does not know,
+an ambiguous one ("收入", "revenue", "GMV") or a value the warehouse does not hold ("西安") makes
+the parser ask instead of guess.
+
+Defaults when the question names no window (``default_window``): the last full month for a
+single number or a breakdown; for a time grain, the last 12 full months (month), 12 full weeks
+(week), 30 full days (day), 4 full quarters (quarter) or last year plus this year to date (year).
+Deep-analysis questions get a month grain when they have none, over the last 12 full months; a
+window shorter than three months ("为什么9月净收入下降") is widened to the 12 months ending with it,
+so the analysis sees the month in context. A trend word (趋势/走势/trend/over time) means a month grain unless another grain is named.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from memtool.semantic.catalog import Catalog, Lang
+from memtool.semantic.entities import EntityIndex, EntityValue
+from memtool.semantic.intent import Comparison, Filter, Intent, TimeWindow
+from memtool.semantic.time_expressions import (
+    EN_NUMBER,
+    ZH_NUMBER,
+    add_months,
+    month_start,
+    ComparisonKind,
+    TimeMatch,
+    last_full_days,
+    last_full_months,
+    last_full_quarters,
+    last_full_weeks,
+    parse_number,
+    previous_window,
+    time_candidates,
+)
+
+Unit = Literal["元", "万元", "分"]
+ParseRoute = Literal["nl2sql_query", "kpi_lookup", "business_knowledge_qa", "deep_analysis_workflow"]
+
+
+class MappingTarget(BaseModel):
+    """What a taught term means: a metric, a dimension (grouping), or a dimension value (filter)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    metric: str | None = None
+    dimension: str | None = None
+    value: str | None = None
+
+    @model_validator(mode="after")
+    def _one_meaning(self) -> MappingTarget:
+        if (self.metric is None) == (self.dimension is None):
+            raise ValueError("maps_to needs exactly one of metric or dimension")
+        if self.value is not None and self.dimension is None:
+            raise ValueError("a value needs its dimension")
+        return self
+
+
+class TermMapping(BaseModel):
+    """A correction as data: ``term`` means ``maps_to`` (taught by the user, cited by id@version)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    term: str
+    maps_to: MappingTarget
+    memory_id: str | None = None
+    version: int | None = None
+
+    @property
+    def source(self) -> str:
+        if self.memory_id is None:
+            return "request"
+        return f"memory:{self.memory_id}" + (f"@v{self.version}" if self.version is not None else "")
+
+
+@dataclass(frozen=True)
+class Span:
+    start: int
+    end: int
+    kind: str
+    text: str
+    payload: Any = None
+    priority: int = 5  # lower wins a tie in length
+
+
+@dataclass
+class ParsedQuestion:
+    """Everything the parser recognised, before defaults: the route classifier reads this too."""
+
+    text: str
+    lang: Lang
+    metrics: list[str] = field(default_factory=list)
+    ambiguous: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+    unsupported: list[str] = field(default_factory=list)
+    group_dims: list[str] = field(default_factory=list)
+    grain: str | None = None
+    trend: bool = False
+    filters: dict[str, list[str]] = field(default_factory=dict)
+    exclusions: dict[str, list[str]] = field(default_factory=dict)
+    entity_conflicts: list[tuple[str, list[EntityValue]]] = field(default_factory=list)
+    outside: list[tuple[str, str]] = field(default_factory=list)  # (name, dimension)
+    times: list[TimeMatch] = field(default_factory=list)
+    comparison: ComparisonKind | Literal["previous"] | None = None
+    top_n: int | None = None
+    order: Literal["asc", "desc"] | None = None
+    superlative: bool = False
+    plural: bool = False
+    unit: Unit | None = None
+    share: bool = False
+    unknown_terms: list[str] = field(default_factory=list)
+    ignored_words: list[str] = field(default_factory=list)
+    corrections_used: list[TermMapping] = field(default_factory=list)
+    incompatible: list[str] = field(default_factory=list)  # dimensions the metric lacks
+    spans: list[Span] = field(default_factory=list)
+
+    @property
+    def has_grouping(self) -> bool:
+        return bool(self.group_dims) or self.grain is not None or self.trend
+
+    @property
+    def metric(self) -> str | None:
+        return self.metrics[0] if len(self.metrics) == 1 else None
+
+
+@dataclass(frozen=True)
+class ClarificationNeed:
+    """The parser's question back to the user (the planner wraps it in a plan.Clarification)."""
+
+    question: str
+    term: str | None
+    options: list[str]
+    reason: str  # unknown_metric | ambiguous_metric | unsupported_metric | unknown_term | outside_value | ...
+
+
+@dataclass
+class ParseResult:
+    parsed: ParsedQuestion
+    intent: Intent | None = None
+    clarification: ClarificationNeed | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+# ---- fixed phrases ----------------------------------------------------------------------------
+
+_NUM = rf"(?:\d+|{ZH_NUMBER}|{EN_NUMBER})"
+_B = r"(?<![A-Za-z0-9])"
+_E = r"(?![A-Za-z0-9])"
+
+_COMPARISONS: list[tuple[str, str]] = [
+    ("yoy", r"同比(?:增长|下降|变化|增速)?|较去年同期|比去年同期|与去年同期相比|和去年同期相比|与去年同期比|和去年同期比|对比去年同期|相比去年同期|跟去年同期比"),
+    ("yoy", rf"{_B}(?:yoy|y/y|year[\s-]+over[\s-]+year|(?:vs\.?|versus|compared\s+(?:to|with)|against|relative\s+to)\s+(?:the\s+)?(?:same\s+period\s+(?:of\s+|in\s+)?)?last\s+year|(?:vs\.?|versus|compared\s+(?:to|with))\s+(?:the\s+)?(?:prior|previous)\s+year){_E}"),
+    ("mom", r"月环比|比上月|比上个月|较上月|较上个月|与上月相比|和上月相比|与上个月相比|和上个月相比|对比上月|对比上个月"),
+    ("mom", rf"{_B}(?:mom|m/m|month[\s-]+over[\s-]+month|(?:vs\.?|versus|compared\s+(?:to|with)|against|relative\s+to)\s+(?:the\s+)?(?:last|previous|prior)\s+month){_E}"),
+    ("wow", r"周环比|比上周|较上周|与上周相比|和上周相比|对比上周"),
+    ("wow", rf"{_B}(?:wow|w/w|week[\s-]+over[\s-]+week|(?:vs\.?|versus|compared\s+(?:to|with)|against)\s+(?:the\s+)?(?:last|previous|prior)\s+week){_E}"),
+    ("qoq", r"季环比|季度环比|比上季度|较上季度|与上季度相比|和上季度相比"),
+    ("qoq", rf"{_B}(?:qoq|q/q|quarter[\s-]+over[\s-]+quarter|(?:vs\.?|versus|compared\s+(?:to|with)|against)\s+(?:the\s+)?(?:last|previous|prior)\s+quarter){_E}"),
+    ("previous", r"环比(?:增长|下降|变化|增速)?"),
+    ("previous", rf"{_B}(?:period[\s-]+over[\s-]+period|pop|(?:vs\.?|versus|compared\s+(?:to|with))\s+(?:the\s+)?(?:previous|prior)\s+period){_E}"),
+]
+
+_UNIT_WORDS = {
+    "万元": "万元", "元": "元", "分": "分",
+    "10k yuan": "万元", "10,000 yuan": "万元", "10000 yuan": "万元", "ten thousand yuan": "万元", "wan yuan": "万元", "wan": "万元",
+    "yuan": "元", "rmb": "元", "cny": "元", "fen": "分", "cents": "分", "cent": "分",
+}  # fmt: skip
+_UNITS: list[str] = [
+    r"(?:单位\s*[:：为是用]?\s*|以|用|换算成|换算为|折合成?)\s*(?P<u>万元|元|分)(?:\s*(?:为单位|计算|计|表示|显示|展示))?",
+    r"[(（\[]\s*(?P<u>万元|元|分)\s*[)）\]]",
+    r"(?P<u>万元)",
+    rf"{_B}(?:in|as|using|expressed\s+in|shown\s+in|in\s+units\s+of)\s+(?P<u>10k\s+yuan|10,000\s+yuan|10000\s+yuan|ten\s+thousand\s+yuan|wan\s+yuan|wan|yuan|rmb|cny|fen|cents?){_E}",
+]
+
+_TOP_N: list[tuple[str, str]] = [
+    ("desc", rf"(?:排名|排行)?前\s*(?P<n>{_NUM})\s*(?:名|个|位|家|大|款|种|强)?"),
+    ("asc", rf"(?:倒数|末|后)\s*(?P<n>{_NUM})\s*(?:名|个|位|家|款|种)?"),
+    ("word", rf"(?P<o>最高|最大|最多|最好|最强|最低|最小|最少|最差|最弱)\s*的?\s*(?P<n>{_NUM})\s*(?:个|名|位|家|款|种)?"),
+    ("desc", rf"{_B}top[\s-]*(?P<n>{_NUM}){_E}"),
+    ("asc", rf"{_B}bottom[\s-]*(?P<n>{_NUM}){_E}"),
+    ("word", rf"{_B}(?:the\s+)?(?P<o>highest|largest|biggest|best|lowest|smallest|worst)[\s-]+(?P<n>{_NUM}){_E}"),
+    ("word", rf"{_B}(?:the\s+)?(?P<n>\d+|{EN_NUMBER})\s+(?P<o>highest|largest|biggest|best|top|lowest|smallest|worst|bottom){_E}"),
+]
+_ORDER_WORDS: list[tuple[str, str, bool]] = [  # (order, pattern, superlative)
+    ("desc", r"最高|最大|最多|最好|最强|第一名|排第一", True),
+    ("asc", r"最低|最小|最少|最差|最弱|垫底", True),
+    ("desc", r"排名|排行|排序|从高到低|由高到低|降序", False),
+    ("asc", r"从低到高|由低到高|升序", False),
+    ("desc", rf"{_B}(?:highest|largest|biggest|most|best|greatest){_E}", True),
+    ("asc", rf"{_B}(?:lowest|smallest|least|worst|fewest){_E}", True),
+    ("top", rf"{_B}top{_E}", False),
+    ("desc", rf"{_B}(?:rank|ranks|ranking|ranked|sorted|sort|descending){_E}", False),
+    ("asc", rf"{_B}ascending{_E}", False),
+]
+_DEFAULT_TOP = 10  # "top products" with no number
+
+_GROUP_PREFIX_ZH = r"(?:各个|各|按照|按|分|每个|每一个|每|不同|逐个)\s*的?\s*"
+_GROUP_SUFFIX_ZH = r"\s*(?:分布|排名|排行|占比|构成|维度|拆分|明细|之间)"
+_GROUP_PREFIX_EN = r"(?:by|per|for\s+each|for\s+every|each|every|across(?:\s+all)?(?:\s+the)?|broken\s+down\s+by|split\s+by|grouped\s+by|group\s+by|breakdown\s+by|by\s+each)\s+"
+_GROUP_SUFFIX_EN = r"\s+(?:breakdown|ranking|rankings|split|mix|share|shares|level)"
+_TREND = r"变化趋势|趋势|走势|时间序列|" + rf"{_B}(?:trends?|over\s+time|time\s+series|trajectory){_E}"
+_SHARE = r"占比|份额|比重|构成|" + rf"{_B}(?:share|shares|proportion|percentage\s+of\s+total|mix){_E}"
+_NEGATION = r"除了|除去|不含|不包括|不包含|排除|去掉|" + rf"{_B}(?:excluding|except(?:\s+for)?|other\s+than|not\s+including|without){_E}"
+_PLURAL_ZH = r"哪些|哪几个|哪几家|几个|那些"
+
+# Filler: what a question may contain besides the recognised phrases. Chinese fragments are cut
+# out of leftover runs (longest first); two or more characters that survive are an unknown term.
+_FILLER_ZH = sorted(
+    set(
+        """
+请问 请 帮我 帮忙 帮 麻烦 查询 查一下 查看 查 看一下 看看 看 给我 给出 给 列出 列一下 列 显示 展示 统计 计算 算一下 算
+一下 我想知道 想知道 想看 想要 想 我们 我 你 您 告诉 知道 了解 一共
+的 地 得 是 为 是多少 多少 有多少 几 是否 有没有 有 了 吗 呢 吧 啊 呀 么 嘛 哦
+和 与 及 以及 以外 之外 以上 以下 外 跟 同 还有 或 或者 对 对于 关于 在 于 中 里 内 之内 期间 时 时候 时期 以来 截至 截止 到 至 从 起
+目前 现在 当前 整体 总体 全部 所有 全 总 总共 合计 共计 共 总计 累计 总和 汇总 分别 各自 分 按 各 每 个 名 位 家 款 种 大
+情况 表现 数据 数字 数值 指标 结果 报表 报告 明细 列表 清单 金额 数量 总额 值 单位 水平 规模 部分
+哪个 哪些 哪家 哪一个 哪几个 哪 什么 怎样 怎么样 如何 怎么 多 少 高 低 最 谁 第一 靠前 靠后
+排名 排行 排序 前 后 倒数 从 由 到
+增长 增长率 增速 增幅 下降 下滑 上升 提升 减少 增加 变动 变化 波动 趋势 走势 对比 比较 相比 比 较 同比 环比 vs 相对 差异 差距 涨 跌
+异常 异常值 异动 预测 归因 聚类 相关 相关性 为什么 原因 驱动 驱动因素 因素 分析 检测 找出 找到 识别 解释 未来 可能 影响 关系 之间
+模式 规律 分群 细分 回归 离群 离群点 突增 突降 骤降 骤增 怎么回事 下跌 上涨 预计 估计 建模
+怎么算 如何计算 计算方法 计算公式 公式 定义 口径 意思 含义 指 指的是 什么意思 是什么意思 说明 解释一下 包括 包含 算法 逻辑 规则 构成 组成
+大区 地区 区域 片区 城市 市 省 区 渠道 产品 药品 品牌 领域 维度
+最近 近 过去 本 上 下 这 当 该 此 其 年 月 日 周 天 季度 号 份 整年 全年 时间 日期 期 阶段
+占比 份额 比重 分布 构成 前面 一些 一点 情况下 怎样的 如何的 表格 图表 图 画 画出 绘制 折线图 柱状图 饼图
+        """.split()
+    ),
+    key=len,
+    reverse=True,
+)
+_FILLER_EN = frozenset(
+    """
+a an the of in on at for to from by per with without and or vs versus than as is are was were be been being do does did done
+what whats what's which who whom whose how much many show me give tell list get find display report please can could would will
+you i we our us my it its this that these those there their them each every all any total overall sum amount number value values
+over across during between within since until till up down so far compared compare comparison against change changes growth grow
+grew rate trend trends breakdown split mix share shares level data figure figures numbers metric metrics kpi kpis result results
+top bottom highest lowest largest smallest biggest best worst most least greatest fewest rank ranking rankings ranked sorted sort order
+ascending descending last past previous prior next this current same period year years month months week weeks day days quarter
+quarters date dates today yesterday ytd mtd qtd wtd why anomaly anomalies anomalous forecast forecasts forecasting predict prediction
+predicted projection project attribution attribute attributed cluster clusters clustering segment segments correlation correlations
+correlate correlated driver drivers drive driven explain explanation analyze analyse analysis detect find spot identify outlier
+outliers root cause causes cause reason reasons drop dropped drops decline declined declining fall fell falling rise rose rising
+increase increased increasing decrease decreased decreasing spike spikes spiked fluctuation fluctuations unusual abnormal happen
+happened happening going definition define defined mean means meaning calculated calculate calculation calculations computed compute
+formula formulas how's where when s region regions city cities channel channels product products brand brands area areas therapeutic
+therapy disease want know see look like need into out off only just also then more less versus respectively respective along broken
+grouped group yuan rmb cny fen cents wan thousand ten k so far ever recent recently latest full whole entire calendar has have had
+been get got give shown chart table plot graph line bar pie versus vs. q1 q2 q3 q4 did does it's there's per-cent percent percentage
+rate-of difference differ different between among amongst versus under above below high low same than their total-of sales-wise
+business company our overall explain meaning mean measure measured counted count counts should would could may might must shall
+        """.split()
+)
+
+
+def normalize(text: str) -> str:
+    """NFKC (full-width digits and punctuation to ASCII) and single spaces."""
+    text = unicodedata.normalize("NFKC", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def language_of(text: str) -> Lang:
+    return "zh" if re.search(r"[\u4e00-\u9fff]", text) else "en"
+
+
+def term_pattern(term: str) -> re.Pattern[str]:
+    """A pattern for one term: English words get boundaries, a plural and flexible separators."""
+    term = normalize(term)
+    if re.search(r"[A-Za-z]", term):
+        body = r"[\s\-_]*".join(re.escape(part) for part in re.split(r"[\s\-_]+", term) if part)
+        plural = "(?:s|es)?" if term[-1].isalpha() else ""
+        return re.compile(rf"(?<![A-Za-z0-9]){body}{plural}(?![A-Za-z0-9])", re.IGNORECASE)
+    return re.compile(re.escape(term), re.IGNORECASE)
+
+
+def _find(pattern: re.Pattern[str], text: str) -> Iterable[re.Match[str]]:
+    return (m for m in pattern.finditer(text) if m.end() > m.start())
+
+
+class QuestionParser:
+    """Parses questions against one catalog and one entity index (patterns compiled once)."""
+
+    def __init__(self, catalog: Catalog, entities: EntityIndex) -> None:
+        self.catalog = catalog
+        self.entities = entities
+        self._metric_terms = [(term_pattern(t), m.name) for m in catalog.metrics for t in {*m.synonyms_zh, *m.synonyms_en, m.zh, m.en}]
+        self._ambiguous = [(term_pattern(a.term), a.term, a.candidates) for a in catalog.ambiguous_terms]
+        self._unsupported = [(term_pattern(t), t) for t in catalog.unsupported_terms]
+        self._entity_terms = [(term_pattern(name), name) for name in {n for e in entities.values for n in e.names}]
+        self._outside = [(term_pattern(o.name), o) for o in entities.outside]
+        nouns: list[tuple[str, str]] = []
+        for dim in catalog.attribute_dimensions:
+            nouns.extend((noun, dim.name) for noun in {*dim.nouns_zh, *dim.nouns_en})
+        self._nouns = [(term_pattern(noun), noun, dim) for noun, dim in nouns]
+        noun_alt_zh = "|".join(re.escape(n) for n, _ in sorted(nouns, key=lambda p: -len(p[0])) if not n.isascii())
+        noun_alt_en = "|".join(
+            r"[\s\-]+".join(re.escape(w) for w in n.split()) for n, _ in sorted(nouns, key=lambda p: -len(p[0])) if n.isascii()
+        )
+        self._noun_dim = {noun.lower(): dim for noun, dim in nouns}
+        self._group_patterns = [
+            re.compile(rf"{_GROUP_PREFIX_ZH}(?P<noun>{noun_alt_zh})"),
+            re.compile(rf"(?P<noun>{noun_alt_zh}){_GROUP_SUFFIX_ZH}"),
+            re.compile(rf"{_B}{_GROUP_PREFIX_EN}(?:the\s+)?(?P<noun>{noun_alt_en}){_E}", re.IGNORECASE),
+            re.compile(rf"{_B}(?P<noun>{noun_alt_en}){_GROUP_SUFFIX_EN}{_E}", re.IGNORECASE),
+        ]
+        self._grain_terms = [
+            (term_pattern(t), dim.name) for dim in catalog.time_dimensions for t in {*dim.group_terms_zh, *dim.group_terms_en}
+        ]
+        self._comparisons = [(kind, re.compile(p, re.IGNORECASE)) for kind, p in _COMPARISONS]
+        self._units = [re.compile(p, re.IGNORECASE) for p in _UNITS]
+        self._top_n = [(kind, re.compile(p, re.IGNORECASE)) for kind, p in _TOP_N]
+        self._order_words = [(order, re.compile(p, re.IGNORECASE), sup) for order, p, sup in _ORDER_WORDS]
+        self._trend = re.compile(_TREND, re.IGNORECASE)
+        self._share = re.compile(_SHARE, re.IGNORECASE)
+        self._negation = re.compile(_NEGATION, re.IGNORECASE)
+        self._plural_zh = re.compile(_PLURAL_ZH)
+        self._filler_zh = re.compile("|".join(re.escape(f) for f in _FILLER_ZH))
+
+    # ---- recognition --------------------------------------------------------------------
+
+    def recognise(self, question: str, *, today: date, corrections: Sequence[TermMapping] = ()) -> ParsedQuestion:
+        text = normalize(question)
+        parsed = ParsedQuestion(text=text, lang=language_of(text))
+        spans = self._select(self._candidates(text, today, corrections))
+        parsed.spans = spans
+        self._interpret(parsed, spans)
+        self._leftovers(parsed, spans)
+        return parsed
+
+    def _candidates(self, text: str, today: date, corrections: Sequence[TermMapping]) -> list[Span]:
+        spans: list[Span] = []
+
+        def add(match: re.Match[str], kind: str, payload: Any, priority: int) -> None:
+            spans.append(Span(match.start(), match.end(), kind, match.group(0), payload, priority))
+
+        for mapping in corrections:
+            for m in _find(term_pattern(mapping.term), text):
+                add(m, "correction", mapping, 0)
+        for kind, pattern in self._comparisons:
+            for m in _find(pattern, text):
+                add(m, "compare", kind, 1)
+        for pattern in self._units:
+            for m in _find(pattern, text):
+                add(m, "unit", _UNIT_WORDS[re.sub(r"\s+", " ", m.group("u").lower())], 1)
+        for found in time_candidates(text, today):
+            spans.append(Span(found.start, found.end, "time", found.text, found, 2))
+        for kind, pattern in self._top_n:
+            for m in _find(pattern, text):
+                n = parse_number(m.group("n"))
+                if n is None or not 1 <= n <= 10_000:
+                    continue
+                order = kind if kind in ("asc", "desc") else _word_order(m.group("o"))
+                add(m, "top_n", (order, n), 2)
+        for pattern in self._group_patterns:
+            for m in _find(pattern, text):
+                add(m, "group", self._noun_dim[re.sub(r"[\s\-]+", " ", m.group("noun").lower())], 3)
+        for pattern, dim in self._grain_terms:
+            for m in _find(pattern, text):
+                add(m, "grain", dim, 3)
+        for pattern, metric in self._metric_terms:
+            for m in _find(pattern, text):
+                add(m, "metric", metric, 4)
+        for pattern, name in self._entity_terms:
+            for m in _find(pattern, text):
+                add(m, "entity", self.entities.lookup(name), 4)
+        for pattern, term, candidates in self._ambiguous:
+            for m in _find(pattern, text):
+                add(m, "ambiguous", (term, candidates), 5)
+        for pattern, term in self._unsupported:
+            for m in _find(pattern, text):
+                add(m, "unsupported", term, 5)
+        for pattern, outside in self._outside:
+            for m in _find(pattern, text):
+                add(m, "outside", outside, 5)
+        for pattern, _noun, dim in self._nouns:
+            for m in _find(pattern, text):
+                add(m, "noun", dim, 6)
+        for order, pattern, superlative in self._order_words:
+            for m in _find(pattern, text):
+                add(m, "order", (order, superlative), 6)
+        for m in _find(self._trend, text):
+            add(m, "trend", True, 6)
+        for m in _find(self._share, text):
+            add(m, "share", True, 7)
+        for m in _find(self._negation, text):
+            add(m, "negation", True, 6)
+        for m in _find(self._plural_zh, text):
+            add(m, "plural", True, 7)
+        return spans
+
+    @staticmethod
+    def _select(candidates: list[Span]) -> list[Span]:
+        chosen: list[Span] = []
+        taken = bytearray(max((s.end for s in candidates), default=0) + 1)
+        for span in sorted(candidates, key=lambda s: (-(s.end - s.start), s.priority, s.start)):
+            if any(taken[span.start : span.end]):
+                continue
+            taken[span.start : span.end] = b"\x01" * (span.end - span.start)
+            chosen.append(span)
+        return sorted(chosen, key=lambda s: s.start)
+
+    def _interpret(self, parsed: ParsedQuestion, spans: list[Span]) -> None:
+        negate_until = -1
+        previous_entity_dim: tuple[int, str] | None = None  # (end, dimension) of the last entity
+        for index, span in enumerate(spans):
+            kind = span.kind
+            if kind == "correction":
+                mapping: TermMapping = span.payload
+                parsed.corrections_used.append(mapping)
+                target = mapping.maps_to
+                if target.metric is not None:
+                    _add_unique(parsed.metrics, target.metric)
+                elif target.value is not None and target.dimension is not None:
+                    entity = self.entities.resolve(target.dimension, target.value)
+                    value = entity.value if entity else target.value
+                    bucket = parsed.exclusions if span.start < negate_until else parsed.filters
+                    _add_unique(bucket.setdefault(target.dimension, []), value)
+                    previous_entity_dim = (span.end, target.dimension)
+                elif target.dimension is not None:
+                    if self.catalog.has_dimension(target.dimension) and self.catalog.dimension(target.dimension).kind == "time":
+                        parsed.grain = target.dimension
+                    else:
+                        _add_unique(parsed.group_dims, target.dimension)
+            elif kind == "metric":
+                _add_unique(parsed.metrics, span.payload)
+            elif kind == "ambiguous":
+                parsed.ambiguous.append(span.payload)
+            elif kind == "unsupported":
+                parsed.unsupported.append(span.payload)
+            elif kind == "outside":
+                parsed.outside.append((span.text, span.payload.dimension))
+            elif kind == "entity":
+                values: list[EntityValue] = span.payload
+                dims = {v.dimension for v in values}
+                if len(dims) > 1:
+                    parsed.entity_conflicts.append((span.text, values))
+                    continue
+                entity = values[0]
+                bucket = parsed.exclusions if span.start < negate_until else parsed.filters
+                _add_unique(bucket.setdefault(entity.dimension, []), entity.value)
+                previous_entity_dim = (span.end, entity.dimension)
+                if span.start < negate_until:
+                    negate_until = self._extend_negation(parsed.text, spans, index)
+            elif kind == "negation":
+                negate_until = self._extend_negation(parsed.text, spans, index)
+            elif kind == "group":
+                _add_unique(parsed.group_dims, span.payload)
+            elif kind == "grain":
+                parsed.grain = parsed.grain or span.payload
+            elif kind == "noun":
+                follows_own_value = (
+                    previous_entity_dim is not None
+                    and previous_entity_dim[1] == span.payload
+                    and not parsed.text[previous_entity_dim[0] : span.start].strip(" 的")
+                )
+                if not follows_own_value:
+                    _add_unique(parsed.group_dims, span.payload)
+                    if parsed.lang == "en" and re.search(r"(?:s|es)$", span.text, re.IGNORECASE):
+                        parsed.plural = True
+            elif kind == "time":
+                parsed.times.append(span.payload)
+            elif kind == "compare":
+                parsed.comparison = parsed.comparison or span.payload
+            elif kind == "unit":
+                parsed.unit = span.payload
+            elif kind == "top_n":
+                order, n = span.payload
+                parsed.order, parsed.top_n = order, n
+            elif kind == "order":
+                order, superlative = span.payload
+                if order == "top":
+                    parsed.order = parsed.order or "desc"
+                    parsed.top_n = parsed.top_n or _DEFAULT_TOP
+                else:
+                    parsed.order = parsed.order or order
+                    parsed.superlative = parsed.superlative or superlative
+            elif kind == "trend":
+                parsed.trend = True
+            elif kind == "share":
+                parsed.share = True
+            elif kind == "plural":
+                parsed.plural = True
+        for metric in parsed.metrics:
+            if self.catalog.has_metric(metric):
+                spec = self.catalog.metric(metric)
+                for dim in [*parsed.group_dims, *parsed.filters, *parsed.exclusions]:
+                    if dim not in spec.dimensions and dim not in parsed.incompatible:
+                        parsed.incompatible.append(dim)
+
+    @staticmethod
+    def _extend_negation(text: str, spans: list[Span], index: int) -> int:
+        """A negation covers the entities right after it, joined by 和/、/and/or/commas."""
+        end = spans[index].end
+        for span in spans[index + 1 :]:
+            gap = text[end : span.start]
+            if span.kind in ("entity", "correction") and re.fullmatch(r"[\s,、和与及或]*(?:and|or)?[\s,]*", gap, re.IGNORECASE):
+                end = span.end
+                continue
+            break
+        return end + 1
+
+    def _leftovers(self, parsed: ParsedQuestion, spans: list[Span]) -> None:
+        chars = list(parsed.text)
+        for span in spans:
+            for i in range(span.start, span.end):
+                chars[i] = "|"
+        residual = "".join(chars)
+        for run in re.findall(r"[\u4e00-\u9fff]+", residual):
+            for piece in self._filler_zh.sub("|", run).split("|"):
+                if len(piece) >= 2:
+                    _add_unique(parsed.unknown_terms, piece)
+        tokens = list(re.finditer(r"[A-Za-z][A-Za-z'\-]*", residual))
+        for match in tokens:
+            word = match.group(0).strip("'-")
+            lower = word.lower()
+            if lower in _FILLER_EN or lower.rstrip("s") in _FILLER_EN or len(word) < 2:
+                continue
+            before = parsed.text[: match.start()].rstrip()
+            sentence_start = not before or before[-1] in ".?!。？！:：\"'“"
+            if (word.isupper() and len(word) >= 2) or (word[0].isupper() and not sentence_start):
+                _add_unique(parsed.unknown_terms, word)
+            else:
+                _add_unique(parsed.ignored_words, lower)
+
+    # ---- intent ---------------------------------------------------------------------------
+
+    def parse(
+        self,
+        question: str,
+        *,
+        today: date,
+        route: ParseRoute | None = None,
+        corrections: Sequence[TermMapping] = (),
+    ) -> ParseResult:
+        parsed = self.recognise(question, today=today, corrections=corrections)
+        result = ParseResult(parsed)
+        for mapping in parsed.corrections_used:
+            result.notes.append(f"correction {mapping.term!r} -> {_describe(mapping.maps_to)} ({mapping.source})")
+        need = self._clarification(parsed)
+        if need is not None:
+            result.clarification = need
+            return result
+        metric = parsed.metric
+        assert metric is not None
+        window, comparison, need = self._window(parsed, today, route, result.notes)
+        if need is not None:
+            result.clarification = need
+            return result
+        grain = parsed.grain or ("month" if parsed.trend else None)
+        if grain is None and route == "deep_analysis_workflow":
+            grain = "month"
+            result.notes.append("deep analysis: added a month grain so the analysis gets a series")
+            if window is not None and comparison is None and window.end <= add_months(month_start(window.start), 3):
+                window = TimeWindow(
+                    start=add_months(month_start(window.start), -11),
+                    end=window.end,
+                    label=f"12 months to {window.label}",
+                )
+                result.notes.append(f"deep analysis: widened the window to [{window.start}, {window.end}) for context")
+        dimensions = tuple(([grain] if grain else []) + [d for d in parsed.group_dims if d != grain])
+        order, limit = parsed.order, parsed.top_n
+        if limit is None and parsed.superlative and parsed.group_dims and not parsed.plural:
+            limit = 1
+        if (order or limit) and not dimensions:
+            order, limit = None, None  # a single number has nothing to rank
+        filters = [Filter(dimension=d, values=tuple(v)) for d, v in parsed.filters.items()]
+        filters += [Filter(dimension=d, op="not_in", values=tuple(v)) for d, v in parsed.exclusions.items()]
+        result.intent = Intent(
+            metric=metric,
+            dimensions=dimensions,
+            filters=tuple(filters),
+            time_window=window,
+            comparison=comparison,
+            order=order,
+            limit=limit,
+            unit=parsed.unit if self.catalog.metric(metric).kind == "money" else None,
+        )
+        if parsed.unit is not None:
+            result.notes.append(f"unit {parsed.unit} from the question")
+        if parsed.share:
+            result.notes.append("share: the question asks for shares of a total (占比)")
+        if parsed.ignored_words:
+            result.notes.append("ignored words: " + ", ".join(parsed.ignored_words))
+        return result
+
+    def _clarification(self, parsed: ParsedQuestion) -> ClarificationNeed | None:
+        zh = parsed.lang == "zh"
+        metric_options = [m.label(parsed.lang) for m in self.catalog.metrics]
+        if parsed.outside:
+            name, dimension = parsed.outside[0]
+            options = self.entities.labels(dimension, parsed.lang)
+            dim_label = self.catalog.dimension(dimension).label(parsed.lang)
+            question = (
+                f"数据中没有「{name}」这个{dim_label}。你想看哪个{dim_label}？"
+                if zh
+                else f"The data has no {dim_label} called '{name}'. Which {dim_label} do you mean?"
+            )
+            return ClarificationNeed(question, name, options, "outside_value")
+        if parsed.entity_conflicts:
+            term, values = parsed.entity_conflicts[0]
+            options = [f"{v.label(parsed.lang)} ({self.catalog.dimension(v.dimension).label(parsed.lang)})" for v in values]
+            question = f"「{term}」指的是哪一个？" if zh else f"Which '{term}' do you mean?"
+            return ClarificationNeed(question, term, options, "ambiguous_value")
+        if parsed.unsupported:
+            term = parsed.unsupported[0]
+            question = (
+                f"指标目录里没有「{term}」。你想看哪个指标？"
+                if zh
+                else f"'{term}' is not a metric in the catalog. Which metric do you mean?"
+            )
+            return ClarificationNeed(question, term, metric_options, "unsupported_metric")
+        if parsed.ambiguous:
+            term, candidates = parsed.ambiguous[0]
+            options = [self.catalog.metric(c).label(parsed.lang) for c in candidates]
+            question = f"「{term}」是指哪个指标？" if zh else f"Which metric do you mean by '{term}'?"
+            return ClarificationNeed(question, term, options, "ambiguous_metric")
+        if parsed.unknown_terms:
+            term = parsed.unknown_terms[0]
+            if parsed.metrics:
+                options = [
+                    *self.entities.labels("region", parsed.lang),
+                    *self.entities.labels("city", parsed.lang),
+                    *self.entities.labels("channel", parsed.lang),
+                ]
+                question = (
+                    f"我不认识「{term}」。它是指某个大区、城市或渠道吗？也可以去掉它再问。"
+                    if zh
+                    else f"I don't know '{term}'. Is it one of these regions, cities or channels? You can also ask without it."
+                )
+            else:
+                options = metric_options
+                question = f"我不认识「{term}」。你想看哪个指标？" if zh else f"I don't know '{term}'. Which metric do you mean?"
+            return ClarificationNeed(question, term, options, "unknown_term")
+        if not parsed.metrics:
+            question = "你想看哪个指标？" if zh else "Which metric do you want to see?"
+            return ClarificationNeed(question, None, metric_options, "unknown_metric")
+        if len(parsed.metrics) > 1:
+            options = [self.catalog.metric(m).label(parsed.lang) for m in parsed.metrics]
+            question = "一次只能查一个指标，先看哪一个？" if zh else "I can answer one metric at a time. Which one first?"
+            return ClarificationNeed(question, None, options, "several_metrics")
+        metric = self.catalog.metric(parsed.metrics[0])
+        if parsed.incompatible:
+            dim = self.catalog.dimension(parsed.incompatible[0])
+            options = [m.label(parsed.lang) for m in self.catalog.metrics if dim.name in m.dimensions]
+            question = (
+                f"{metric.zh}没有「{dim.zh}」维度。要换成下面哪个指标？"
+                if zh
+                else f"{metric.en} has no {dim.en} dimension. Which of these metrics do you want instead?"
+            )
+            return ClarificationNeed(question, dim.label(parsed.lang), options, "incompatible_dimension")
+        if parsed.top_n is not None and not parsed.group_dims and parsed.grain is None:
+            options = [self.catalog.dimension(d).label(parsed.lang) for d in metric.dimensions if self.catalog.dimension(d).kind == "attribute"]
+            question = f"前 {parsed.top_n} 名按什么排？" if zh else f"Top {parsed.top_n} of what?"
+            return ClarificationNeed(question, None, options, "top_n_without_dimension")
+        return None
+
+    def _window(
+        self, parsed: ParsedQuestion, today: date, route: ParseRoute | None, notes: list[str]
+    ) -> tuple[TimeWindow | None, Comparison | None, ClarificationNeed | None]:
+        grain = parsed.grain or ("month" if parsed.trend else None)
+        same_period = [t for t in parsed.times if t.family == "same_period_last_year"]
+        explicit = [t for t in parsed.times if t.family != "same_period_last_year"]
+        comparison_kind = parsed.comparison
+        if same_period and explicit:
+            comparison_kind = comparison_kind or "yoy"  # "今年 vs 去年同期": a yoy of the other window
+        elif same_period:
+            explicit = same_period
+        future = [t for t in explicit if t.window.start > today]
+        if future and route == "deep_analysis_workflow":
+            notes.append(f"forecast horizon {future[0].window.label}: [{future[0].window.start}, {future[0].window.end}); history below")
+            explicit = [t for t in explicit if t.window.start <= today]
+        if len(explicit) > 2:
+            return None, None, self._too_many_windows(parsed, explicit)
+        window: TimeWindow
+        comparison: Comparison | None = None
+        if len(explicit) == 2:
+            first, second = sorted((t.window for t in explicit), key=lambda w: w.start, reverse=True)
+            kind = _comparison_kind_between(first, second)
+            if kind is None:
+                return None, None, self._too_many_windows(parsed, explicit)
+            window = first
+            comparison = Comparison(kind=kind, window=second)
+            notes.append(f"two windows compared: {first.label} vs {second.label} ({kind})")
+            return window, comparison, None
+        if explicit:
+            window = explicit[0].window
+        else:
+            window = default_window(today, grain=grain, route=route)
+            notes.append(f"default window {window.label}: [{window.start}, {window.end})")
+        if comparison_kind is not None:
+            kind_or_none = None if comparison_kind == "previous" else comparison_kind
+            kind2, previous = previous_window(window, kind_or_none, grain=grain)
+            comparison = Comparison(kind=kind2, window=previous)
+        return window, comparison, None
+
+    def _too_many_windows(self, parsed: ParsedQuestion, found: list[TimeMatch]) -> ClarificationNeed:
+        labels = [t.window.label for t in found]
+        if parsed.lang == "zh":
+            return ClarificationNeed(f"问题里有多个时间（{'、'.join(labels)}），要看哪一个？", None, labels, "several_windows")
+        return ClarificationNeed(f"The question names several periods ({', '.join(labels)}). Which one?", None, labels, "several_windows")
+
+
+def default_window(today: date, *, grain: str | None, route: ParseRoute | None = None) -> TimeWindow:
+    """The window used when a question names none (see the module docstring)."""
+    if grain == "week":
+        return last_full_weeks(today, 12, "last 12 full weeks")
+    if grain == "day":
+        return last_full_days(today, 30, "last 30 full days")
+    if grain == "quarter":
+        return last_full_quarters(today, 4, "last 4 full quarters")
+    if grain == "year":
+        return TimeWindow(start=date(today.year - 1, 1, 1), end=today + timedelta(days=1), label="last year and this year to date")
+    if grain == "month" or route == "deep_analysis_workflow":
+        return last_full_months(today, 12, "last 12 full months")
+    return last_full_months(today, 1, "last full month")
+
+
+def _comparison_kind_between(current: TimeWindow, earlier: TimeWindow) -> ComparisonKind | None:
+    """Two named windows compare when the earlier starts one year, quarter, month or week before
+    ("本月 vs 上月" compares month to date with the whole of last month, as asked)."""
+    if current.start == add_months(earlier.start, 12):
+        return "yoy"
+    if current.start == add_months(earlier.start, 3) and current.start.day == 1 and current.start.month in (1, 4, 7, 10):
+        return "qoq"
+    if current.start == add_months(earlier.start, 1) and current.start.day == 1:
+        return "mom"
+    if (current.start - earlier.start).days == 7 and current.start.weekday() == 0:
+        return "wow"
+    return None
+
+
+def _word_order(word: str) -> Literal["asc", "desc"]:
+    return "asc" if word.lower() in {"最低", "最小", "最少", "最差", "最弱", "lowest", "smallest", "worst", "bottom"} else "desc"
+
+
+def _add_unique(items: list[Any], item: Any) -> None:
+    if item not in items:
+        items.append(item)
+
+
+def _describe(target: MappingTarget) -> str:
+    if target.metric is not None:
+        return f"metric {target.metric}"
+    if target.value is not None:
+        return f"{target.dimension} = {target.value}"
+    return f"group by {target.dimension}"

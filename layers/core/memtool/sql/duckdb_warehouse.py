@@ -1,0 +1,260 @@
+"""The embedded warehouse: the ``Warehouse`` port over a read-only DuckDB file (the local default).
+
+SQL arrives in the Redshift dialect and is transpiled to DuckDB with sqlglot. Parameters stay
+parameters: Redshift-style ``%s`` placeholders (redshift-connector's ``format`` paramstyle) and
+``?`` become DuckDB's ``?``, ``$1``-style ones stay ``$1``; values are bound by DuckDB, never
+formatted into the text. A ``%s`` inside a string literal is text, not a placeholder.
+
+Defence in depth, under the guard that already checked the statement: only one read query
+(SELECT / WITH / set operations) runs; the file is opened read-only; external access (files,
+ATTACH, extensions) is off and the configuration is locked so a query cannot turn it back on.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import date, datetime, timedelta
+from datetime import time as time_of_day
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from memtool.sql.warehouse import QueryResult, WarehouseError
+
+# After an interrupt, how long to wait for DuckDB to unwind before giving up on the worker.
+_INTERRUPT_GRACE_SECONDS = 2.0
+
+
+class DuckDBWarehouse:
+    """Runs guarded Redshift-dialect SELECTs on a DuckDB file. Thread-safe: one cursor per query.
+
+    The file is opened with external access off; DuckDB refuses a second connection to the same
+    file in this process with a different configuration, so open it elsewhere through this class.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._path = Path(path)
+        self._lock = threading.Lock()
+        self._connection: Any = None  # opened on first use
+
+    @property
+    def dialect(self) -> str:
+        return "duckdb"
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def run(
+        self, sql: str, *, max_rows: int, timeout_seconds: float, params: Sequence[Any] | None = None
+    ) -> QueryResult:
+        if max_rows < 1:
+            raise ValueError("max_rows must be at least 1")
+        if timeout_seconds <= 0:
+            raise ValueError("timeout_seconds must be positive")
+        statement = to_duckdb_sql(sql)
+        cursor = self._cursor(sql)
+        query = _RunningQuery(cursor, statement, list(params) if params is not None else None, max_rows)
+        worker = threading.Thread(target=query.run, name="duckdb-query", daemon=True)
+        started = time.perf_counter()
+        worker.start()
+        if not query.done.wait(timeout_seconds):
+            query.interrupt()
+            query.done.wait(_INTERRUPT_GRACE_SECONDS)
+            raise WarehouseError(
+                f"the query ran longer than the {timeout_seconds:g} s statement timeout and was cancelled",
+                code="timeout",
+                sql=sql,
+            )
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        if query.error is not None:
+            raise _as_warehouse_error(query.error, sql) from query.error
+        rows = query.rows
+        truncated = len(rows) > max_rows
+        rows = rows[:max_rows]
+        return QueryResult(
+            columns=query.columns,
+            rows=[[json_friendly(value) for value in row] for row in rows],
+            row_count=len(rows),
+            truncated=truncated,
+            elapsed_ms=round(elapsed_ms, 3),
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+
+    def _cursor(self, sql: str) -> Any:
+        """A fresh connection to the shared database instance: queries never share state."""
+        import duckdb
+
+        with self._lock:
+            if self._connection is None:
+                if not self._path.exists():
+                    raise WarehouseError(f"warehouse file not found: {self._path}", code="database_error", sql=sql)
+                try:
+                    connection = duckdb.connect(
+                        str(self._path), read_only=True, config={"enable_external_access": False}
+                    )
+                    # DuckDB shares one instance per file and config within a process: another
+                    # DuckDBWarehouse on this file may have set it up and locked it already.
+                    if not connection.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:
+                        # Redshift sessions run in UTC; GETDATE() and timestamptz casts must agree.
+                        connection.execute("SET GLOBAL TimeZone = 'UTC'")
+                        connection.execute("SET GLOBAL lock_configuration = true")
+                except duckdb.Error as exc:
+                    raise WarehouseError(f"cannot open the warehouse: {exc}", code="database_error", sql=sql) from exc
+                self._connection = connection
+            return self._connection.cursor()
+
+
+class _RunningQuery:
+    """One statement on its own cursor, run by a worker thread so the caller can time it out."""
+
+    def __init__(self, cursor: Any, statement: str, params: list[Any] | None, max_rows: int) -> None:
+        self._cursor = cursor
+        self._statement = statement
+        self._params = params
+        self._max_rows = max_rows
+        self._lock = threading.Lock()
+        self._closed = False
+        self.done = threading.Event()
+        self.columns: list[str] = []
+        self.rows: list[tuple[Any, ...]] = []
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            if self._params is None:
+                self._cursor.execute(self._statement)
+            else:
+                self._cursor.execute(self._statement, self._params)
+            if self._cursor.description is not None:
+                self.columns = [column[0] for column in self._cursor.description]
+                # One row past the cap tells us whether the cap cut the result.
+                self.rows = self._cursor.fetchmany(self._max_rows + 1)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            self.error = exc
+        finally:
+            with self._lock:
+                self._closed = True
+                try:
+                    self._cursor.close()
+                except Exception:  # noqa: BLE001 - closing a cursor that failed is best effort
+                    pass
+            self.done.set()
+
+    def interrupt(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._cursor.interrupt()
+
+
+def to_duckdb_sql(sql: str) -> str:
+    """One Redshift-dialect read query, transpiled to DuckDB; anything else is a WarehouseError."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    try:
+        statements = [s for s in sqlglot.parse(sql, read="redshift") if s is not None]
+    except SqlglotError as exc:
+        raise WarehouseError(f"cannot parse the SQL: {_parse_error_text(exc)}", code="syntax_error", sql=sql) from exc
+    if not statements:
+        raise WarehouseError("no SQL statement to run", code="syntax_error", sql=sql)
+    if len(statements) > 1:
+        raise WarehouseError(
+            f"one statement per query; got {len(statements)}", code="multiple_statements", sql=sql
+        )
+    statement = statements[0]
+    if not isinstance(statement, exp.Query) or statement.find(exp.Into) is not None:
+        kind = statement.key.upper() if statement.key != "select" else "SELECT INTO"
+        raise WarehouseError(
+            f"the warehouse is read-only: only a SELECT may run, not {kind}", code="permission", sql=sql
+        )
+    try:
+        return statement.sql(dialect="duckdb")
+    except SqlglotError as exc:
+        raise WarehouseError(f"cannot express the SQL in DuckDB: {exc}", code="syntax_error", sql=sql) from exc
+
+
+def _parse_error_text(exc: Exception) -> str:
+    """sqlglot's first error without the terminal underline codes it puts around the culprit."""
+    errors = getattr(exc, "errors", None) or []
+    if errors and errors[0].get("description"):
+        first = errors[0]
+        where = f" at line {first.get('line')}, column {first.get('col')}" if first.get("line") else ""
+        near = f" near {first['highlight']!r}" if first.get("highlight") else ""
+        return f"{first['description']}{where}{near}"
+    return _ANSI.sub("", str(exc))
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def json_friendly(value: Any) -> Any:
+    """A value json.dumps accepts as is (as the Redshift adapter gives): Decimal -> float, dates and
+    times -> ISO strings, INTERVAL -> seconds, bytes -> hex, NaN/inf -> None."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Decimal):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    if isinstance(value, (datetime, date, time_of_day)):
+        return value.isoformat()
+    if isinstance(value, timedelta):  # INTERVAL: seconds
+        return value.total_seconds()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if isinstance(value, dict):
+        return {str(key): json_friendly(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [json_friendly(item) for item in value]
+    return str(value)
+
+
+_UNDEFINED_COLUMN = re.compile(
+    r"Referenced column .* not found|does not have a column named|column .* (does not exist|not found)", re.IGNORECASE
+)
+_UNDEFINED_TABLE = re.compile(
+    r"(Table|View|Schema|Table Function) with name .* does not exist|Referenced table .* not found", re.IGNORECASE
+)
+_UNDEFINED_FUNCTION = re.compile(r"(Scalar|Aggregate|Macro) Function with name .* does not exist", re.IGNORECASE)
+_READ_ONLY = re.compile(r"read-only mode|configuration has been locked", re.IGNORECASE)
+
+
+def _as_warehouse_error(exc: BaseException, sql: str) -> WarehouseError:
+    import duckdb
+
+    message = str(exc)
+    if isinstance(exc, duckdb.InterruptException):
+        code = "timeout"
+    elif isinstance(exc, duckdb.ParserException):
+        code = "syntax_error"
+    elif isinstance(exc, duckdb.PermissionException) or _READ_ONLY.search(message):
+        code = "permission"
+    elif isinstance(exc, (duckdb.BinderException, duckdb.CatalogException)):
+        if _UNDEFINED_TABLE.search(message):
+            code = "undefined_table"
+        elif _UNDEFINED_COLUMN.search(message):
+            code = "undefined_column"
+        elif _UNDEFINED_FUNCTION.search(message):
+            code = "undefined_function"
+        else:
+            code = "database_error"
+    elif isinstance(exc, duckdb.Error):
+        code = "database_error"
+    else:
+        return WarehouseError(f"the warehouse failed: {exc!r}", code="database_error", sql=sql)
+    return WarehouseError(message, code=code, sql=sql)

@@ -1,0 +1,1 @@
+"""Data-shape analysis, chart matching and ECharts options."""
