@@ -249,6 +249,21 @@ CASES: list[Case] = [
         """,
         "units", "channel", "last_month", "exclusion",
     ),
+    case(
+        "Q3和Q2净收入",
+        f"""
+        WITH per_quarter AS (
+          SELECT DATE_TRUNC('quarter', l.paid_at) AS q,
+                 SUM(l.gross_amount - l.discount_amount) - COALESCE(SUM(f.refunded), 0) AS v
+          FROM fact_order_line l
+          LEFT JOIN (SELECT order_id, line_id, SUM(refund_amount) AS refunded FROM fact_refund GROUP BY 1, 2) f
+                 ON f.order_id = l.order_id AND f.line_id = l.line_id
+          WHERE {paid_in("2026-04-01", "2026-10-01")} GROUP BY 1)
+        SELECT ROUND(c.v, 2), ROUND(p.v, 2), ROUND(c.v - p.v, 2), ROUND((c.v - p.v) / p.v, 4)
+        FROM per_quarter c, per_quarter p WHERE c.q = TIMESTAMP '2026-07-01' AND p.q = TIMESTAMP '2026-04-01'
+        """,
+        "net_revenue", "named_quarter", "qoq", "two_windows",
+    ),
     # ---- English ---------------------------------------------------------------------------
     case(
         "gross revenue by region last month",
@@ -529,7 +544,7 @@ def test_the_questions_cover_every_metric_dimension_time_family_and_shape() -> N
         "specific_month", "yesterday", "default_window",
     }  # fmt: skip
     assert families <= covered
-    assert {"top_n", "yoy", "mom", "unit_wan", "exclusion"} <= covered
+    assert {"top_n", "yoy", "mom", "qoq", "two_windows", "unit_wan", "exclusion"} <= covered
 
 
 def test_result_columns_are_stable_english_names(demo: Demo) -> None:

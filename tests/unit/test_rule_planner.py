@@ -92,6 +92,35 @@ def test_today_may_be_a_callable_or_a_clock() -> None:
     assert by_callable.intent.time_window.start == by_clock.intent.time_window.start == date(2026, 2, 1)
 
 
+@pytest.mark.parametrize(
+    ("question", "kind", "current", "previous"),
+    [
+        ("10月和9月的净收入", "mom", ("2026-10-01", "2026-11-01"), ("2026-09-01", "2026-10-01")),
+        ("销售额 本月 vs 上月", "mom", ("2026-11-01", "2026-11-30"), ("2026-10-01", "2026-11-01")),
+        ("net revenue 2026 vs 2025", "yoy", ("2026-01-01", "2027-01-01"), ("2025-01-01", "2026-01-01")),
+        ("上个月净收入同比", "yoy", ("2026-10-01", "2026-11-01"), ("2025-10-01", "2025-11-01")),
+        ("本月净收入环比", "mom", ("2026-11-01", "2026-11-30"), ("2026-10-01", "2026-10-30")),
+        ("gross revenue week over week last week", "wow", ("2026-11-16", "2026-11-23"), ("2026-11-09", "2026-11-16")),
+    ],
+)
+def test_comparisons_name_both_windows(planner: RulePlanner, question: str, kind: str, current: tuple[str, str], previous: tuple[str, str]) -> None:
+    plan = planner.plan(question)
+
+    assert plan.intent is not None and plan.intent.comparison is not None
+    window, other = plan.intent.time_window, plan.intent.comparison.window
+    assert plan.intent.comparison.kind == kind
+    assert (window.start.isoformat(), window.end.isoformat()) == current
+    assert (other.start.isoformat(), other.end.isoformat()) == previous
+    assert "_previous" in (plan.sql or "") and "_change_rate" in (plan.sql or "")
+
+
+def test_two_windows_that_do_not_line_up_ask_which_one(planner: RulePlanner) -> None:
+    plan = planner.plan("上周和去年的销售额")
+
+    assert plan.status == "needs_clarification" and plan.clarification is not None
+    assert plan.clarification.options == ["上周", "去年"]
+
+
 # ---- clarifications -----------------------------------------------------------------------
 
 

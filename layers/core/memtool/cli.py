@@ -20,7 +20,9 @@ def _home(value: str | None) -> Path:
 def serve(args: argparse.Namespace) -> int:
     from memtool.runtime.local import LocalRuntime
 
-    runtime = LocalRuntime(home=_home(args.home), port=args.port, verbose=args.verbose)
+    runtime = LocalRuntime(
+        home=_home(args.home), port=args.port, verbose=args.verbose, progress=lambda line: print(line, flush=True)
+    )
     try:
         runtime.start()
     except OSError as exc:
@@ -31,8 +33,13 @@ def serve(args: argparse.Namespace) -> int:
     print(f"  API        {runtime.api_url}   (GET /health)")
     print(f"  DynamoDB   {runtime.settings.aws_endpoint_url}   (moto, server mode)")
     print(f"  state      {runtime.state_dir.resolve()}   ({restored} items restored)")
+    if runtime.warehouse is not None:
+        print(f"  warehouse  {runtime.warehouse.path}   (DuckDB, {sum(runtime.warehouse.row_counts.values()):,} rows)")
     print("  identity   send X-Memtool-Tenant and X-Memtool-User headers")
-    print(f"  try        curl -s {runtime.api_url}/memories -H 'X-Memtool-Tenant: acme' -H 'X-Memtool-User: li'")
+    print(
+        f"  try        curl -s -X POST {runtime.api_url}/ask -H 'X-Memtool-Tenant: acme' -H 'X-Memtool-User: li' "
+        "-d '{\"question\": \"上个月各渠道的净收入\"}'"
+    )
     print("Press Ctrl-C to stop; state is saved on shutdown.", flush=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

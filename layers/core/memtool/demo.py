@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import unicodedata
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -119,11 +120,81 @@ def scenario(api: ApiClient) -> None:
     other = ApiClient(api.base_url, "another-tenant", api.user).call("GET", f"/memories/{memory_id}")
     _show(other, f"{other.body['error']}")
 
-    _step(9, "Forget both memories: every version goes")
+    _step(9, "Ask questions: route, recall, plan, guard, run on the demo warehouse, chart (AskFlow)")
+    ask_questions(api)
+
+    _step(10, "Forget both memories: every version goes")
     for mid in (memory_id, note.body["memory"]["id"]):
         gone = api.call("DELETE", f"/memories/{mid}")
         after = api.call("GET", f"/memories/{mid}?version=1")
         _show(gone, f"DELETE {mid} → then GET ?version=1 gives HTTP {after.status}")
+
+
+DEMO_QUESTIONS = (
+    "上个月各渠道的净收入",
+    "top 5 cities by net revenue last month",
+    "今年每月的退款率",
+    "上个月净收入是多少",
+    "净收入怎么算？",
+    "上个月西安的GMV",
+)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.4f}" if abs(value) < 1 else f"{value:,.2f}"
+    return "" if value is None else str(value)
+
+
+def _width(text: str) -> int:
+    """Terminal columns: CJK characters take two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _pad(text: str, width: int, *, right: bool) -> str:
+    fill = " " * max(0, width - _width(text))
+    return fill + text if right else text + fill
+
+
+def _table(columns: list[str], rows: list[list[Any]], limit: int = 8) -> list[str]:
+    shown = [[_cell(v) for v in row] for row in rows[:limit]]
+    widths = [max([_width(c)] + [_width(r[i]) for r in shown]) for i, c in enumerate(columns)]
+    numeric = [all(isinstance(row[i], (int, float)) or row[i] is None for row in rows[:limit]) for i in range(len(columns))]
+    lines = ["  ".join(_pad(c, w, right=n) for c, w, n in zip(columns, widths, numeric, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines.extend("  ".join(_pad(v, w, right=n) for v, w, n in zip(row, widths, numeric, strict=True)) for row in shown)
+    if len(rows) > limit:
+        lines.append(f"… {len(rows) - limit} more rows")
+    return lines
+
+
+def ask_questions(api: ApiClient, questions: tuple[str, ...] = DEMO_QUESTIONS) -> None:
+    """Ask through POST /ask (AskFlow on the local Step Functions engine) and show the answers."""
+    for question in questions:
+        print(f"\n  Q: {question}")
+        reply = api.call("POST", "/ask", {"question": question, "session_id": "demo-session"})
+        if reply.status != 200:
+            print(f"    HTTP {reply.status}  {reply.body}")
+            continue
+        answer = reply.body
+        timing = answer["timings"].get("total", 0.0)
+        print(f"    route {answer['route']}, status {answer['status']}, {timing:.0f} ms")
+        if answer["status"] == "answered" and answer["columns"]:
+            chart = answer["chart"] or {}
+            print(f"    chart {chart.get('type')} (confidence {chart.get('confidence')}, {chart.get('checkpoint_status')})")
+            for line in _table(answer["columns"], answer["rows"]):
+                print(f"    {line}")
+        elif answer["status"] == "answered" and answer["answer"]:
+            print("    " + answer["answer"].replace("\n", "\n    ")[:600])
+            for citation in answer["citations"][:3]:
+                print(f"    [{citation['source']}]")
+        elif answer["status"] == "needs_clarification":
+            clarification = answer["clarification"] or {}
+            print(f"    clarify: {clarification.get('question')}")
+            if clarification.get("options"):
+                print(f"    options: {', '.join(clarification['options'])}")
+        else:
+            print(f"    {answer.get('error') or answer.get('notes')}")
 
 
 def _wait_until_indexed(api: ApiClient, memory_id: str, timeout: float = 10.0) -> str:
@@ -147,8 +218,8 @@ def run_demo(home: Path, url: str | None = None) -> int:
         return 0
     from memtool.runtime.local import LocalRuntime
 
-    print("memtool demo: starting the local runtime (moto DynamoDB in server mode + local API)…", flush=True)
-    with LocalRuntime(home=home, port=0) as runtime:
+    print("memtool demo: starting the local runtime (moto in server mode + local API)…", flush=True)
+    with LocalRuntime(home=home, port=0, progress=lambda line: print(f"    {line}", flush=True)) as runtime:
         print(f"    API at {runtime.api_url}, state in {runtime.state_dir.resolve()}")
         scenario(ApiClient(runtime.api_url or "", TENANT, user))
     print(f"\nDone. State saved under {runtime.state_dir.resolve()}.")

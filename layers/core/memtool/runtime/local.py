@@ -45,6 +45,8 @@ class LocalRuntime:
     port: int = 3000
     verbose: bool = False
     root: Path | None = None
+    warehouse_scale: float | None = None  # None: MEMTOOL_WAREHOUSE_SCALE (default 1.0)
+    progress: Any = None  # callable(str) for start-up messages
     settings: Settings | None = field(default=None, init=False)
     api_url: str | None = field(default=None, init=False)
     loaded: dict[str, int] = field(default_factory=dict, init=False)
@@ -53,6 +55,7 @@ class LocalRuntime:
     _http: Any = field(default=None, init=False)
     _names: dict[str, str] = field(default_factory=dict, init=False)
     _drain: Any = field(default=None, init=False)
+    warehouse: Any = field(default=None, init=False)
     _started_at: float = field(default=0.0, init=False)
 
     @property
@@ -86,7 +89,10 @@ class LocalRuntime:
             home=self.home,
             **LOCAL_CREDENTIALS,
         )
+        if self.warehouse_scale is not None:
+            self.settings = self.settings.model_copy(update={"warehouse_scale": self.warehouse_scale})
         use_settings(self.settings)
+        self._ensure_warehouse()
         dynamodb = client("dynamodb", self.settings)
         self._names = create_tables(dynamodb, self.settings, template)
         self._drain = BackgroundDrain(
@@ -106,6 +112,22 @@ class LocalRuntime:
         self._started_at = time.time()
         return self
 
+    def _ensure_warehouse(self) -> None:
+        from datetime import date
+
+        from memtool.sql.demo_warehouse import ensure_demo_warehouse, read_warehouse_summary
+
+        assert self.settings is not None
+        if self.settings.warehouse != "duckdb" or self.settings.warehouse_path is not None:
+            return
+        anchor = self.settings.today or date.today()
+        if self.progress:
+            self.progress(f"demo warehouse: 24 months ending {anchor:%Y-%m}, scale {self.settings.warehouse_scale}")
+        path = ensure_demo_warehouse(
+            self.home, anchor, seed=self.settings.warehouse_seed, scale=self.settings.warehouse_scale
+        )
+        self.warehouse = read_warehouse_summary(path)
+
     def health(self) -> dict[str, Any]:
         return {
             "status": "ok",
@@ -113,6 +135,7 @@ class LocalRuntime:
             "uptime_seconds": round(time.time() - self._started_at, 1),
             "dynamodb_endpoint": self.settings.aws_endpoint_url if self.settings else None,
             "tables": self._names,
+            "warehouse": str(self.warehouse.path) if self.warehouse else None,
             "state_dir": str(self.state_dir.resolve()),
             "indexer": {
                 "delivered": self._drain.drainer.delivered if self._drain else 0,

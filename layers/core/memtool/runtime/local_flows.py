@@ -115,7 +115,7 @@ class LocalFlowRunner:
     sfn: Any  # a boto3 stepfunctions client pointed at moto
     template: dict[str, Any]
     root: Path
-    poll_seconds: float = 0.005
+    poll_seconds: float = 0.02  # polling faster only competes with the engine's thread for the GIL
     _arns: dict[str, str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 

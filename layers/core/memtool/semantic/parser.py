@@ -449,8 +449,6 @@ class QuestionParser:
                 bucket = parsed.exclusions if span.start < negate_until else parsed.filters
                 _add_unique(bucket.setdefault(entity.dimension, []), entity.value)
                 previous_entity_dim = (span.end, entity.dimension)
-                if span.start < negate_until:
-                    negate_until = self._extend_negation(parsed.text, spans, index)
             elif kind == "negation":
                 negate_until = self._extend_negation(parsed.text, spans, index)
             elif kind == "group":

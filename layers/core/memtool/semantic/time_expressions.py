@@ -121,6 +121,9 @@ def window_offset(current: TimeWindow, previous: TimeWindow) -> tuple[Literal["y
     for months in range(1, 121):
         if (add_months(previous.start, months), add_months(previous.end, months)) == (current.start, current.end):
             return ("year", months // 12) if months % 12 == 0 else ("month", months)
+    for months in range(1, 121):  # windows of different lengths ("本月 vs 上月") align on their starts
+        if add_months(previous.start, months) == current.start and current.start.day == 1:
+            return ("year", months // 12) if months % 12 == 0 else ("month", months)
     return "day", (current.start - previous.start).days
 
 
