@@ -1,0 +1,76 @@
+"""AskFlow in AWS: StartSyncExecution as botocore sends it, answered by a scripted Stubber
+(no Step Functions here), and how each returned status becomes a FlowExecution."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+from botocore.stub import Stubber
+
+from memtool.runtime.step_functions import StepFunctionsRunner
+
+ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:memtool-AskFlow"
+
+
+def runner_with(response: dict, expected_input: dict) -> tuple[StepFunctionsRunner, Stubber]:
+    sfn = boto3.client("stepfunctions", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stubber = Stubber(sfn)
+    stubber.add_response(
+        "start_sync_execution",
+        response,
+        {"stateMachineArn": ARN, "name": expected_input["episode_id"], "input": json.dumps(expected_input, ensure_ascii=False)},
+    )
+    stubber.activate()
+    return StepFunctionsRunner(sfn, {"AskFlow": ARN}), stubber
+
+
+def test_a_succeeded_execution_returns_the_final_state():
+    first = {"episode_id": "ep_1", "input": {"question": "上个月净收入"}}
+    final = {**first, "status": "answered", "route": "kpi_lookup"}
+    runner, stubber = runner_with(
+        {
+            "executionArn": f"{ARN}:ep_1",
+            "startDate": "2026-11-29T09:00:00Z",
+            "stopDate": "2026-11-29T09:00:01Z",
+            "status": "SUCCEEDED",
+            "output": json.dumps(final, ensure_ascii=False),
+        },
+        first,
+    )
+    execution = runner.run("AskFlow", first)
+    stubber.assert_no_pending_responses()
+    assert execution.status == "SUCCEEDED" and execution.output == final and execution.error is None
+
+
+def test_a_failed_execution_carries_its_error_and_cause():
+    first = {"episode_id": "ep_2", "input": {"question": "x"}}
+    runner, _ = runner_with(
+        {
+            "executionArn": f"{ARN}:ep_2",
+            "startDate": "2026-11-29T09:00:00Z",
+            "stopDate": "2026-11-29T09:00:01Z",
+            "status": "FAILED",
+            "error": "Lambda.Unknown",
+            "cause": "The cause",
+        },
+        first,
+    )
+    execution = runner.run("AskFlow", first)
+    assert (execution.status, execution.output, execution.error, execution.cause) == ("FAILED", None, "Lambda.Unknown", "The cause")
+
+
+def test_the_ask_service_turns_a_failed_execution_into_a_failed_answer():
+    from memtool.api.ask import AskBody
+    from memtool.api.identity import Identity
+    from memtool.flows.ask import AskService
+    from memtool.flows.runner import FlowExecution
+    from memtool.runtime.clock import FrozenClock
+
+    class FailingRunner:
+        def run(self, machine, execution_input):
+            return FlowExecution("FAILED", None, "States.TaskFailed", "flow_steps crashed", 12.0)
+
+    answer = AskService(FailingRunner(), FrozenClock(), response_rows=200).ask(Identity("t", "u"), AskBody(question="上个月净收入"))
+    assert answer.status == "failed"
+    assert answer.error == {"error": "States.TaskFailed", "cause": "flow_steps crashed"}
