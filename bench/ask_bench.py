@@ -116,7 +116,7 @@ def main() -> int:
         f"Machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, Python {platform.python_version()}.",
         "",
         f"{len(QUESTIONS)} questions (zh and en; every route, one clarification) × {args.rounds} rounds after 3 warm-up asks,",
-        f"in-process: the ask handler → AskFlow ASL on moto's Step Functions engine → flow_steps handler in-process;",
+        "in-process: the ask handler → AskFlow ASL on moto's Step Functions engine → flow_steps handler in-process;",
         "moto DynamoDB in-process with its stream drained into the indexer after every ask (so recall",
         f"searches the growing episodic memory), embedded index, hashing embedder, DuckDB demo warehouse at scale {args.scale}",
         f"({summary.row_counts.get('fact_order_line', 0):,} order lines). Outcomes: {statuses}.",

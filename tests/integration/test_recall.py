@@ -7,7 +7,6 @@ import pytest
 
 from memtool.memory.records import MemoryKind
 from memtool.retrieval.index import IndexUnavailable
-from memtool.retrieval.recall import RecallRequest
 from memtool.runtime import container
 from memtool.runtime.settings import use_settings
 

@@ -49,7 +49,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -57,7 +57,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from memtool.planning.context import PlanContext, normalize_unit
 from memtool.planning.plan import Citation, Clarification, Plan, Route
 from memtool.planning.routes import classify_route, parse_forced_route
-from memtool.planning.rule_planner import RulePlanner, TodaySource
+from memtool.planning.rule_planner import RulePlanner, TodaySource, resolve_today
+from memtool.runtime.aws import BEDROCK_RETRYABLE_ERRORS
 from memtool.semantic.catalog import Catalog, Lang
 from memtool.semantic.compiler import CompileError, IntentCompiler
 from memtool.semantic.entities import EntityIndex
@@ -66,15 +67,7 @@ from memtool.semantic.parser import QuestionParser, TermMapping, language_of
 from memtool.semantic.time_expressions import previous_window
 from memtool.sql.schema import WAREHOUSE_SCHEMA
 
-RETRYABLE_ERROR_CODES = frozenset(
-    {
-        "ThrottlingException",
-        "ServiceUnavailableException",
-        "ModelNotReadyException",
-        "InternalServerException",
-        "ModelTimeoutException",
-    }
-)
+RETRYABLE_ERROR_CODES = BEDROCK_RETRYABLE_ERRORS
 
 # Characters of quoted memory data per route (DESIGN.md §4: deep analysis gets the most context).
 DEFAULT_PROMPT_BUDGET: dict[str, int] = {
@@ -283,15 +276,7 @@ class BedrockPlanner:
         return f"bedrock:{self.model_id}"
 
     def today(self) -> date:
-        source = self._today
-        if isinstance(source, datetime):
-            return source.date()
-        if isinstance(source, date):
-            return source
-        if not callable(source):
-            return source.now().date()
-        value = source()
-        return value.date() if isinstance(value, datetime) else value
+        return resolve_today(self._today)
 
     # ---- the port -------------------------------------------------------------------------
 

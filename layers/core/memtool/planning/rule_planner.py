@@ -38,6 +38,18 @@ class _Clock(Protocol):
 TodaySource = date | Callable[[], date] | _Clock  # a fixed date, a callable returning one, or a Clock
 
 
+def resolve_today(source: TodaySource) -> date:
+    """Today from a date, a datetime, a clock (``now()``) or a callable returning either."""
+    if isinstance(source, datetime):
+        return source.date()
+    if isinstance(source, date):
+        return source
+    if not callable(source):
+        return source.now().date()
+    value = source()
+    return value.date() if isinstance(value, datetime) else value
+
+
 class RulePlanner:
     name = "rules"
 
@@ -49,15 +61,7 @@ class RulePlanner:
         self._today = today
 
     def today(self) -> date:
-        source = self._today
-        if isinstance(source, datetime):
-            return source.date()
-        if isinstance(source, date):
-            return source
-        if not callable(source):
-            return source.now().date()
-        value = source()
-        return value.date() if isinstance(value, datetime) else value
+        return resolve_today(self._today)
 
     # ---- the port -------------------------------------------------------------------------
 

@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from memtool.runtime.aws import BEDROCK_RETRYABLE_ERRORS
+
 
 class Embedder(Protocol):
     @property
@@ -73,17 +75,7 @@ class EmbeddingResponseError(RuntimeError):
     """Bedrock answered, but not with a usable vector (wrong length, missing, zero or non-finite)."""
 
 
-# Error codes Bedrock returns for conditions that pass on their own; everything else
-# (ValidationException, AccessDeniedException, ResourceNotFoundException, ...) will not.
-RETRYABLE_ERROR_CODES = frozenset(
-    {
-        "ThrottlingException",
-        "ServiceUnavailableException",
-        "ModelNotReadyException",
-        "InternalServerException",
-        "ModelTimeoutException",
-    }
-)
+RETRYABLE_ERROR_CODES = BEDROCK_RETRYABLE_ERRORS
 
 
 class BedrockTitanEmbedder:

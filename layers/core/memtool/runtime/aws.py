@@ -7,6 +7,19 @@ from typing import Any
 from memtool.runtime.settings import Settings
 
 
+# Error codes Bedrock returns for conditions that pass on their own; everything else
+# (ValidationException, AccessDeniedException, ResourceNotFoundException, ...) will not.
+BEDROCK_RETRYABLE_ERRORS = frozenset(
+    {
+        "ThrottlingException",
+        "ServiceUnavailableException",
+        "ModelNotReadyException",
+        "InternalServerException",
+        "ModelTimeoutException",
+    }
+)
+
+
 def client(service: str, settings: Settings, *, max_attempts: int = 5) -> Any:
     """A boto3 client; ``max_attempts=1`` leaves retrying to the caller (e.g. the Bedrock embedder)."""
     import boto3

@@ -661,7 +661,6 @@ def _generate_prescriptions(
 
     features = _day_features(calendar)
     cities = _cities()
-    n_days = calendar.n_days
     day_w = 1.06 ** features["years"] * features["cny"] * np.where(features["weekend"], 0.35, 1.0)
     city_w = np.array([_CITY_WEIGHT[c[2]] for c in cities])
     cells = day_w[:, None] * city_w[None, :]

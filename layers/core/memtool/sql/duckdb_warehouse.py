@@ -12,19 +12,14 @@ ATTACH, extensions) is off and the configuration is locked so a query cannot tur
 
 from __future__ import annotations
 
-import math
 import re
 import threading
 import time
-import uuid
 from collections.abc import Sequence
-from datetime import date, datetime, timedelta
-from datetime import time as time_of_day
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from memtool.sql.warehouse import QueryResult, WarehouseError
+from memtool.sql.warehouse import QueryResult, WarehouseError, json_value
 
 # After an interrupt, how long to wait for DuckDB to unwind before giving up on the worker.
 _INTERRUPT_GRACE_SECONDS = 2.0
@@ -79,7 +74,7 @@ class DuckDBWarehouse:
         rows = rows[:max_rows]
         return QueryResult(
             columns=query.columns,
-            rows=[[json_friendly(value) for value in row] for row in rows],
+            rows=[[json_value(value) for value in row] for row in rows],
             row_count=len(rows),
             truncated=truncated,
             elapsed_ms=round(elapsed_ms, 3),
@@ -197,31 +192,6 @@ def _parse_error_text(exc: Exception) -> str:
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def json_friendly(value: Any) -> Any:
-    """A value json.dumps accepts as is (as the Redshift adapter gives): Decimal -> float, dates and
-    times -> ISO strings, INTERVAL -> seconds, bytes -> hex, NaN/inf -> None."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Decimal):
-        number = float(value)
-        return number if math.isfinite(number) else None
-    if isinstance(value, (datetime, date, time_of_day)):
-        return value.isoformat()
-    if isinstance(value, timedelta):  # INTERVAL: seconds
-        return value.total_seconds()
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).hex()
-    if isinstance(value, dict):
-        return {str(key): json_friendly(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [json_friendly(item) for item in value]
-    return str(value)
 
 
 _UNDEFINED_COLUMN = re.compile(

@@ -17,12 +17,9 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, time as time_of_day, timedelta
-from decimal import Decimal
 from typing import Any, Protocol
-from uuid import UUID
 
-from memtool.sql.warehouse import QueryResult, WarehouseError
+from memtool.sql.warehouse import QueryResult, WarehouseError, json_value
 
 DEFAULT_PORT = 5439
 
@@ -116,7 +113,7 @@ class RedshiftWarehouse:
             _quietly(cursor.close)
         columns = [_column_name(entry) for entry in description or ()]
         truncated = len(fetched) > max_rows
-        rows = [[to_json_value(value) for value in row] for row in fetched[:max_rows]]
+        rows = [[json_value(value) for value in row] for row in fetched[:max_rows]]
         return QueryResult(
             columns=columns, rows=rows, row_count=len(rows), truncated=truncated, elapsed_ms=round(elapsed_ms, 3)
         )
@@ -130,29 +127,6 @@ class RedshiftWarehouse:
 
 
 # --------------------------------------------------------------------------- values and errors
-
-
-def to_json_value(value: Any) -> Any:
-    """A value json.dumps accepts: Decimal -> float, dates and times -> ISO strings, bytes -> hex."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Decimal):
-        return float(value) if value.is_finite() else None
-    if isinstance(value, (datetime, date, time_of_day)):
-        return value.isoformat()
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).hex()
-    if isinstance(value, UUID):
-        return str(value)
-    if isinstance(value, Mapping):
-        return {str(k): to_json_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [to_json_value(v) for v in value]
-    return str(value)
 
 
 def _column_name(entry: Sequence[Any]) -> str:
