@@ -159,3 +159,20 @@ def test_the_console_input_runs_on_the_local_engine(aws):
     assert execution.status == "SUCCEEDED", execution
     assert execution.output["status"] == "answered" and execution.output["result"]["rows"]
     assert json.dumps(execution.output, ensure_ascii=False)
+
+
+class BrokenPlanner:
+    def plan(self, question, *, route, context):
+        raise RuntimeError("planner exploded")
+
+
+def test_a_failing_step_is_recorded_and_the_answer_says_failed(api, aws, monkeypatch):
+    monkeypatch.setattr(container, "planner", lambda: BrokenPlanner())
+
+    answer = ask(api, "上个月各渠道的净收入")
+
+    assert answer["status"] == "failed"
+    assert "planner exploded" in json.dumps(answer["error"], ensure_ascii=False)
+    # RecordFailure kept the episode before the flow ended in its Fail state
+    [episode] = episodes(api)
+    assert episode["value"]["outcome"] == "failed" and episode["provenance"]["episode_id"] == answer["episode_id"]
