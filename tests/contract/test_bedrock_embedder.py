@@ -8,22 +8,23 @@ HTTP request and answers it with a scripted Titan V2 response or a scripted Bedr
 
 from __future__ import annotations
 
-import io
-import json
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
-import boto3
 import pytest
-from botocore.awsrequest import AWSPreparedRequest, AWSResponse, HeadersDict
-from botocore.config import Config
 from botocore.exceptions import ClientError
-
 from memtool.retrieval.embedders import BedrockTitanEmbedder, EmbeddingResponseError
+
+from tests.contract.bedrock_double import (
+    Scripted,
+    ScriptedBedrock,
+    SentRequest,
+    bedrock_error,
+    bedrock_runtime_client,
+    scripted_in_turn,
+)
 
 MODEL_ID = "amazon.titan-embed-text-v2:0"
 INVOKE_URL = "https://bedrock-runtime.us-east-1.amazonaws.com/model/amazon.titan-embed-text-v2%3A0/invoke"
@@ -31,97 +32,14 @@ INVOKE_URL = "https://bedrock-runtime.us-east-1.amazonaws.com/model/amazon.titan
 # --------------------------------------------------------------------------- the scripted double
 
 
-@dataclass(frozen=True)
-class SentRequest:
-    method: str
-    url: str
-    headers: dict[str, str]
-    body: bytes
-
-    @property
-    def json(self) -> dict[str, Any]:
-        return json.loads(self.body)
-
-
-@dataclass(frozen=True)
-class Scripted:
-    status: int
-    payload: dict[str, Any]
-    error_type: str | None = None
-
-
 def titan_ok(vector: list[float], tokens: int = 5) -> Scripted:
     """What Titan V2 returns for ``embeddingTypes: ["float"]``: the vector twice, plus a token count."""
     return Scripted(200, {"embedding": vector, "embeddingsByType": {"float": vector}, "inputTextTokenCount": tokens})
 
 
-def bedrock_error(status: int, error_type: str, message: str = "scripted") -> Scripted:
-    return Scripted(status, {"message": message}, error_type)
-
-
-class _Raw:
-    """The urllib3 body surface botocore reads: ``read`` for streaming output, ``stream`` for errors."""
-
-    def __init__(self, data: bytes) -> None:
-        self._buffer = io.BytesIO(data)
-
-    def read(self, amt: int | None = None) -> bytes:
-        return self._buffer.read() if amt is None else self._buffer.read(amt)
-
-    def stream(self, **_: Any) -> Iterator[bytes]:
-        yield self._buffer.read()
-
-
-@dataclass
-class ScriptedBedrock:
-    """Records every InvokeModel request and answers it through ``respond``."""
-
-    respond: Callable[[SentRequest], Scripted]
-    requests: list[SentRequest] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def before_send(self, request: AWSPreparedRequest, **_: Any) -> AWSResponse:
-        body = request.body if isinstance(request.body, bytes) else request.body.read()
-        sent = SentRequest(
-            method=request.method,
-            url=request.url,
-            headers={k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()},
-            body=body,
-        )
-        with self._lock:
-            self.requests.append(sent)
-        scripted = self.respond(sent)
-        data = json.dumps(scripted.payload).encode()
-        headers = HeadersDict({"content-type": "application/json", "content-length": str(len(data))})
-        if scripted.error_type:
-            headers["x-amzn-errortype"] = f"{scripted.error_type}:http://internal.amazon.com/coral/com.amazon.bedrock/"
-        return AWSResponse(request.url, scripted.status, headers, _Raw(data))
-
-
-def scripted_in_turn(*responses: Scripted) -> Callable[[SentRequest], Scripted]:
-    remaining = list(responses)
-    lock = threading.Lock()
-
-    def respond(_: SentRequest) -> Scripted:
-        with lock:
-            if not remaining:
-                raise AssertionError("the embedder sent more requests than were scripted")
-            return remaining.pop(0)
-
-    return respond
-
 
 def bedrock_client(double: ScriptedBedrock) -> Any:
-    # botocore's own retries are switched off so every attempt the tests count is the embedder's.
-    client = boto3.client(
-        "bedrock-runtime",
-        region_name="us-east-1",
-        aws_access_key_id="x",
-        aws_secret_access_key="x",
-        config=Config(retries={"mode": "standard", "total_max_attempts": 1}),
-    )
-    client.meta.events.register("before-send.bedrock-runtime.InvokeModel", double.before_send)
-    return client
+    return bedrock_runtime_client(double, "InvokeModel")
 
 
 def unit(dimension: int, index: int) -> list[float]:

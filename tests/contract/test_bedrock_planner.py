@@ -10,20 +10,18 @@ with ``toolUse`` blocks, ``stopReason``, ``usage``, ``metrics``) or a scripted B
 
 from __future__ import annotations
 
-import io
 import json
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from datetime import date
 from typing import Any
 
-import boto3
 import pytest
-from botocore.awsrequest import AWSPreparedRequest, AWSResponse, HeadersDict
-from botocore.config import Config
-
-from memtool.planning.bedrock_planner import BedrockPlanner, FewShot, few_shot_from_memory
+from memtool.planning.bedrock_planner import (
+    BedrockPlanner,
+    FewShot,
+    few_shot_from_memory,
+)
 from memtool.planning.context import KnowledgeItem, PlanContext, TermMapping
 from memtool.planning.rule_planner import RulePlanner
 from memtool.semantic.catalog import Catalog, load_catalog
@@ -31,41 +29,20 @@ from memtool.semantic.compiler import IntentCompiler
 from memtool.semantic.entities import EntityIndex
 from memtool.semantic.intent import Filter, Intent, TimeWindow
 
+from tests.contract.bedrock_double import (
+    Scripted,
+    ScriptedBedrock,
+    bedrock_error,
+    bedrock_runtime_client,
+    scripted_in_turn,
+)
+
 TODAY = date(2026, 11, 29)
 MODEL_ID = "anthropic.claude-3-5-sonnet-20240620-v1:0"
 CONVERSE_URL = "https://bedrock-runtime.us-east-1.amazonaws.com/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse"
 LAST_MONTH = {"start": "2026-10-01", "end": "2026-11-01", "label": "上个月"}
 
 # --------------------------------------------------------------------------- the scripted double
-
-
-@dataclass(frozen=True)
-class SentRequest:
-    method: str
-    url: str
-    headers: dict[str, str]
-    body: bytes
-
-    @property
-    def json(self) -> dict[str, Any]:
-        return json.loads(self.body)
-
-    @property
-    def system_text(self) -> str:
-        return "\n".join(block["text"] for block in self.json["system"])
-
-    @property
-    def user_text(self) -> str:
-        first = self.json["messages"][0]
-        assert first["role"] == "user"
-        return "\n".join(block["text"] for block in first["content"] if "text" in block)
-
-
-@dataclass(frozen=True)
-class Scripted:
-    status: int
-    payload: dict[str, Any]
-    error_type: str | None = None
 
 
 def tool_use(name: str, payload: dict[str, Any], tool_use_id: str = "t1") -> Scripted:
@@ -93,55 +70,9 @@ def text_only(text: str) -> Scripted:
     )
 
 
-def bedrock_error(status: int, error_type: str, message: str = "scripted") -> Scripted:
-    return Scripted(status, {"message": message}, error_type)
 
-
-class _Raw:
-    """The urllib3 body surface botocore reads: ``read`` for output, ``stream`` for errors."""
-
-    def __init__(self, data: bytes) -> None:
-        self._buffer = io.BytesIO(data)
-
-    def read(self, amt: int | None = None) -> bytes:
-        return self._buffer.read() if amt is None else self._buffer.read(amt)
-
-    def stream(self, **_: Any) -> Iterator[bytes]:
-        yield self._buffer.read()
-
-
-@dataclass
-class ScriptedConverse:
-    """Records every Converse request and answers them in turn with the scripted responses."""
-
-    responses: list[Scripted]
-    requests: list[SentRequest] = field(default_factory=list)
-
-    def before_send(self, request: AWSPreparedRequest, **_: Any) -> AWSResponse:
-        body = request.body if isinstance(request.body, bytes) else request.body.read()
-        headers = {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()}
-        self.requests.append(SentRequest(request.method, request.url, headers, body))
-        if not self.responses:
-            raise AssertionError("the planner sent more requests than were scripted")
-        scripted = self.responses.pop(0)
-        data = json.dumps(scripted.payload).encode()
-        reply = HeadersDict({"content-type": "application/json", "content-length": str(len(data))})
-        if scripted.error_type:
-            reply["x-amzn-errortype"] = f"{scripted.error_type}:http://internal.amazon.com/coral/com.amazon.bedrock/"
-        return AWSResponse(request.url, scripted.status, reply, _Raw(data))
-
-
-def converse_client(double: ScriptedConverse) -> Any:
-    # botocore's own retries are off so every attempt the tests count is the planner's.
-    client = boto3.client(
-        "bedrock-runtime",
-        region_name="us-east-1",
-        aws_access_key_id="x",
-        aws_secret_access_key="x",
-        config=Config(retries={"total_max_attempts": 1}),
-    )
-    client.meta.events.register("before-send.bedrock-runtime.Converse", double.before_send)
-    return client
+def converse_client(double: ScriptedBedrock) -> Any:
+    return bedrock_runtime_client(double, "Converse")
 
 
 class SleepRecorder:
@@ -163,9 +94,9 @@ def entities(catalog: Catalog) -> EntityIndex:
 
 
 @pytest.fixture
-def make_planner(catalog: Catalog, entities: EntityIndex) -> Callable[..., tuple[BedrockPlanner, ScriptedConverse, SleepRecorder]]:
-    def make(*responses: Scripted, **kwargs: Any) -> tuple[BedrockPlanner, ScriptedConverse, SleepRecorder]:
-        double = ScriptedConverse(list(responses))
+def make_planner(catalog: Catalog, entities: EntityIndex) -> Callable[..., tuple[BedrockPlanner, ScriptedBedrock, SleepRecorder]]:
+    def make(*responses: Scripted, **kwargs: Any) -> tuple[BedrockPlanner, ScriptedBedrock, SleepRecorder]:
+        double = ScriptedBedrock(scripted_in_turn(*responses, caller="the planner"))
         sleep = SleepRecorder()
         planner = BedrockPlanner(
             converse_client(double),

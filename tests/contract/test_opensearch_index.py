@@ -24,10 +24,6 @@ from typing import Any
 import pytest
 import requests
 from botocore.credentials import Credentials
-from opensearchpy import Connection, OpenSearch
-from opensearchpy.exceptions import ConnectionError as TransportConnectionError
-from opensearchpy.exceptions import ConnectionTimeout, RequestError
-
 from memtool.retrieval.index import (
     RRF_RANK_CONSTANT,
     DeleteRef,
@@ -36,7 +32,14 @@ from memtool.retrieval.index import (
     IndexQuery,
     IndexUnavailable,
 )
-from memtool.retrieval.opensearch_index import IndexWriteError, OpenSearchIndex, opensearch_client
+from memtool.retrieval.opensearch_index import (
+    IndexWriteError,
+    OpenSearchIndex,
+    opensearch_client,
+)
+from opensearchpy import Connection, OpenSearch
+from opensearchpy.exceptions import ConnectionError as TransportConnectionError
+from opensearchpy.exceptions import ConnectionTimeout, RequestError
 
 INDEX = "memtool-memories"
 PIPELINE = "memtool-hybrid"

@@ -26,10 +26,13 @@ import boto3
 import pytest
 import redshift_connector
 from botocore.stub import Stubber
-from redshift_connector.error import InterfaceError, ProgrammingError
-
-from memtool.sql.redshift_warehouse import RedshiftCredentials, RedshiftWarehouse, redshift_from_secret
+from memtool.sql.redshift_warehouse import (
+    RedshiftCredentials,
+    RedshiftWarehouse,
+    redshift_from_secret,
+)
 from memtool.sql.warehouse import QueryResult, WarehouseError
+from redshift_connector.error import InterfaceError, ProgrammingError
 
 QUERY = (
     "SELECT r.city, SUM(f.gross_amount) AS gross FROM fact_order_line AS f "

@@ -7,7 +7,6 @@ import json
 
 import boto3
 from botocore.stub import Stubber
-
 from memtool.runtime.step_functions import StepFunctionsRunner
 
 ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:memtool-AskFlow"

@@ -20,9 +20,11 @@ from typing import Any
 import boto3
 import pytest
 from cfnlint.api import lint_file
-from moto import mock_aws
-from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
 from memtool.runtime.template import load_template as load_cfn_template
+from moto import mock_aws
+from moto.stepfunctions.parser.asl.component.state.exec.state_task import (
+    lambda_eval_utils,
+)
 from moto.stepfunctions.parser.asl.parse.asl_parser import (
     AmazonStateLanguageParser,
     ASLParserException,
