@@ -225,3 +225,16 @@ def test_kinds_missing_from_a_budget_are_not_recalled(api, drain):
     # kpi_lookup's budget has no episodic memories
     assert search(api, "净收入 by channel", route="kpi_lookup")["items"] == []
     assert MemoryKind.EPISODIC.value not in search(api, "x", route="kpi_lookup")["coverage"]["budgets"]
+
+
+def test_an_index_that_cannot_be_built_degrades_recall_with_the_reason(api, aws):
+    memory = remember(api, "退款率 = refunds / gross revenue")
+    use_settings(aws.model_copy(update={"vector_index": "embedded", "home": aws.home / "index-is-a-file"}))
+    (aws.home).mkdir(parents=True, exist_ok=True)
+    (aws.home / "index-is-a-file").write_text("not a folder")  # EmbeddedIndex cannot create its folder here
+
+    result = search(api, "退款率")
+
+    assert ids(result) == [memory["id"]]
+    assert result["coverage"]["index_available"] is False
+    assert result["coverage"]["reason"].startswith("vector index unavailable:")

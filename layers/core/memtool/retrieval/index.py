@@ -103,6 +103,19 @@ class VectorIndex(Protocol):
         """BM25 and k-NN fused by reciprocal rank; hits carry ``fused``."""
 
 
+class UnreachableIndex:
+    """Stands in for an index that could not even be built (bad endpoint, no credentials), so
+    recall degrades with the real reason in its coverage instead of failing."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def _down(self, *_: object) -> list[IndexHit]:
+        raise IndexUnavailable(self.reason)
+
+    knn = lexical = hybrid = _down
+
+
 def reciprocal_rank_fusion(*ranked: Sequence[IndexHit], k: int, rank_constant: int = RRF_RANK_CONSTANT) -> list[IndexHit]:
     """Fuse ranked hit lists: score = Σ 1 / (rank_constant + rank), ranks from 1."""
     fused: dict[str, float] = {}

@@ -128,8 +128,10 @@ def recall() -> Recall:
     settings = get_settings()
     try:
         index = vector_index()
-    except Exception:  # an index that cannot even be reached degrades recall, visibly
-        index = None
+    except Exception as exc:  # an index that cannot even be reached degrades recall, visibly
+        from memtool.retrieval.index import UnreachableIndex
+
+        index = UnreachableIndex(f"vector index unavailable: {type(exc).__name__}: {exc}")
     return Recall(
         memory_store(),
         index,
