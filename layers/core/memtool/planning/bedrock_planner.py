@@ -724,15 +724,6 @@ def _clip(text: str) -> str:
     return text if len(text) <= MAX_ITEM_CHARS else text[: MAX_ITEM_CHARS - 1] + "…"
 
 
-def _target_text(mapping: TermMapping) -> str:
-    target = mapping.maps_to
-    if target.metric is not None:
-        return f"metric {target.metric}"
-    if target.value is not None:
-        return f"{target.dimension} = {target.value}"
-    return f"dimension {target.dimension}"
-
-
 def _memory_items(
     context: PlanContext, corrections: Sequence[TermMapping], few_shots: Sequence[FewShot], budget: int
 ) -> tuple[list[str], dict[str, Citation], list[str]]:
@@ -758,7 +749,7 @@ def _memory_items(
 
     candidates: list[tuple[str, str, Citation]] = []
     for mapping in corrections:
-        text = _clip(f"{mapping.term} -> {_target_text(mapping)}")
+        text = _clip(f"{mapping.term} -> {mapping.maps_to.describe()}")
         line = _quote({"source": mapping.source, "kind": "correction", "text": text, "term": mapping.term, "maps_to": mapping.maps_to.model_dump(exclude_none=True)})
         candidates.append((mapping.source, line, Citation(source=mapping.source, text=text)))
     for shot in few_shots:

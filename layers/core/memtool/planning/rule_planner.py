@@ -75,7 +75,7 @@ class RulePlanner:
         today = self.today()
         result = self.parser.parse(question, today=today, route=chosen, corrections=corrections)
         notes.extend(result.notes)
-        citations = [Citation(source=m.source, text=f"{m.term} -> {_target_text(m)}") for m in result.parsed.corrections_used]
+        citations = [Citation(source=m.source, text=f"{m.term} -> {m.maps_to.describe()}") for m in result.parsed.corrections_used]
         if result.clarification is not None:
             need = result.clarification
             notes.append(f"clarification needed: {need.reason}")
@@ -165,7 +165,7 @@ class RulePlanner:
         citations: list[Citation] = []
         paragraphs: list[str] = []
         for mapping in parsed.corrections_used:
-            citations.append(Citation(source=mapping.source, text=f"{mapping.term} -> {_target_text(mapping)}"))
+            citations.append(Citation(source=mapping.source, text=f"{mapping.term} -> {mapping.maps_to.describe()}"))
         if parsed.ambiguous:
             term = parsed.ambiguous[0][0]
             labels = "、".join(self.catalog.metric(m).label(lang) for m in metrics) if lang == "zh" else " or ".join(self.catalog.metric(m).label(lang) for m in metrics)
@@ -227,10 +227,3 @@ def _mentioned_dimensions(parsed: ParsedQuestion) -> list[str]:
     return names
 
 
-def _target_text(mapping: TermMapping) -> str:
-    target = mapping.maps_to
-    if target.metric is not None:
-        return f"metric {target.metric}"
-    if target.value is not None:
-        return f"{target.dimension} = {target.value}"
-    return f"dimension {target.dimension}"

@@ -66,6 +66,14 @@ class MappingTarget(BaseModel):
             raise ValueError("a value needs its dimension")
         return self
 
+    def describe(self) -> str:
+        """How a citation names the target: "metric gross_revenue", "region = 华东", "dimension city"."""
+        if self.metric is not None:
+            return f"metric {self.metric}"
+        if self.value is not None:
+            return f"{self.dimension} = {self.value}"
+        return f"dimension {self.dimension}"
+
 
 class TermMapping(BaseModel):
     """A correction as data: ``term`` means ``maps_to`` (taught by the user, cited by id@version)."""
