@@ -15,7 +15,7 @@ from memtool.api.memories import CreateMemoryBody, ProvenanceIn
 from memtool.flows.ask_state import STATE_ROW_CAP, AskState, MemoryUse
 from memtool.flows.memory_write import MemoryService
 from memtool.memory.records import MemoryKind, SourceRef, Trigger
-from memtool.memory.store import Partition
+from memtool.memory.store import MemoryStore, Partition
 from memtool.retrieval.recall import Recall, RecallRequest
 from memtool.runtime.clock import Clock
 from memtool.runtime.settings import Settings
@@ -34,7 +34,7 @@ class AskSteps:
         settings: Settings,
         clock: Clock,
         memories: MemoryService,
-        store: Any,  # DynamoMemoryStore: get_slot
+        store: MemoryStore,
         recall: Recall,
         planner: Any,  # planning port: plan(question, route=, context=) -> Plan
         warehouse_factory: Callable[[], Any],

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from memtool.memory.records import MemoryDraft, MemoryKind, MemoryPatch, MemoryRecord, MemoryStatus
+from memtool.memory.records import (
+    MemoryDraft,
+    MemoryKind,
+    MemoryPatch,
+    MemoryRecord,
+    MemoryStatus,
+)
 
 
 @dataclass(frozen=True)
@@ -74,3 +81,10 @@ class MemoryStore(Protocol):
     ) -> MemoryPage: ...
 
     def forget(self, where: Partition, memory_id: str) -> ForgetOutcome: ...
+
+    def get_slot(self, where: Partition, kind: MemoryKind, key: str, now: datetime) -> MemoryRecord | None: ...
+
+    def get_many(self, tenant: str, refs: Sequence[tuple[str, str]]) -> dict[str, MemoryRecord]:
+        """Heads by (owner, memory id) within one tenant; missing ones are absent."""
+
+    def heads(self, where: Partition, kinds: Sequence[MemoryKind] | None = None, limit: int = 2000) -> list[MemoryRecord]: ...

@@ -17,10 +17,16 @@ from dataclasses import dataclass, field
 
 from memtool.errors import ValidationFailed
 from memtool.memory.records import MemoryKind, MemoryRecord, MemoryScope, MemoryStatus
-from memtool.memory.store import TENANT_OWNER, Partition
+from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition
 from memtool.retrieval.documents import searchable_text, tools_used
 from memtool.retrieval.embedders import Embedder
-from memtool.retrieval.index import IndexFilter, IndexHit, IndexQuery, IndexUnavailable, VectorIndex
+from memtool.retrieval.index import (
+    IndexFilter,
+    IndexHit,
+    IndexQuery,
+    IndexUnavailable,
+    VectorIndex,
+)
 from memtool.retrieval.lexical import bm25_scores
 from memtool.retrieval.scoring import ScoreParts, score
 from memtool.runtime.clock import Clock
@@ -92,7 +98,7 @@ class _Candidate:
 class Recall:
     def __init__(
         self,
-        store,  # DynamoMemoryStore: get_many(), heads()
+        store: MemoryStore,
         index: VectorIndex | None,
         embedder: Embedder,
         clock: Clock,
