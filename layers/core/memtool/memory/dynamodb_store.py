@@ -9,7 +9,10 @@ build reaches another tenant's or user's items:
     sk = S#<kind>#<key>              slot: which memory holds a slot-like key
 
 A write is one transaction: the head with a condition on its version (optimistic locking),
-the new snapshot, the previous snapshot marked superseded, and the slot when created.
+the new snapshot, the previous snapshot marked superseded, and the slot when created. Before it,
+the record must survive a round trip through its item (a record that cannot be read back is
+never stored). An item that cannot be decoded all the same (written by hand, or by another
+version) makes single reads fail with ``UndecodableRecord``; listings skip and report it.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterator, Sequence
-from datetime import datetime
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from pynamodb.attributes import (
     JSONAttribute,
@@ -35,7 +39,6 @@ from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
 from memtool.errors import NotFound, ValidationFailed, VersionConflict
-from memtool.memory.policy import expires_at, policy_for
 from memtool.memory.records import (
     Credit,
     IndexState,
@@ -46,11 +49,24 @@ from memtool.memory.records import (
     MemoryScope,
     MemoryStatus,
     Provenance,
-    new_memory_id,
 )
-from memtool.memory.store import ForgetOutcome, IndexPurge, MemoryPage, Partition, WriteOutcome
+from memtool.memory.store import (
+    ForgetOutcome,
+    IndexPurge,
+    MemoryPage,
+    Partition,
+    UndecodableRecord,
+    WriteOutcome,
+    first_version,
+    next_version,
+    report_skipped,
+    same_content,
+    storable_json,
+    supersede_patch,
+)
 
 HEAD, VERSION, SLOT = "head", "version", "slot"
+_TIMES = {"created_at", "updated_at", "last_used_at", "expires_at"}
 BY_KIND_INDEX = "by_kind"
 
 
@@ -123,6 +139,40 @@ class MemoryItem(Model):
 
     by_kind = ByKindIndex()
 
+    # Why the item could not be decoded; None for every item that could.
+    decode_error: str | None = None
+
+    @classmethod
+    def from_raw_data(cls, data: dict[str, Any]) -> MemoryItem:  # type: ignore[override]
+        """Decode an item; one that does not decode comes back with only its plain keys set.
+
+        PynamoDB decodes items inside its query iterator, so one bad item would end a whole
+        listing; instead it becomes an item that ``_to_record`` refuses and listings skip, and
+        that ``forget`` can still remove (it needs only keys, kind, key and version).
+        """
+        try:
+            return super().from_raw_data(data)
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+            item = cls()
+            for name in ("pk", "sk", "item_type", "memory_id", "tenant", "owner", "kind", "key"):
+                raw = data.get(name)
+                if isinstance(raw, dict) and isinstance(raw.get("S"), str):
+                    setattr(item, name, raw["S"])
+            raw_version = data.get("version")
+            if isinstance(raw_version, dict):
+                try:
+                    item.version = int(raw_version.get("N", ""))
+                except ValueError:
+                    pass
+            raw_expiry = data.get("expires_at")
+            if isinstance(raw_expiry, dict):
+                try:
+                    item.expires_at = datetime.fromtimestamp(int(raw_expiry.get("N", "")), UTC)
+                except (ValueError, OverflowError, OSError):
+                    pass
+            item.decode_error = f"{type(exc).__name__}: {exc}"
+            return item
+
 
 def memory_item_for(
     table_name: str,
@@ -148,6 +198,16 @@ def memory_item_for(
 
 
 def _to_record(item: MemoryItem) -> MemoryRecord:
+    """The record an item holds; ``UndecodableRecord`` when it holds none."""
+    if item.decode_error is not None:
+        raise UndecodableRecord(item.memory_id or "?", item.decode_error)
+    try:
+        return _decode_item(item)
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+        raise UndecodableRecord(item.memory_id or "?", f"{type(exc).__name__}: {exc}") from exc
+
+
+def _decode_item(item: MemoryItem) -> MemoryRecord:
     return MemoryRecord(
         id=item.memory_id,
         tenant=item.tenant,
@@ -252,6 +312,8 @@ class DynamoMemoryStore:
         item = self._load(partition_key(where), head_key(memory_id))
         if item is None or (item.expires_at is not None and item.expires_at <= now):
             raise NotFound(f"memory {memory_id} not found", field="id")
+        if item.decode_error is not None and item.version is None:
+            raise UndecodableRecord(memory_id, item.decode_error)
         return item
 
     def record_from_image(self, image: dict) -> MemoryRecord | None:
@@ -260,35 +322,31 @@ class DynamoMemoryStore:
             return None
         return _to_record(self._model.from_raw_data(image))
 
+    def _ensure_storable(self, record: MemoryRecord) -> None:
+        """Refuse a record that would not read back, from JSON or from its DynamoDB item."""
+        storable_json(record)
+        item = self._item(record, head_key(record.id), HEAD)
+        try:
+            back = _to_record(self._model.from_raw_data(item.serialize()))
+        except UndecodableRecord as exc:
+            raise ValidationFailed(f"value cannot be stored: it would not read back ({exc.reason[:120]})", field="value") from exc
+        # Times are left out: DynamoDB holds them in UTC (the TTL attribute in whole seconds), so
+        # they read back as the same instant, written differently.
+        stored = back.model_dump(mode="json", exclude=_TIMES)
+        wanted = record.model_dump(mode="json", exclude=_TIMES)
+        if stored != wanted:
+            name = next((n for n in wanted if stored.get(n) != wanted[n]), "value")
+            raise ValidationFailed(f"{name} cannot be stored: it reads back differently", field=name)
+
     # ---- writes -------------------------------------------------------------------------
 
     def create(self, where: Partition, draft: MemoryDraft, now: datetime) -> WriteOutcome:
-        policy = policy_for(draft.kind)
         if draft.key is not None:
             slot = self._load(partition_key(where), slot_key(draft.kind, draft.key))
             if slot is not None:
                 return self._supersede_slot(where, slot.memory_id, draft, now)
-        record = MemoryRecord(
-            id=new_memory_id(),
-            tenant=where.tenant,
-            owner=where.owner,
-            kind=draft.kind,
-            key=draft.key,
-            content=draft.content,
-            value=draft.value,
-            source_text=draft.source_text,
-            scope=draft.scope or policy.default_scope,
-            status=draft.status or policy.initial_status,
-            version=1,
-            confidence=draft.confidence,
-            provenance=draft.provenance,
-            session_id=draft.session_id,
-            tags=draft.tags,
-            created_at=now,
-            updated_at=now,
-            expires_at=expires_at(draft.kind, now),
-            redactions=draft.redactions,
-        )
+        record = first_version(where, draft, now)
+        self._ensure_storable(record)
         try:
             with TransactWrite(connection=self._connection) as tx:
                 tx.save(self._item(record, head_key(record.id), HEAD), condition=self._model.pk.does_not_exist())
@@ -310,17 +368,8 @@ class DynamoMemoryStore:
             self._model(pk=partition_key(where), sk=slot_key(draft.kind, draft.key or "")).delete()
             return self.create(where, draft, now)
         current = _to_record(head)
-        patch = MemoryPatch(
-            content=draft.content,
-            value=draft.value,
-            source_text=draft.source_text,
-            status=draft.status or policy_for(draft.kind).initial_status,
-            confidence=draft.confidence,
-            tags=draft.tags,
-            provenance=draft.provenance,
-            redactions=draft.redactions,
-        )
-        if not current.is_expired(now) and _same_content(current, patch):
+        patch = supersede_patch(draft)
+        if not current.is_expired(now) and same_content(current, patch):
             return WriteOutcome(record=current, created=False, unchanged=True)
         outcome = self._write_version(current, patch, now)
         return WriteOutcome(record=outcome.record, created=False, superseded=current)
@@ -337,20 +386,8 @@ class DynamoMemoryStore:
         return self._write_version(current, patch, now)
 
     def _write_version(self, current: MemoryRecord, patch: MemoryPatch, now: datetime) -> WriteOutcome:
-        changes = patch.model_dump(exclude_unset=True)
-        if patch.provenance is not None:
-            changes["provenance"] = patch.provenance
-        new = current.model_copy(
-            update={
-                **changes,
-                "version": current.version + 1,
-                "updated_at": now,
-                "expires_at": expires_at(current.kind, now),
-                "index_state": IndexState.PENDING,
-                "redactions": patch.redactions or {},
-            }
-        )
-        new = MemoryRecord.model_validate(new.model_dump())
+        new = next_version(current, patch, now)
+        self._ensure_storable(new)
         previous_snapshot = self._model(
             pk=partition_key(Partition(current.tenant, current.owner)),
             sk=version_key(current.id, current.version),
@@ -387,9 +424,9 @@ class DynamoMemoryStore:
             raise NotFound(f"memory {memory_id} not found", field="id")
         doomed = list(snapshots)
         if head is not None and head.key is not None:
-            slot = self._load(pk, slot_key(MemoryKind(head.kind), head.key))
-            if slot is not None and slot.memory_id == memory_id:
-                doomed.append(slot)
+            # Found by the memory id, not by the head's kind and key: a damaged head may name a
+            # kind that no slot has, and its slot must go all the same.
+            doomed.extend(self._slots_of(pk, memory_id))
         # The head goes last: until it is gone a failed forget can simply be retried.
         for chunk in _chunks(doomed, 99):
             with TransactWrite(connection=self._connection) as tx:
@@ -397,13 +434,30 @@ class DynamoMemoryStore:
                     tx.delete(item)
         if head is not None:
             head.delete()
-        versions = sorted(int(s.version) for s in snapshots)
-        last_version = int(head.version) if head is not None else (versions[-1] if versions else 0)
+        versions = sorted(int(s.version) for s in snapshots if s.version is not None)
+        if head is not None and head.version is not None:
+            last_version = int(head.version)
+        else:
+            last_version = versions[-1] if versions else 0
         return ForgetOutcome(
             memory_id=memory_id,
             versions_removed=len(versions),
             removed_versions=versions,
             purge=IndexPurge(tenant=where.tenant, owner=where.owner, memory_id=memory_id, last_version=last_version),
+        )
+
+    def delete_by_id(self, where: Partition, memory_id: str) -> ForgetOutcome:
+        """Admin delete; ``forget`` never decodes a record, so it is the same operation."""
+        return self.forget(where, memory_id)
+
+    def _slots_of(self, pk: str, memory_id: str) -> list[MemoryItem]:
+        return list(
+            self._model.query(
+                pk,
+                self._model.sk.startswith("S#"),
+                filter_condition=self._model.memory_id == memory_id,
+                consistent_read=True,
+            )
         )
 
     def mark_indexed(self, where: Partition, memory_id: str, version: int, state: IndexState) -> bool:
@@ -424,8 +478,7 @@ class DynamoMemoryStore:
         """Delete the snapshots (and slot) of a record whose head DynamoDB's TTL removed."""
         pk = partition_key(where)
         doomed = list(self._model.query(pk, self._model.sk.startswith(f"V#{memory_id}#"), consistent_read=True))
-        slots = self._model.query(pk, self._model.sk.startswith("S#"), filter_condition=self._model.memory_id == memory_id)
-        doomed.extend(slots)
+        doomed.extend(self._slots_of(pk, memory_id))
         for chunk in _chunks(doomed, 25):
             with self._model.batch_write() as batch:
                 for item in chunk:
@@ -445,16 +498,30 @@ class DynamoMemoryStore:
             raise NotFound(f"memory {memory_id} has no version {version}", field="version")
         return _to_record(snapshot).model_copy(update={"expires_at": head.expires_at})
 
-    def get_many(self, tenant: str, refs: Sequence[tuple[str, str]]) -> dict[str, MemoryRecord]:
-        """Heads by (owner, memory id) within one tenant, consistent; missing ones are absent."""
+    def get_many(
+        self, tenant: str, refs: Sequence[tuple[str, str]], skipped: list[str] | None = None
+    ) -> dict[str, MemoryRecord]:
+        """Heads by (owner, memory id) within one tenant, consistent; missing ones are absent.
+
+        A head that cannot be decoded is left out, and its id appended to ``skipped``.
+        """
         keys = {(partition_key(Partition(tenant, owner)), head_key(mid)) for owner, mid in refs}
         found: dict[str, MemoryRecord] = {}
-        for item in self._model.batch_get(list(keys), consistent_read=True):
-            found[item.memory_id] = _to_record(item)
+        for record in _decodable(self._model.batch_get(list(keys), consistent_read=True), skipped):
+            found[record.id] = record
         return found
 
-    def heads(self, where: Partition, kinds: Sequence[MemoryKind] | None = None, limit: int = 2000) -> list[MemoryRecord]:
-        """Up to ``limit`` heads of a partition, newest first (the recall fallback scans these)."""
+    def heads(
+        self,
+        where: Partition,
+        kinds: Sequence[MemoryKind] | None = None,
+        limit: int = 2000,
+        skipped: list[str] | None = None,
+    ) -> list[MemoryRecord]:
+        """Up to ``limit`` heads of a partition, newest first (the recall fallback scans these).
+
+        Expired heads are included (recall filters them); undecodable ones go to ``skipped``.
+        """
         condition = None
         if kinds:
             condition = self._model.kind.is_in(*[k.value for k in kinds])
@@ -465,7 +532,7 @@ class DynamoMemoryStore:
             scan_index_forward=False,
             limit=limit,
         )
-        return [_to_record(item) for item in results]
+        return list(_decodable(results, skipped))
 
     def get_slot(self, where: Partition, kind: MemoryKind, key: str, now: datetime) -> MemoryRecord | None:
         """The live record holding a slot key, or None."""
@@ -515,18 +582,21 @@ class DynamoMemoryStore:
                 last_evaluated_key=start,
                 consistent_read=True,
             )
-        items = [_to_record(item) for item in results]
+        skipped: list[str] = []
+        items = list(_decodable(results, skipped))
         last = results.last_evaluated_key
-        return MemoryPage(items=items, next_cursor=_encode_cursor(last) if last and len(items) == limit else None)
+        # A full page (skipped items count: the query consumed them) may have more behind it.
+        full = len(items) + len(skipped) == limit
+        return MemoryPage(items=items, next_cursor=_encode_cursor(last) if last and full else None, skipped=skipped)
 
 
-def _same_content(current: MemoryRecord, patch: MemoryPatch) -> bool:
-    return (
-        current.content == patch.content
-        and current.value == patch.value
-        and current.status == patch.status
-        and (patch.source_text is None or current.source_text == patch.source_text)
-    )
+def _decodable(items: Iterable[MemoryItem], skipped: list[str] | None) -> Iterator[MemoryRecord]:
+    """The records of ``items``; one that cannot be decoded is logged, reported and left out."""
+    for item in items:
+        try:
+            yield _to_record(item)
+        except UndecodableRecord as exc:
+            report_skipped(exc.memory_id, exc.reason, skipped)
 
 
 def _failed_on(exc: TransactWriteError, index: int) -> bool:
