@@ -18,30 +18,44 @@ pytestmark = pytest.mark.slow
 
 def test_serve_answers_over_http_and_keeps_state_across_a_restart(tmp_path):
     home = tmp_path / "home"
-    # Given a runtime started on a free loopback port
+    # Given a runtime on the default store, started on a free loopback port
     with LocalRuntime(home=home, port=free_port(), root=ROOT) as runtime:
         health = json.loads(urllib.request.urlopen(f"{runtime.api_url}/health", timeout=10).read())
-        assert health["status"] == "ok" and health["tables"]["MemoryTable"]
-        assert runtime.settings.aws_endpoint_url.startswith("http://127.0.0.1:")
+        assert health["status"] == "ok" and health["store"] == "sqlite"
         api = ApiClient(runtime.api_url, "acme", "li")
         created = api.call("POST", "/memories", {"kind": "profile", "key": "display.currency_unit", "content": "元"})
         assert created.status == 201
         memory_id = created.body["memory"]["id"]
         api.call("POST", "/memories", {"kind": "profile", "key": "display.currency_unit", "content": "分"})
-    # Then state was saved under the state folder on shutdown
-    saved = json.loads((home / "state" / "MemoryTable.json").read_text(encoding="utf-8"))
-    assert len(saved["items"]) == 4  # head, two snapshots, slot
+    # Then the state is in the SQLite file under the state folder
+    assert (home / "state" / "memtool.sqlite3").is_file()
 
     # When a new runtime starts on the same folder, the memory and its history are back
     with LocalRuntime(home=home, port=0, root=ROOT) as again:
-        assert again.loaded["MemoryTable"] == 4
         api = ApiClient(again.api_url, "acme", "li")
         current = api.call("GET", f"/memories/{memory_id}?history=true")
         assert current.status == 200
         assert current.body["memory"]["content"] == "分"
+        assert current.body["memory"]["index_state"] == "indexed"
         assert [h["content"] for h in current.body["history"]] == ["元", "分"]
         # and another tenant still sees nothing over HTTP
         assert ApiClient(again.api_url, "other", "li").call("GET", f"/memories/{memory_id}").status == 404
+
+
+def test_dynamodb_store_on_moto_saves_tables_on_a_clean_stop(tmp_path):
+    home = tmp_path / "home"
+    with LocalRuntime(home=home, port=0, root=ROOT, store="dynamodb") as runtime:
+        assert runtime.health()["store"] == "dynamodb"
+        api = ApiClient(runtime.api_url, "acme", "li")
+        created = api.call("POST", "/memories", {"kind": "profile", "key": "display.currency_unit", "content": "元"})
+        memory_id = created.body["memory"]["id"]
+        api.call("POST", "/memories", {"kind": "profile", "key": "display.currency_unit", "content": "分"})
+    saved = json.loads((home / "state" / "MemoryTable.json").read_text(encoding="utf-8"))
+    assert len(saved["items"]) == 4  # head, two snapshots, slot
+    with LocalRuntime(home=home, port=0, root=ROOT, store="dynamodb") as again:
+        assert again.loaded["MemoryTable"] == 4
+        current = ApiClient(again.api_url, "acme", "li").call("GET", f"/memories/{memory_id}?history=true")
+        assert [h["content"] for h in current.body["history"]] == ["元", "分"]
 
 
 def test_runtime_refuses_a_busy_port_and_non_loopback_hosts(tmp_path):

@@ -21,18 +21,27 @@ def serve(args: argparse.Namespace) -> int:
     from memtool.runtime.local import LocalRuntime
 
     runtime = LocalRuntime(
-        home=_home(args.home), port=args.port, verbose=args.verbose, progress=lambda line: print(line, flush=True)
+        home=_home(args.home),
+        port=args.port,
+        verbose=args.verbose,
+        store=args.store,
+        workers=args.workers,
+        progress=lambda line: print(line, flush=True),
     )
     try:
         runtime.start()
     except OSError as exc:
         print(f"memtool serve: {exc}", file=sys.stderr)
         return 2
-    restored = sum(runtime.loaded.values())
+    assert runtime.settings is not None
     print(f"memtool {__version__} local runtime")
-    print(f"  API        {runtime.api_url}   (GET /health)")
-    print(f"  DynamoDB   {runtime.settings.aws_endpoint_url}   (moto, server mode)")
-    print(f"  state      {runtime.state_dir.resolve()}   ({restored} items restored)")
+    print(f"  API        {runtime.api_url}   (GET /health, GET /openapi.json)")
+    if runtime.store_kind == "sqlite":
+        pending = runtime.loaded.get("pending_changes", 0)
+        print(f"  store      SQLite at {runtime.settings.sqlite_path.resolve()}   ({pending} changes to index)")
+    else:
+        restored = sum(runtime.loaded.values())
+        print(f"  store      DynamoDB on moto (loopback only)   ({restored} items restored from {runtime.state_dir.resolve()})")
     if runtime.warehouse is not None:
         print(f"  warehouse  {runtime.warehouse.path}   (DuckDB, {sum(runtime.warehouse.row_counts.values()):,} rows)")
     print("  identity   send X-Memtool-Tenant and X-Memtool-User headers")
@@ -40,14 +49,16 @@ def serve(args: argparse.Namespace) -> int:
         f"  try        curl -s -X POST {runtime.api_url}/ask -H 'X-Memtool-Tenant: acme' -H 'X-Memtool-User: li' "
         "-d '{\"question\": \"上个月各渠道的净收入\"}'"
     )
-    print("Press Ctrl-C to stop; state is saved on shutdown.", flush=True)
+    print("Press Ctrl-C to stop" + ("; every request is logged." if args.verbose else "; --verbose logs every request."), flush=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     stop.wait()
-    print("\nstopping…", flush=True)
+    print("\nstopping: finishing requests in flight and indexing what is pending …", flush=True)
     runtime.stop()
-    print(f"saved {sum(runtime.saved.values())} items to {runtime.state_dir.resolve()}")
+    if runtime.saved:
+        print(f"saved {sum(runtime.saved.values())} items to {runtime.state_dir.resolve()}")
+    print("stopped.")
     return 0
 
 
@@ -82,10 +93,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"memtool {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    p_serve = commands.add_parser("serve", help="run the local runtime: moto DynamoDB + the API on 127.0.0.1")
+    p_serve = commands.add_parser("serve", help="run the local runtime: the API on 127.0.0.1 over embedded stores")
     p_serve.add_argument("--port", type=int, default=3000, help="API port (default 3000)")
     p_serve.add_argument("--home", help="state folder (default .memtool or MEMTOOL_HOME)")
-    p_serve.add_argument("--verbose", action="store_true", help="log every request")
+    p_serve.add_argument(
+        "--store",
+        choices=("sqlite", "dynamodb"),
+        help="record store: sqlite (default; durable) or dynamodb (the AWS adapter on moto, for fidelity); "
+        "default MEMTOOL_STORE or sqlite",
+    )
+    p_serve.add_argument("--workers", type=int, default=16, help="API worker threads (default 16)")
+    p_serve.add_argument("--verbose", action="store_true", help="log every request and memtool warnings")
     p_serve.set_defaults(func=serve)
 
     p_seed = commands.add_parser("seed-warehouse", help="build the deterministic demo warehouse (DuckDB)")

@@ -218,7 +218,7 @@ def run_demo(home: Path, url: str | None = None) -> int:
         return 0
     from memtool.runtime.local import LocalRuntime
 
-    print("memtool demo: starting the local runtime (moto in server mode + local API)…", flush=True)
+    print("memtool demo: starting the local runtime (SQLite store, local API, AskFlow on moto's engine)…", flush=True)
     with LocalRuntime(home=home, port=0, progress=lambda line: print(f"    {line}", flush=True)) as runtime:
         print(f"    API at {runtime.api_url}, state in {runtime.state_dir.resolve()}")
         scenario(ApiClient(runtime.api_url or "", TENANT, user))

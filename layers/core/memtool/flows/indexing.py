@@ -9,10 +9,9 @@ credit updates) are ignored, so marking a record indexed does not index it again
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from memtool.memory.dynamodb_store import DynamoMemoryStore
-from memtool.memory.records import IndexState
+from memtool.memory.records import IndexState, MemoryRecord
 from memtool.memory.store import Partition
 from memtool.retrieval.documents import index_document, searchable_text
 from memtool.retrieval.embedders import Embedder
@@ -42,8 +41,21 @@ class StreamChange:
         )
 
 
+class IndexedStore(Protocol):
+    """What the indexer needs of a record store: its change images, and index bookkeeping.
+
+    DynamoDB's stream images and the SQLite outbox's images differ; each store decodes its own.
+    """
+
+    def record_from_image(self, image: dict[str, Any]) -> MemoryRecord | None: ...
+
+    def mark_indexed(self, where: Partition, memory_id: str, version: int, state: IndexState) -> bool: ...
+
+    def purge_snapshots(self, where: Partition, memory_id: str) -> int: ...
+
+
 class MemoryIndexer:
-    def __init__(self, store: DynamoMemoryStore, index: VectorIndex, embedder: Embedder) -> None:
+    def __init__(self, store: IndexedStore, index: VectorIndex, embedder: Embedder) -> None:
         self._store = store
         self._index = index
         self._embedder = embedder

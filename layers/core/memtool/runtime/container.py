@@ -5,8 +5,10 @@ Handlers ask the container for services; tests install settings (or fakes) and r
 
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import TYPE_CHECKING
+import threading
+from collections.abc import Callable
+from functools import lru_cache, wraps
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memtool.runtime.clock import Clock, SystemClock
 from memtool.runtime.settings import get_settings
@@ -14,12 +16,33 @@ from memtool.runtime.settings import get_settings
 if TYPE_CHECKING:
     from memtool.flows.indexing import MemoryIndexer
     from memtool.flows.memory_write import MemoryService
-    from memtool.memory.dynamodb_store import DynamoMemoryStore
+    from memtool.memory.store import MemoryStore
     from memtool.retrieval.embedders import Embedder
     from memtool.retrieval.index import VectorIndex
     from memtool.retrieval.recall import Recall
 
 _clock: Clock | None = None
+# One lock for building adapters: lru_cache alone lets two threads build the same adapter at
+# once (the threaded local server's first requests did), and two embedded indexes or store
+# pools on one file would each hold half the truth. Reentrant: factories call each other.
+_building = threading.RLock()
+Built = TypeVar("Built")
+
+
+def once(factory: Callable[[], Built]) -> Callable[[], Built]:
+    """Build an adapter once per process (per Lambda container), even under concurrent first use."""
+    cached = lru_cache(maxsize=1)(factory)
+
+    @wraps(factory)
+    def build() -> Built:
+        if cached.cache_info().currsize:
+            return cached()
+        with _building:
+            return cached()
+
+    build.cache_info = cached.cache_info  # type: ignore[attr-defined]
+    build.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
+    return build
 
 
 def use_clock(clock: Clock | None) -> None:
@@ -31,13 +54,18 @@ def clock() -> Clock:
     return _clock or SystemClock()
 
 
-@lru_cache(maxsize=1)
-def memory_store() -> DynamoMemoryStore:
+@once
+def memory_store() -> MemoryStore:
+    """The record store the settings choose: DynamoDB (AWS, or moto locally) or SQLite (local)."""
+    settings = get_settings()
+    if settings.record_store == "sqlite":
+        from memtool.memory.sqlite_store import SQLiteMemoryStore
+
+        return SQLiteMemoryStore(settings.sqlite_path)
     from pynamodb.connection import Connection
 
     from memtool.memory.dynamodb_store import DynamoMemoryStore, memory_item_for
 
-    settings = get_settings()
     model = memory_item_for(
         settings.memory_table,
         settings.region,
@@ -61,19 +89,23 @@ def memory_service() -> MemoryService:
     return MemoryService(memory_store(), clock(), get_settings())
 
 
-@lru_cache(maxsize=1)
-def idempotency_store():  # -> DynamoDBPersistenceLayer
+@once
+def idempotency_store():  # -> a Powertools persistence layer
+    settings = get_settings()
+    if settings.record_store == "sqlite":  # idempotency records live in the store's own database
+        from memtool.runtime.sqlite_idempotency import SQLiteIdempotencyLayer
+
+        return SQLiteIdempotencyLayer(settings.sqlite_path)
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
     from memtool.runtime.aws import client
 
-    settings = get_settings()
     return DynamoDBPersistenceLayer(
         table_name=settings.idempotency_table, boto3_client=client("dynamodb", settings)
     )
 
 
-@lru_cache(maxsize=1)
+@once
 def embedder() -> Embedder:
     from memtool.retrieval.embedders import BedrockTitanEmbedder, HashingEmbedder
 
@@ -89,7 +121,7 @@ def embedder() -> Embedder:
     return HashingEmbedder(settings.hashing_dimensions)
 
 
-@lru_cache(maxsize=1)
+@once
 def vector_index() -> VectorIndex | None:
     """The configured index, ensured once per container; None when recall runs without one."""
     settings = get_settings()
@@ -162,7 +194,7 @@ def warehouse_path():  # -> Path
     return settings.warehouse_path or settings.home / "warehouse" / "demo.duckdb"
 
 
-@lru_cache(maxsize=1)
+@once
 def warehouse():  # -> Warehouse
     settings = get_settings()
     if settings.warehouse == "redshift":
@@ -182,7 +214,7 @@ def warehouse():  # -> Warehouse
     return DuckDBWarehouse(path)
 
 
-@lru_cache(maxsize=1)
+@once
 def planner():  # -> the planning port
     from memtool.planning.rule_planner import RulePlanner
     from memtool.semantic.catalog import load_catalog
@@ -224,7 +256,7 @@ def ask_steps():  # -> AskSteps
     )
 
 
-@lru_cache(maxsize=1)
+@once
 def flow_runner():  # -> FlowRunner
     from memtool.runtime.aws import client
 
@@ -233,7 +265,7 @@ def flow_runner():  # -> FlowRunner
         from memtool.runtime.step_functions import StepFunctionsRunner
 
         return StepFunctionsRunner(client("stepfunctions", settings), {"AskFlow": settings.ask_state_machine_arn or ""})
-    from memtool.runtime.handlers import function_handler
+    from memtool.runtime.handlers import function_fleet
     from memtool.runtime.local_flows import LocalFlowRunner, enable_execution_in_moto, install_in_process_lambdas
     from memtool.runtime.template import load_template, project_root
 
@@ -241,8 +273,8 @@ def flow_runner():  # -> FlowRunner
     enable_execution_in_moto()
     install_in_process_lambdas(
         {
-            "FlowStepsFunction": function_handler(root, "flow_steps"),
-            "MaintenanceFunction": function_handler(root, "maintenance"),
+            "FlowStepsFunction": function_fleet(root, "flow_steps"),
+            "MaintenanceFunction": function_fleet(root, "maintenance"),
         }
     )
     return LocalFlowRunner(client("stepfunctions", settings), load_template(root / "template.yaml"), root)
@@ -259,6 +291,11 @@ _CACHED = (memory_store, idempotency_store, embedder, vector_index, warehouse, p
 
 def reset() -> None:
     """Forget every built adapter (closing the ones that hold files) so settings apply afresh."""
+    with _building:
+        _reset()
+
+
+def _reset() -> None:
     for cached in _CACHED:
         if cached.cache_info().currsize:
             try:

@@ -27,3 +27,18 @@ class LocalLambdaContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return max(0, int((self.timeout_seconds - (time.monotonic() - self._started)) * 1000))
+
+
+def discard_unpublished_metrics() -> None:
+    """After an in-process invocation with metrics disabled, drop what the handler recorded.
+
+    Powertools keeps one metric buffer per process and, when metrics are disabled, never clears
+    it on flush: it grows until a metric reaches 100 values and is then printed as an EMF dump
+    anyway. In Lambda each container handles one invocation at a time and publishes; locally the
+    buffer is simply discarded.
+    """
+    from aws_lambda_powertools.metrics import Metrics
+    from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+    if is_metrics_disabled():
+        Metrics().clear_metrics()

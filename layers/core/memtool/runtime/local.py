@@ -1,22 +1,39 @@
-"""The embedded local runtime: moto in server mode, tables from template.yaml, the local API.
+"""The embedded local runtime: the record store, the indexer feed, moto for Step Functions, the API.
 
-State survives restarts: tables are saved under ``<home>/state/`` on shutdown and loaded on
-start. Everything binds to 127.0.0.1 only.
+Two record stores, chosen by ``store`` (or ``MEMTOOL_STORE``):
+
+- ``sqlite`` (default): a real database under ``<home>/state/``. Every acknowledged write is
+  committed (WAL, synchronous=FULL), so a ``kill -9`` loses nothing; its transactional outbox
+  feeds the indexer, and a restart delivers whatever was not delivered yet.
+- ``dynamodb``: the AWS adapter against moto's DynamoDB (tables from template.yaml), for
+  fidelity; its stream feeds the indexer. Tables are saved to JSON on a clean stop only.
+
+Either way AskFlow runs on moto's Step Functions engine from the real ASL. moto is locked down
+(loopback, no management API, no CORS) and its address is never advertised. Everything binds
+to 127.0.0.1 only.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import platform
 import socket
+import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from memtool import __version__
 from memtool.runtime.settings import Settings, use_settings
 
 LOCAL_CREDENTIALS = {"aws_access_key_id": "memtool-local", "aws_secret_access_key": "memtool-local"}
+StoreChoice = Literal["sqlite", "dynamodb"]
+# /health says "degraded" when the oldest undelivered change is older than this.
+LAG_DEGRADED_SECONDS = 30.0
+PURGE_EVERY_SECONDS = 300.0
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -30,12 +47,17 @@ def port_in_use(host: str, port: int) -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
-def _quiet_powertools() -> None:
-    # Library configuration for the local process: no EMF metric lines or JSON logs on the console.
+def _quiet_libraries(verbose: bool) -> None:
+    # Library configuration for the local process: no EMF metric dumps, no JSON logs of expected
+    # 4xx answers on the console. --verbose shows warnings from memtool's own loggers.
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING" if verbose else "ERROR")
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto server's request log
+    os.environ.setdefault("MOTO_DISABLE_GLOBAL_CORS", "true")
+    warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
+    for name in ("werkzeug", "moto", "botocore", "urllib3"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    logging.getLogger("memtool").setLevel(logging.WARNING if verbose else logging.ERROR)
 
 
 @dataclass
@@ -46,53 +68,119 @@ class LocalRuntime:
     verbose: bool = False
     root: Path | None = None
     warehouse_scale: float | None = None  # None: MEMTOOL_WAREHOUSE_SCALE (default 1.0)
+    store: StoreChoice | None = None  # None: MEMTOOL_STORE, else sqlite
+    workers: int = 16  # API worker threads; more connections than this wait in the queue
+    backlog: int = 1024  # listen backlog: connections the kernel holds before accept
     progress: Any = None  # callable(str) for start-up messages
+    access_log: Any = None  # callable(str) for --verbose request lines; default print
     settings: Settings | None = field(default=None, init=False)
     api_url: str | None = field(default=None, init=False)
     loaded: dict[str, int] = field(default_factory=dict, init=False)
     saved: dict[str, int] = field(default_factory=dict, init=False)
+    warehouse: Any = field(default=None, init=False)
     _moto: Any = field(default=None, init=False)
     _http: Any = field(default=None, init=False)
     _names: dict[str, str] = field(default_factory=dict, init=False)
     _drain: Any = field(default=None, init=False)
-    warehouse: Any = field(default=None, init=False)
+    _outbox: Any = field(default=None, init=False)
+    _purger: threading.Thread | None = field(default=None, init=False)
+    _stopping: threading.Event = field(default_factory=threading.Event, init=False)
     _started_at: float = field(default=0.0, init=False)
 
     @property
     def state_dir(self) -> Path:
         return self.home / "state"
 
-    def start(self) -> LocalRuntime:
-        from moto.server import ThreadedMotoServer
+    @property
+    def store_kind(self) -> StoreChoice:
+        assert self.settings is not None
+        return self.settings.record_store
 
-        from memtool.runtime.aws import client
-        from memtool.runtime.handlers import function_handler
+    def start(self) -> LocalRuntime:
         from memtool.runtime.local_api import LocalApiGateway, serve_http
-        from memtool.runtime.stream_drain import BackgroundDrain, StreamDrainer
-        from memtool.runtime.tables import create_tables, load_tables
+        from memtool.runtime.moto_server import LocalMotoServer
         from memtool.runtime.template import load_template, project_root
 
         if self.host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("the local runtime listens on loopback only")
         if self.port and port_in_use(self.host, self.port):
             raise OSError(f"port {self.port} on {self.host} is already in use (choose another with --port)")
-        _quiet_powertools()
+        _quiet_libraries(self.verbose)
         root = self.root or project_root()
         template = load_template(root / "template.yaml")
-        moto_port = free_port(self.host)
-        self._moto = ThreadedMotoServer(ip_address=self.host, port=moto_port, verbose=False)
-        self._moto.start()
+        self._moto = LocalMotoServer(self.host, 0).start()
+        from_environment = Settings()
+        store = self.store or from_environment.store or "sqlite"
         self.settings = Settings(
             runtime="local",
             region="us-east-1",
-            aws_endpoint_url=f"http://{self.host}:{moto_port}",
+            aws_endpoint_url=self._moto.endpoint,
             home=self.home,
+            store=store,
             **LOCAL_CREDENTIALS,
         )
         if self.warehouse_scale is not None:
             self.settings = self.settings.model_copy(update={"warehouse_scale": self.warehouse_scale})
         use_settings(self.settings)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
         self._ensure_warehouse()
+        if store == "sqlite":
+            self._start_sqlite()
+        else:
+            self._start_dynamodb(template, root)
+        self._warm()
+        gateway = LocalApiGateway(template, root)
+        self._http = serve_http(
+            gateway,
+            self.host,
+            self.port,
+            verbose=self.verbose,
+            workers=self.workers,
+            backlog=self.backlog,
+            special_routes={("GET", "/health"): self.health, ("GET", "/openapi.json"): _openapi},
+            access_log=self.access_log,
+        )
+        self.api_url = f"http://{self.host}:{self._http.server_address[1]}"
+        self._started_at = time.time()
+        return self
+
+    def _start_sqlite(self) -> None:
+        from memtool.runtime import container
+        from memtool.runtime.outbox_drain import BackgroundOutboxDrain, OutboxDrainer
+
+        assert self.settings is not None
+        store = container.memory_store()
+        # What a previous run (or a crash) left undelivered is delivered first, in order.
+        self.loaded = {"pending_changes": store.outbox_stats(container.clock().now()).pending}
+        drainer = OutboxDrainer(
+            store=store,  # type: ignore[arg-type]
+            indexer=container.memory_indexer,
+            now=lambda: container.clock().now(),
+            max_attempts=self.settings.indexer_max_attempts,
+        )
+        self._outbox = BackgroundOutboxDrain(drainer).start()
+        self._purger = threading.Thread(target=self._purge_expired, name="memtool-ttl", daemon=True)
+        self._purger.start()
+
+    def _purge_expired(self) -> None:
+        """DynamoDB's TTL, locally: expired records leave the store (and, via the outbox, the index)."""
+        from memtool.runtime import container
+
+        while True:
+            try:
+                container.memory_store().purge_expired(container.clock().now())  # type: ignore[attr-defined]
+            except Exception as exc:  # the next round tries again
+                logging.getLogger("memtool.local").warning("TTL purge failed: %s: %s", type(exc).__name__, exc)
+            if self._stopping.wait(PURGE_EVERY_SECONDS):
+                return
+
+    def _start_dynamodb(self, template: dict[str, Any], root: Path) -> None:
+        from memtool.runtime.aws import client
+        from memtool.runtime.handlers import function_handler
+        from memtool.runtime.stream_drain import BackgroundDrain, StreamDrainer
+        from memtool.runtime.tables import create_tables, load_tables
+
+        assert self.settings is not None
         dynamodb = client("dynamodb", self.settings)
         self._names = create_tables(dynamodb, self.settings, template)
         self._drain = BackgroundDrain(
@@ -105,12 +193,21 @@ class LocalRuntime:
         ).start()
         # Restored items flow through the stream like new writes, so the index catches up.
         self.loaded = load_tables(dynamodb, self._names, self.state_dir)
-        gateway = LocalApiGateway(template, root)
-        self._http, _ = serve_http(gateway, self.host, self.port, self.health, verbose=self.verbose)
-        bound_port = self._http.server_address[1]
-        self.api_url = f"http://{self.host}:{bound_port}"
-        self._started_at = time.time()
-        return self
+
+    def _warm(self) -> None:
+        """Build what the first ask needs now (index, planner over the warehouse, AskFlow on the
+        engine), so the first user does not wait for it and memory after start is the baseline."""
+        from memtool.runtime import container
+
+        if self.progress:
+            self.progress("warming up: vector index, planner, AskFlow")
+        container.vector_index()
+        container.embedder()
+        try:
+            container.planner()
+        except Exception as exc:  # a missing warehouse shows on the first ask, with its reason
+            logging.getLogger("memtool.local").warning("planner warm-up failed: %s", exc)
+        container.flow_runner().arn("AskFlow")
 
     def _ensure_warehouse(self) -> None:
         from datetime import date
@@ -128,51 +225,102 @@ class LocalRuntime:
         )
         self.warehouse = read_warehouse_summary(path)
 
+    # ---- health -------------------------------------------------------------------------
+
+    def indexer_stats(self) -> dict[str, Any]:
+        if self._outbox is not None:
+            stats = self._outbox.drainer.stats()
+            stats["drain_errors"] = len(self._outbox.errors)
+            return stats
+        if self._drain is not None:
+            drainer = self._drain.drainer
+            return {
+                "delivered": drainer.delivered,
+                "pending": len(drainer._retry),
+                "dead_letters": len(drainer.dead_letters),
+                "lag_seconds": None,
+                "drain_errors": len(self._drain.errors),
+            }
+        return {}
+
     def health(self) -> dict[str, Any]:
+        """Status, versions, lags and counts: no file paths, no endpoints."""
+        indexer = self.indexer_stats()
+        lag = indexer.get("lag_seconds")
+        problems = []
+        if indexer.get("dead_letters"):
+            problems.append("indexer has dead letters")
+        if lag is not None and lag > LAG_DEGRADED_SECONDS:
+            problems.append(f"indexer lags {lag:.0f} s")
+        if indexer.get("drain_errors"):
+            problems.append("indexer feed failing")
+        http = self._http.stats if self._http is not None else None
         return {
-            "status": "ok",
+            "status": "degraded" if problems else "ok",
+            "problems": problems,
             "runtime": "local",
-            "uptime_seconds": round(time.time() - self._started_at, 1),
-            "dynamodb_endpoint": self.settings.aws_endpoint_url if self.settings else None,
-            "tables": self._names,
-            "warehouse": str(self.warehouse.path) if self.warehouse else None,
-            "state_dir": str(self.state_dir.resolve()),
-            "indexer": {
-                "delivered": self._drain.drainer.delivered if self._drain else 0,
-                "dead_letters": len(self._drain.drainer.dead_letters) if self._drain else 0,
-                "errors": list(self._drain.errors) if self._drain else [],
+            "store": self.store_kind if self.settings else None,
+            "versions": {
+                "memtool": __version__,
+                "python": platform.python_version(),
             },
+            "uptime_seconds": round(time.time() - self._started_at, 1),
+            "requests": {
+                "served": http.served if http else 0,
+                "server_errors": http.server_errors if http else 0,
+                "in_flight": max(0, http.in_flight - 1) if http else 0,  # not counting this one
+            },
+            "indexer": indexer,
         }
 
+    # ---- control ------------------------------------------------------------------------
+
     def drain(self) -> int:
-        """Deliver pending stream records to the indexer now (tests and the demo)."""
+        """Deliver pending changes to the indexer now (tests and the demo)."""
+        if self._outbox is not None:
+            return self._outbox.drainer.drain()
         return self._drain.drainer.drain() if self._drain else 0
 
     def save(self) -> dict[str, int]:
+        """DynamoDB mode only: moto keeps tables in memory, so a clean stop writes them out."""
         from memtool.runtime.aws import client
         from memtool.runtime.tables import save_tables
 
         assert self.settings is not None
+        if not self._names:
+            return {}
         self.saved = save_tables(client("dynamodb", self.settings), self._names, self.state_dir)
         return self.saved
 
     def stop(self) -> None:
+        """Finish the requests in flight, deliver the outbox, then close everything."""
+        self._stopping.set()
         try:
             if self._http is not None:
-                self._http.shutdown()
-                self._http.server_close()
+                self._http.stop()
+            if self._purger is not None:
+                self._purger.join(timeout=10)
+            if self._outbox is not None:
+                self._outbox.stop()
             if self._drain is not None:
                 self._drain.stop()
-            if self._moto is not None and self.settings is not None:
+            if self._moto is not None and self._names:
                 self.save()
         finally:
             if self._moto is not None:
                 self._moto.stop()
-            self._http = self._moto = self._drain = None
-            use_settings(None)
+            self._http = self._moto = self._drain = self._outbox = self._purger = None
+            use_settings(None)  # closes the store and the index
 
     def __enter__(self) -> LocalRuntime:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _openapi() -> dict[str, Any]:
+    from memtool.api.openapi import openapi_document
+
+    return openapi_document()
+

@@ -1,27 +1,45 @@
 """The local API Gateway: HTTP requests become REST proxy events for the real handlers.
 
 Routes come from template.yaml. ``LocalApiGateway.invoke`` is the in-process path (tests);
-``serve_http`` puts the same dispatch behind an HTTP server on 127.0.0.1.
+``LocalHttpServer`` puts the same dispatch behind an HTTP server on 127.0.0.1 with a deep
+listen backlog and a bounded pool of workers, so a burst of clients waits instead of being
+reset, and a stop finishes the requests in flight.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import logging
+import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
-from memtool.runtime.handlers import load_handler
-from memtool.runtime.lambda_context import LocalLambdaContext
+from memtool.runtime.handlers import containers
+from memtool.runtime.lambda_context import LocalLambdaContext, discard_unpublished_metrics
 from memtool.runtime.template import ApiRoute, api_routes
 
 MAX_BODY_BYTES = 6 * 1024 * 1024  # API Gateway's own payload limit
+
+logger = logging.getLogger("memtool.local_api")
+
+Headers = Mapping[str, str] | Iterable[tuple[str, str]]
+
+
+def _header_pairs(headers: Headers | None) -> list[tuple[str, str]]:
+    if headers is None:
+        return []
+    if isinstance(headers, Mapping):
+        return [(str(k), str(v)) for k, v in headers.items()]
+    return [(str(k), str(v)) for k, v in headers]
 
 
 @dataclass
@@ -60,20 +78,32 @@ class LocalApiGateway:
         method: str,
         path: str,
         *,
-        headers: dict[str, str] | None = None,
+        headers: Headers | None = None,
         query: dict[str, list[str]] | None = None,
         body: str | bytes | None = None,
     ) -> ApiResponse:
+        if isinstance(body, bytes):
+            try:
+                body = body.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return _error(400, "validation_error", f"request body is not valid UTF-8 (byte {exc.start})", "body")
         matched = self.match(method, path)
         if matched is None:
             return _error(404, "not_found", "no such route", "path")
         if matched == "method_not_allowed":
             return _error(405, "method_not_allowed", f"{method} is not allowed on {path}", "method")
-        route, params = matched  # type: ignore[misc]
-        event = self.event(route, method, path, params, headers or {}, query or {}, body)
-        handler = load_handler(route.code_uri, route.handler)
+        route, raw_params = matched  # type: ignore[misc]
+        # API Gateway decodes path parameters exactly once (%252F arrives as %2F, not as /).
+        try:
+            params = {name: unquote(value, errors="strict") for name, value in raw_params.items()}
+        except UnicodeDecodeError:
+            return _error(400, "validation_error", "path parameter is not valid percent-encoded UTF-8", "path")
+        event = self.event(route, method, unquote(path), params, _header_pairs(headers), query or {}, body)
         context = LocalLambdaContext(function_name=route.function)
-        result = handler(event, context)
+        try:
+            result = containers.invoke(route.code_uri, route.handler, event, context)
+        finally:
+            discard_unpublished_metrics()
         response_body = result.get("body") or ""
         if result.get("isBase64Encoded"):
             response_body = base64.b64decode(response_body).decode("utf-8")
@@ -88,19 +118,22 @@ class LocalApiGateway:
         method: str,
         path: str,
         params: dict[str, str],
-        headers: dict[str, str],
+        headers: list[tuple[str, str]],
         query: dict[str, list[str]],
-        body: str | bytes | None,
+        body: str | None,
     ) -> dict[str, Any]:
-        if isinstance(body, bytes):
-            body = body.decode("utf-8", errors="replace")
         now = time.time()
+        single: dict[str, str] = {}
+        multi: dict[str, list[str]] = {}
+        for name, value in headers:
+            single[name] = value  # API Gateway's `headers` keeps the last value ...
+            multi.setdefault(name, []).append(value)  # ... and multiValueHeaders every one
         return {
             "resource": route.path,
             "path": path,
             "httpMethod": method.upper(),
-            "headers": dict(headers),
-            "multiValueHeaders": {k: [v] for k, v in headers.items()},
+            "headers": single,
+            "multiValueHeaders": multi,
             "queryStringParameters": {k: v[-1] for k, v in query.items()} or None,
             "multiValueQueryStringParameters": dict(query) or None,
             "pathParameters": params or None,
@@ -116,7 +149,7 @@ class LocalApiGateway:
                 "accountId": "123456789012",
                 "apiId": "memtool-local",
                 "protocol": "HTTP/1.1",
-                "identity": {"sourceIp": "127.0.0.1", "userAgent": headers.get("User-Agent", "")},
+                "identity": {"sourceIp": "127.0.0.1", "userAgent": single.get("User-Agent", "")},
             },
             "body": body or None,
             "isBase64Encoded": False,
@@ -128,54 +161,214 @@ def _error(status: int, code: str, message: str, field_name: str) -> ApiResponse
     return ApiResponse(status, {"Content-Type": "application/json"}, body)
 
 
+class _BadRequest(Exception):
+    def __init__(self, response: ApiResponse) -> None:
+        super().__init__(response.body)
+        self.response = response
+
+
 class _Handler(BaseHTTPRequestHandler):
-    gateway: LocalApiGateway
-    health: Any
+    """One HTTP request → one API Gateway event. The connection closes after the answer."""
+
+    server: LocalHttpServer
     server_version = "memtool-local"
+    sys_version = ""
+    timeout = 30  # seconds a client may take to send its request: a stalled one frees its worker
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        if getattr(self.server, "verbose", False):
-            super().log_message(format, *args)
+        pass  # one access line per request is written by _send when verbose
+
+    def log_error(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        if self.server.verbose:
+            logger.info(format, *args)
+
+    def _content_length(self) -> int:
+        values = self.headers.get_all("Content-Length") or []
+        if len(values) > 1 and len(set(values)) > 1:
+            raise _BadRequest(_error(400, "validation_error", "conflicting Content-Length headers", "Content-Length"))
+        if self.headers.get("Transfer-Encoding"):
+            raise _BadRequest(_error(411, "length_required", "send the body with a Content-Length", "Content-Length"))
+        if not values:
+            return 0
+        raw = values[0].strip()
+        if not raw.isdigit() or len(raw) > 12:
+            raise _BadRequest(_error(400, "validation_error", "must be a non-negative integer", "Content-Length"))
+        length = int(raw)
+        if length > MAX_BODY_BYTES:
+            raise _BadRequest(_error(413, "payload_too_large", f"body over {MAX_BODY_BYTES} bytes", "body"))
+        return length
+
+    def _read_body(self, length: int) -> bytes | None:
+        if not length:
+            return None
+        body = self.rfile.read(length)
+        if len(body) < length:
+            raise _BadRequest(_error(400, "validation_error", "body is shorter than its Content-Length", "body"))
+        return body
 
     def _dispatch(self) -> None:
-        url = urlsplit(self.path)
-        if self.command == "GET" and url.path == "/health":
-            return self._send(ApiResponse(200, {"Content-Type": "application/json"}, json.dumps(self.health())))
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY_BYTES:
-            return self._send(_error(413, "payload_too_large", f"body over {MAX_BODY_BYTES} bytes", "body"))
-        body = self.rfile.read(length) if length else None
+        started = time.perf_counter()
+        self.server.in_flight_change(+1)
         try:
-            response = self.gateway.invoke(
+            response = self._answer()
+        finally:
+            self.server.in_flight_change(-1)
+        self._send(response, started)
+
+    def _answer(self) -> ApiResponse:
+        url = urlsplit(self.path)
+        special = self.server.special_routes.get((self.command, url.path))
+        try:
+            length = self._content_length()
+            if special is not None:
+                return ApiResponse(200, {"Content-Type": "application/json"}, json.dumps(special(), ensure_ascii=False))
+            body = self._read_body(length)
+        except _BadRequest as bad:
+            self.close_connection = True
+            return bad.response
+        except (TimeoutError, OSError):
+            self.close_connection = True
+            return _error(408, "request_timeout", "the request body did not arrive in time", "body")
+        try:
+            return self.server.gateway.invoke(
                 self.command,
                 url.path,
-                headers={k: v for k, v in self.headers.items()},
+                headers=list(self.headers.items()),
                 query=parse_qs(url.query, keep_blank_values=True),
                 body=body,
             )
-        except Exception as exc:  # a handler crash is a 502 from API Gateway too
-            response = _error(502, "bad_gateway", f"handler failed: {type(exc).__name__}: {exc}", "handler")
-        self._send(response)
+        except Exception:  # a handler crash is a 502 from API Gateway too; the details go to the log
+            logger.exception("handler failed for %s %s", self.command, url.path)
+            return _error(502, "bad_gateway", "the request could not be completed", "handler")
 
-    def _send(self, response: ApiResponse) -> None:
+    def _send(self, response: ApiResponse, started: float) -> None:
         payload = response.body.encode("utf-8")
-        self.send_response(response.status)
-        for name, value in response.headers.items():
-            if name.lower() != "content-length":
-                self.send_header(name, value)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        if payload and self.command != "HEAD":
-            self.wfile.write(payload)
+        try:
+            self.send_response(response.status)
+            for name, value in response.headers.items():
+                if name.lower() not in ("content-length", "connection"):
+                    self.send_header(name, value)
+            self.send_header("Content-Length", str(len(payload)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            if payload and self.command != "HEAD":
+                self.wfile.write(payload)
+        except OSError:  # the client went away; nothing to tell it
+            pass
+        self.server.served(response.status)
+        if self.server.verbose:
+            elapsed = (time.perf_counter() - started) * 1000
+            self.server.access_log(f"{self.command} {self.path} {response.status} {elapsed:.0f} ms")
 
-    do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _dispatch
+    do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = do_HEAD = do_OPTIONS = _dispatch
 
 
-def serve_http(gateway: LocalApiGateway, host: str, port: int, health: Any, verbose: bool = False):
-    handler = type("BoundHandler", (_Handler,), {"gateway": gateway, "health": staticmethod(health)})
-    server = ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
-    server.verbose = verbose  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, name="memtool-api", daemon=True)
-    thread.start()
-    return server, thread
+@dataclass
+class ServerStats:
+    served: int = 0
+    server_errors: int = 0
+    in_flight: int = 0
+
+
+class LocalHttpServer(HTTPServer):
+    """An HTTP server with a deep backlog and a bounded worker pool.
+
+    Connections are accepted as fast as they arrive (the backlog holds bursts the accept loop
+    has not reached yet) and queued for ``workers`` threads, so 100 concurrent clients wait
+    their turn instead of seeing a reset. ``stop`` stops accepting, then lets every accepted
+    request finish.
+    """
+
+    allow_reuse_address = True
+    daemon_threads = False
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        gateway: LocalApiGateway,
+        *,
+        workers: int = 16,
+        backlog: int = 1024,
+        verbose: bool = False,
+        special_routes: dict[tuple[str, str], Callable[[], Any]] | None = None,
+        access_log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.request_queue_size = backlog  # read by server_activate's listen()
+        super().__init__(address, _Handler)
+        self.gateway = gateway
+        self.verbose = verbose
+        self.special_routes = dict(special_routes or {})
+        self.access_log = access_log or (lambda line: print(line, flush=True))
+        self.stats = ServerStats()
+        self._stats_lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="memtool-api")
+        self._thread: threading.Thread | None = None
+
+    def server_bind(self) -> None:
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        super().server_bind()
+
+    # ---- bookkeeping --------------------------------------------------------------------
+
+    def in_flight_change(self, delta: int) -> None:
+        with self._stats_lock:
+            self.stats.in_flight += delta
+
+    def served(self, status: int) -> None:
+        with self._stats_lock:
+            self.stats.served += 1
+            self.stats.server_errors += int(status >= 500)
+
+    # ---- the worker pool ----------------------------------------------------------------
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self._pool.submit(self._process, request, client_address)
+
+    def _process(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if self.verbose:
+            logger.exception("connection from %s failed", client_address)
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> LocalHttpServer:
+        self._thread = threading.Thread(target=self.serve_forever, name="memtool-accept", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop accepting, finish every accepted request, then close the socket."""
+        self.shutdown()  # the accept loop ends; queued connections are still served below
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._pool.shutdown(wait=True)
+        self.server_close()
+
+
+def serve_http(
+    gateway: LocalApiGateway,
+    host: str,
+    port: int,
+    *,
+    verbose: bool = False,
+    workers: int = 16,
+    backlog: int = 1024,
+    special_routes: dict[tuple[str, str], Callable[[], Any]] | None = None,
+    access_log: Callable[[str], None] | None = None,
+) -> LocalHttpServer:
+    return LocalHttpServer(
+        (host, port),
+        gateway,
+        workers=workers,
+        backlog=backlog,
+        verbose=verbose,
+        special_routes=special_routes,
+        access_log=access_log,
+    ).start()

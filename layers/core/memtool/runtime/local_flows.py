@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from memtool.flows.runner import FlowExecution
-from memtool.runtime.lambda_context import LocalLambdaContext
+from memtool.runtime.lambda_context import LocalLambdaContext, discard_unpublished_metrics
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -51,6 +51,8 @@ class InProcessLambda:
                 "stackTrace": traceback.format_exception_only(type(exc), exc),
             }
             return {"StatusCode": 200, "FunctionError": "Unhandled", "Payload": _stream(body)}
+        finally:
+            discard_unpublished_metrics()
         return {"StatusCode": 200, "ExecutedVersion": "$LATEST", "Payload": _stream(result)}
 
 
@@ -101,6 +103,21 @@ class _ExecutionLog(list):
         return _ExecutionLog()
 
 
+def _forget_execution(machine_arn: str, execution_arn: str) -> None:
+    """Drop a finished execution from moto's backend: it keeps every one (and scans them all on
+    each describe), which made memory and latency grow with every ask."""
+    from moto.stepfunctions.responses import get_backend
+
+    machine = get_backend(ACCOUNT, REGION).describe_state_machine(machine_arn)
+    for execution in list(machine.executions):
+        if execution.execution_arn == execution_arn:
+            try:
+                machine.executions.remove(execution)  # list.remove is atomic; moto appends concurrently
+            except ValueError:
+                pass
+            return
+
+
 def _make_restartable(arn: str) -> None:
     from moto.stepfunctions.responses import get_backend
 
@@ -134,8 +151,9 @@ class LocalFlowRunner:
 
     def run(self, machine: str, execution_input: dict[str, Any], *, timeout_seconds: float = 120) -> FlowExecution:
         started = time.perf_counter()
+        machine_arn = self.arn(machine)
         execution_arn = self.sfn.start_execution(
-            stateMachineArn=self.arn(machine),
+            stateMachineArn=machine_arn,
             name=f"{execution_input.get('episode_id') or 'run'}-{uuid.uuid4().hex[:6]}",
             input=json.dumps(execution_input, ensure_ascii=False),
         )["executionArn"]
@@ -146,8 +164,10 @@ class LocalFlowRunner:
                 break
             if time.monotonic() > deadline:
                 self.sfn.stop_execution(executionArn=execution_arn, error="memtool.Timeout")
+                _forget_execution(machine_arn, execution_arn)
                 return FlowExecution("TIMED_OUT", None, "States.Timeout", "the local flow ran too long")
             time.sleep(self.poll_seconds)
+        _forget_execution(machine_arn, execution_arn)
         output = json.loads(described["output"]) if described.get("output") else None
         return FlowExecution(
             described["status"],

@@ -40,6 +40,14 @@ class Settings(BaseSettings):
     aws_secret_access_key: str | None = None
     home: Path = Field(Path(".memtool"), description="State folder of the local runtime.")
 
+    store: Literal["dynamodb", "sqlite"] | None = Field(
+        None,
+        description="Record store: 'dynamodb' (AWS, and `memtool serve --store dynamodb` on moto) or "
+        "'sqlite' (the local runtime's default). Unset: dynamodb.",
+    )
+    store_path: Path | None = Field(None, description="SQLite store file; default <home>/state/memtool.sqlite3.")
+    indexer_max_attempts: int = Field(5, ge=1, le=100, description="Deliveries of one change before it is a dead letter.")
+
     memory_table: str = "memtool-memory"
     idempotency_table: str = "memtool-idempotency"
     idempotency_ttl_seconds: int = Field(3600, ge=60)
@@ -87,6 +95,14 @@ class Settings(BaseSettings):
     @property
     def is_local(self) -> bool:
         return self.runtime == "local"
+
+    @property
+    def record_store(self) -> Literal["dynamodb", "sqlite"]:
+        return self.store or "dynamodb"
+
+    @property
+    def sqlite_path(self) -> Path:
+        return self.store_path or self.home / "state" / "memtool.sqlite3"
 
 
 _override: Settings | None = None

@@ -1,0 +1,149 @@
+"""Drains the SQLite store's transactional outbox into the indexer: the local event source.
+
+In AWS the DynamoDB stream feeds the indexer Lambda; locally every write leaves a row in the
+store's outbox in the same transaction, and this drain hands each row to the same
+``MemoryIndexer`` the stream handler uses. A row is deleted only after the indexer took it, so a
+crash (even ``kill -9``) between the two delivers it again on restart; the indexer is idempotent
+by (memory id, version). A row that keeps failing is retried up to ``max_attempts`` times with a
+growing pause, then kept as a dead letter (the local stand-in for the indexer's DLQ).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from memtool.flows.indexing import StreamChange
+
+if TYPE_CHECKING:
+    from memtool.flows.indexing import MemoryIndexer
+    from memtool.memory.sqlite_store import SQLiteMemoryStore
+
+logger = logging.getLogger("memtool.indexer")
+
+
+@dataclass
+class OutboxDrainer:
+    store: SQLiteMemoryStore
+    indexer: Callable[[], MemoryIndexer]  # built lazily: the index opens on first use
+    now: Callable[[], datetime]
+    batch_size: int = 100
+    max_attempts: int = 5
+    delivered: int = 0
+    failed_attempts: int = 0
+    last_error: str | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def drain(self, max_batches: int | None = None) -> int:
+        """Deliver pending changes, oldest first; returns how many the indexer took."""
+        taken = 0
+        batches = 0
+        with self._lock:
+            while max_batches is None or batches < max_batches:
+                batch = self.store.outbox_batch(limit=self.batch_size)
+                if not batch:
+                    break
+                batches += 1
+                indexer = self.indexer()
+                done: list[int] = []
+                failed_now = 0
+                for entry in batch:
+                    change = StreamChange(
+                        event_name=entry.event_name,
+                        new_image=entry.new_image,
+                        old_image=entry.old_image,
+                        by_ttl=entry.by_ttl,
+                    )
+                    try:
+                        indexer.apply(change)
+                    except Exception as exc:  # one bad change must not stop the others
+                        failed_now += 1
+                        self.failed_attempts += 1
+                        self.last_error = f"{type(exc).__name__}: {str(exc)[:200]}"
+                        dead = self.store.outbox_failed(entry.seq, self.last_error, self.max_attempts)
+                        logger.warning(
+                            "indexing change %s failed (attempt %s%s): %s",
+                            entry.seq,
+                            entry.attempts + 1,
+                            ", now a dead letter" if dead else "",
+                            self.last_error,
+                        )
+                        continue
+                    done.append(entry.seq)
+                self.store.outbox_done(done)
+                self.delivered += len(done)
+                taken += len(done)
+                if failed_now:
+                    break  # retry the failures on the next round, after the caller's pause
+        return taken
+
+    def stats(self) -> dict[str, Any]:
+        outbox = self.store.outbox_stats(self.now())
+        return {
+            "delivered": self.delivered,
+            "pending": outbox.pending,
+            "dead_letters": outbox.dead,
+            "lag_seconds": None if outbox.oldest_pending_seconds is None else round(outbox.oldest_pending_seconds, 3),
+            "failed_attempts": self.failed_attempts,
+            "last_error": self.last_error,
+        }
+
+
+@dataclass
+class BackgroundOutboxDrain:
+    """Runs a drainer every ``interval`` seconds until stopped; backs off while deliveries fail."""
+
+    drainer: OutboxDrainer
+    interval: float = 0.2
+    max_pause: float = 5.0
+    errors: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _wake: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> BackgroundOutboxDrain:
+        self._thread = threading.Thread(target=self._run, name="memtool-outbox", daemon=True)
+        self._thread.start()
+        return self
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _run(self) -> None:
+        pause = self.interval
+        while not self._stop.is_set():
+            self._wake.wait(pause)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            failures_before = self.drainer.failed_attempts
+            try:
+                self.drainer.drain()
+            except Exception as exc:  # the store itself failed: keep going, visibly
+                message = f"{type(exc).__name__}: {str(exc)[:200]}"
+                self.errors = [*self.errors[-9:], message]
+                logger.warning("outbox drain failed: %s", message)
+                pause = min(self.max_pause, pause * 2)
+                continue
+            failing = self.drainer.failed_attempts > failures_before
+            pause = min(self.max_pause, pause * 2) if failing else self.interval
+
+    def stop(self, final_drain_seconds: float = 10.0) -> None:
+        """Stop the thread, then drain what is left (bounded), so a clean stop leaves no lag."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        deadline = time.monotonic() + final_drain_seconds
+        while time.monotonic() < deadline:
+            try:
+                if self.drainer.drain(max_batches=1) == 0:
+                    break
+            except Exception as exc:  # what is left stays in the outbox for the next start
+                logger.warning("final outbox drain failed: %s: %s", type(exc).__name__, exc)
+                break

@@ -1,0 +1,175 @@
+"""The local HTTP edge: raw HTTP framing, event building, and Lambda's one-invocation-per-container rule."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memtool.runtime.handlers import LambdaContainers, per_thread_router_state
+from memtool.runtime.local_api import LocalApiGateway, serve_http
+
+from tests.support import ROOT
+
+
+@pytest.fixture(scope="module")
+def gateway() -> LocalApiGateway:
+    from memtool.runtime.template import load_template
+
+    return LocalApiGateway(load_template(ROOT / "template.yaml"), ROOT)
+
+
+class RecordingGateway:
+    """Stands in for the gateway behind the HTTP server: records what the server hands it."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    def invoke(self, method: str, path: str, *, headers: Any, query: Any, body: Any) -> Any:
+        from memtool.runtime.local_api import ApiResponse
+
+        self.calls.append({"method": method, "path": path, "headers": list(headers), "body": body})
+        return ApiResponse(200, {"Content-Type": "application/json"}, json.dumps({"ok": True}))
+
+
+@pytest.fixture
+def server():
+    recording = RecordingGateway()
+    started = serve_http(recording, "127.0.0.1", 0, workers=4, backlog=256)  # type: ignore[arg-type]
+    yield started, recording
+    started.stop()
+
+
+def raw_exchange(port: int, payload: bytes, timeout: float = 5) -> tuple[int, dict[str, Any] | None]:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(payload)
+        chunks = []
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    response = b"".join(chunks)
+    head, _, body = response.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    return status, (json.loads(body) if body else None)
+
+
+@pytest.mark.parametrize(
+    ("content_length", "status", "field"),
+    [("abc", 400, "Content-Length"), ("-5", 400, "Content-Length"), ("99999999999999", 400, "Content-Length"), ("7000000", 413, "body")],
+)
+def test_a_malformed_content_length_is_a_4xx_and_the_worker_is_free(server, content_length, status, field):
+    http, recording = server
+    port = http.server_address[1]
+    request = f"POST /memories HTTP/1.1\r\nHost: x\r\nContent-Length: {content_length}\r\n\r\n{{}}".encode()
+    got, body = raw_exchange(port, request)
+    assert (got, body["field"]) == (status, field)
+    assert recording.calls == []  # nothing reached a handler
+    # and the server still answers the next request
+    assert raw_exchange(port, b"GET /memories HTTP/1.1\r\nHost: x\r\n\r\n")[0] == 200
+
+
+def test_a_body_shorter_than_its_content_length_times_out_as_a_4xx(server, monkeypatch):
+    from memtool.runtime import local_api
+
+    monkeypatch.setattr(local_api._Handler, "timeout", 0.5)
+    http, recording = server
+    got, body = raw_exchange(http.server_address[1], b"POST /memories HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{}")
+    assert got in (400, 408) and body["field"] == "body"
+    assert recording.calls == []
+
+
+def test_duplicate_headers_reach_the_event_as_every_value(server):
+    http, recording = server
+    raw_exchange(
+        http.server_address[1],
+        b"GET /memories HTTP/1.1\r\nHost: x\r\nX-Memtool-Tenant: a\r\nX-Memtool-Tenant: b\r\n\r\n",
+    )
+    assert [v for k, v in recording.calls[0]["headers"] if k.lower() == "x-memtool-tenant"] == ["a", "b"]
+
+
+def test_events_carry_duplicates_in_multi_value_headers(gateway):
+    route, _ = gateway.match("GET", "/memories")  # type: ignore[misc]
+    event = gateway.event(route, "GET", "/memories", {}, [("X-Memtool-Tenant", "a"), ("X-Memtool-Tenant", "b")], {}, None)
+    assert event["multiValueHeaders"]["X-Memtool-Tenant"] == ["a", "b"]
+    assert event["headers"]["X-Memtool-Tenant"] == "b"  # API Gateway's single-value view: the last
+
+
+def test_invalid_utf8_is_refused_before_any_handler(gateway):
+    reply = gateway.invoke("POST", "/memories", headers={"X-Memtool-Tenant": "t", "X-Memtool-User": "u"}, body=b'{"content": "\xff"}')
+    assert reply.status == 400 and reply.json()["field"] == "body"
+
+
+def test_path_parameters_are_decoded_exactly_once(gateway, monkeypatch):
+    seen: dict[str, Any] = {}
+
+    def capture(code_uri: Path, handler: str, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        seen.update(event["pathParameters"])
+        return {"statusCode": 204, "body": ""}
+
+    from memtool.runtime import local_api
+
+    monkeypatch.setattr(local_api.containers, "invoke", capture)
+    gateway.invoke("GET", "/memories/mem%252Fx", headers={})
+    assert seen["id"] == "mem%2Fx"
+    bad = gateway.invoke("GET", "/memories/%ff", headers={})
+    assert bad.status == 400 and bad.json()["field"] == "path"
+
+
+def test_powertools_request_state_is_per_thread():
+    from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
+
+    per_thread_router_state()
+    per_thread_router_state()  # idempotent
+    BaseRouter.current_event = "main thread's event"  # type: ignore[assignment]
+    seen: list[Any] = []
+
+    def other() -> None:
+        seen.append(BaseRouter.current_event)
+        BaseRouter.current_event = "other thread's event"  # type: ignore[assignment]
+        seen.append(BaseRouter.current_event)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    thread.join()
+    assert seen == [None, "other thread's event"]
+    assert BaseRouter.current_event == "main thread's event"
+
+
+def test_concurrent_invocations_get_their_own_warm_copy(tmp_path):
+    # Given a handler module with module-level state, like a Powertools resolver's `app`
+    code = tmp_path / "fn"
+    code.mkdir()
+    (code / "app.py").write_text(
+        "import threading, time\n"
+        "STATE = {'busy': False}\n"
+        "def lambda_handler(event, context):\n"
+        "    assert not STATE['busy'], 'two invocations shared one container'\n"
+        "    STATE['busy'] = True\n"
+        "    time.sleep(0.05)\n"
+        "    STATE['busy'] = False\n"
+        "    return id(STATE)\n",
+        encoding="utf-8",
+    )
+    fleet = LambdaContainers()
+    barrier = threading.Barrier(6)
+    results: list[int] = []
+
+    def call() -> None:
+        barrier.wait()
+        results.append(fleet.invoke(code, "app.lambda_handler", {}, None))
+
+    threads = [threading.Thread(target=call) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Then six concurrent calls ran in six copies, and a later call reuses a warm one
+    assert len(results) == 6 and len(set(results)) == 6
+    assert fleet.invoke(code, "app.lambda_handler", {}, None) in results
+    assert fleet.warm() == {"fn.app.lambda_handler": 6}
