@@ -68,8 +68,12 @@ def test_the_ask_service_turns_a_failed_execution_into_a_failed_answer():
 
     class FailingRunner:
         def run(self, machine, execution_input):
-            return FlowExecution("FAILED", None, "States.TaskFailed", "flow_steps crashed", 12.0)
+            cause = '{"errorType": "KeyError", "errorMessage": "x", "stackTrace": ["  File \\"/srv/app.py\\", line 3"]}'
+            return FlowExecution("FAILED", None, "States.TaskFailed", cause, 12.0)
 
     answer = AskService(FailingRunner(), FrozenClock(), response_rows=200).ask(Identity("t", "u"), AskBody(question="上个月净收入"))
     assert answer.status == "failed"
-    assert answer.error == {"error": "States.TaskFailed", "cause": "flow_steps crashed"}
+    # a stable code and a message; the cause (with its stack trace) stays in the logs
+    error = answer.model_dump(mode="json")["error"]
+    assert set(error) == {"error", "message", "step"} and error["error"] == "internal_error"
+    assert "app.py" not in str(error) and "stackTrace" not in str(error)

@@ -620,3 +620,16 @@ def test_dynamodb_streams_the_removed_head_with_what_the_indexer_needs(store, st
     ]
     assert len(removed) == 1
     assert removed[0]["tenant"]["S"] == "acme" and removed[0]["version"]["N"] == "1"
+
+
+def test_a_transaction_conflict_on_dynamodb_is_a_version_conflict():
+    """DynamoDB cancels one of two racing transactions with TransactionConflict (moto never does)."""
+    from types import SimpleNamespace
+
+    from memtool.memory.dynamodb_store import _conflicted
+
+    racing = SimpleNamespace(cancellation_reasons=[None, SimpleNamespace(code="TransactionConflict")])
+    stale = SimpleNamespace(cancellation_reasons=[SimpleNamespace(code="ConditionalCheckFailed"), None])
+    assert _conflicted(racing) is True
+    assert _conflicted(stale) is False
+    assert _conflicted(SimpleNamespace(cancellation_reasons=None)) is False

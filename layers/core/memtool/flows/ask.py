@@ -1,21 +1,26 @@
 """Asking a question: the application service behind POST /ask.
 
 It builds AskFlow's first state from the caller and the request, runs the flow (Step Functions in
-AWS, the same ASL on moto locally) and turns the final state into the answer.
+AWS, the same ASL on moto locally) and turns the final state into the answer. A failure reaches
+the caller as ``{"error": <stable code>, "message": ..., "step": ...}``; the Step Functions cause
+(with the Lambda's stack trace) goes to the log, never into the answer.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from memtool.api.ask import AskAnswer, AskBody
 from memtool.api.identity import Identity
-from memtool.flows.ask_state import AskInput, AskState, Caller
+from memtool.flows.ask_state import AskInput, AskState, Caller, answer_error, classify_failure
 from memtool.flows.runner import FlowRunner
 from memtool.memory.records import new_memory_id
 from memtool.runtime.clock import Clock
 
 ASK_FLOW = "AskFlow"
+
+logger = logging.getLogger("memtool.flows")
 
 
 class AskService:
@@ -42,12 +47,21 @@ class AskService:
         first = self.first_state(who, body)
         execution = self._runner.run(ASK_FLOW, first)
         if execution.status != "SUCCEEDED" or execution.output is None:
+            error = classify_failure(execution.error, execution.cause, step=None, status=execution.status)
+            logger.warning(
+                "AskFlow episode %s ended %s at %s: error=%s cause=%s",
+                first["episode_id"],
+                execution.status,
+                error.step,
+                execution.error,
+                _short(execution.cause),
+            )
             return AskAnswer(
                 episode_id=first["episode_id"],
                 route=None,
                 status="failed",
                 question=body.question,
-                error={"error": execution.error or execution.status, "cause": _short(execution.cause)},
+                error=error.model_dump(),
                 timings={"total": round(execution.elapsed_ms, 3)},
             )
         return self.answer(AskState.model_validate(execution.output), execution.elapsed_ms)
@@ -58,7 +72,11 @@ class AskService:
         rows = list(result.get("rows") or [])
         steps = sum(state.timings.values())
         timings = {**state.timings, "flow_overhead": round(max(0.0, elapsed_ms - steps), 3), "total": round(elapsed_ms, 3)}
-        error = getattr(state, "error", None)
+        error = answer_error(state)
+        raw = getattr(state, "error", None)
+        if error is not None and raw is not None:
+            logger.warning("AskFlow episode %s failed at %s: %s", state.episode_id, error.step, _short(str(raw)))
+        guard_note = [f"guardrails: {state.guard['reason']}"] if state.guard_status == "blocked" and state.guard else []
         return AskAnswer(
             episode_id=state.episode_id,
             route=state.route,
@@ -75,8 +93,8 @@ class AskService:
             memories_used=[m.model_dump() for m in state.memories_used],
             recall_coverage=state.recall_coverage,
             clarification=plan.get("clarification"),
-            notes=list(plan.get("notes") or []) + ([f"guardrails: {state.guard['reason']}"] if state.guard_status == "blocked" and state.guard else []),
-            error=error if isinstance(error, dict) else None,
+            notes=[*state.notes, *(plan.get("notes") or []), *guard_note],
+            error=error.model_dump() if error is not None else None,
             timings=timings,
         )
 

@@ -2,11 +2,17 @@
 
 Fields the ASL's Choice states read: ``route`` (Prepare), ``plan_status`` (Plan),
 ``guard_status`` (Guard), ``repair_status`` and ``repair_attempts`` (Diagnose). A Catch puts the
-failure under ``error`` ({"Error", "Cause"}).
+failure under ``error`` ({"Error", "Cause"}, the Cause being the Lambda's error JSON with its
+stack trace) and the XFailed Pass states name the step under ``failed_step``.
+
+That raw error is for operators and Diagnose. What a caller sees is an ``AskError``: a stable
+code, a message they can act on and the step that failed, never a trace.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -66,4 +72,124 @@ class AskState(BaseModel):
     analysis: dict[str, Any] | None = None
     chart: dict[str, Any] | None = None
     status: str | None = None
+    notes: list[str] = Field(default_factory=list)  # what the steps want the caller to know
     timings: dict[str, float] = Field(default_factory=dict)
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+
+class AskError(BaseModel):
+    """Why an ask failed, as the caller sees it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    error: str  # stable code: warehouse_unavailable, warehouse_error, guardrail_blocked, ...
+    message: str
+    step: str | None = None  # the AskFlow state that failed
+
+    @classmethod
+    def from_public(cls, value: Any) -> AskError | None:
+        """An error that already has the public shape (RecordFailure leaves one behind)."""
+        if isinstance(value, dict) and set(value) == {"error", "message", "step"}:
+            try:
+                return cls.model_validate(value)
+            except ValueError:
+                return None
+        return None
+
+
+# The step the Execute Catch reports from: it goes straight to Diagnose, with no XFailed state.
+_EXECUTE = "Execute"
+
+_WAREHOUSE_CODES = {
+    "WarehouseUnavailable": "warehouse_unavailable",
+    "WarehouseTimeout": "warehouse_timeout",
+    "WarehouseError": "warehouse_error",
+}
+_TIMEOUTS = {"States.Timeout", "memtool.Timeout"}
+# Failures of the machinery rather than of a step's work: a caller can only retry later.
+_INTERNAL_PREFIXES = ("States.", "Lambda.")
+_INTERNAL = {"UnknownRoute", "UnknownStep", "PermissionError", "KeyError", "AttributeError", "TypeError", "AssertionError"}
+_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.\-~@]+){2,}[\\/]?")
+
+
+def step_error_parts(raw_error: str | None, raw_cause: str | None) -> tuple[str, str]:
+    """(errorType, errorMessage) from a Step Functions Error and Cause (the Lambda error JSON)."""
+    error_type, message = raw_error or "", ""
+    if raw_cause:
+        try:
+            cause = json.loads(raw_cause)
+        except ValueError:
+            cause = None
+        if isinstance(cause, dict):
+            error_type = str(cause.get("errorType") or error_type)
+            message = str(cause.get("errorMessage") or "")
+    return error_type, message
+
+
+def classify_failure(raw_error: str | None, raw_cause: str | None, *, step: str | None, status: str | None = None) -> AskError:
+    """The public error for a raw Step Functions failure: a stable code, no trace, no paths."""
+    public = AskError.from_public(_loads(raw_cause))
+    if public is not None:
+        return public
+    error_type, detail = step_error_parts(raw_error, raw_cause)
+    where = f"the {step} step" if step else "the flow"
+    if status == "TIMED_OUT" or error_type in _TIMEOUTS or (raw_error or "") in _TIMEOUTS:
+        return AskError(error="flow_timeout", message="the question took too long to answer; try again, or ask for less data (a shorter period, fewer groups)", step=step)
+    code = _WAREHOUSE_CODES.get(error_type)
+    if code == "warehouse_unavailable":
+        return AskError(error=code, message="the warehouse could not be reached; try again in a few minutes", step=step or _EXECUTE)
+    if code == "warehouse_timeout":
+        return AskError(error=code, message="the query ran longer than the statement timeout; narrow the question (a shorter period, fewer groups) and ask again", step=step or _EXECUTE)
+    if code == "warehouse_error":
+        said = _clean(detail)
+        message = "the warehouse could not run the SQL written for this question" + (f" ({said})" if said else "") + "; rephrase the question, or report it with the episode id"
+        return AskError(error=code, message=message, step=step or _EXECUTE)
+    if error_type == "ValidationFailed" and _clean(detail):
+        return AskError(error="validation_error", message=_clean(detail), step=step)
+    if error_type in _INTERNAL or error_type.startswith(_INTERNAL_PREFIXES) or not error_type:
+        return AskError(error="internal_error", message=f"{where} could not run because of an internal problem; try again later, or report it with the episode id", step=step)
+    return AskError(error="step_failed", message=f"{where} failed; try again, or rephrase the question", step=step)
+
+
+def answer_error(state: AskState) -> AskError | None:
+    """The public error of a finished state: the caught failure, or the guardrails' refusal."""
+    raw = getattr(state, "error", None)
+    step = getattr(state, "failed_step", None)
+    step = step if isinstance(step, str) else None
+    if raw is not None:
+        public = AskError.from_public(raw)
+        if public is not None:
+            return public
+        if isinstance(raw, dict):
+            return classify_failure(_text(raw.get("Error")), _text(raw.get("Cause")), step=step or _EXECUTE)
+        return AskError(error="step_failed", message="the flow failed; try again, or rephrase the question", step=step)
+    if state.guard_status == "blocked":
+        reason = _clean(str((state.guard or {}).get("reason") or ""))
+        message = "the SQL written for this question was blocked by the guardrails" + (f": {reason}" if reason else "") + "; rephrase the question"
+        return AskError(error="guardrail_blocked", message=message, step="Guard")
+    return None
+
+
+def _clean(text: str, limit: int = 300) -> str:
+    """One line of an error message, without file paths, short enough to show."""
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    if line.startswith("Traceback") or line.startswith('File "'):
+        return ""
+    line = _PATH.sub("<path>", line)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _loads(text: str | None) -> Any:
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None

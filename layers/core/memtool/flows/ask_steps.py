@@ -2,25 +2,51 @@
 
 Each step takes the flow state and returns the next one. A step that cannot go on raises, and
 the state machine's Catch decides what follows (Execute's failures go to Diagnose).
+
+A memory the ask reads but cannot use (undecodable, or a typed slot holding the wrong shape) is
+ignored with a note in the answer; it never fails the ask. Record appends the turn to the
+session's working memory with optimistic locking, retrying on a conflict, and never loses the
+answer over it.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import random
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from memtool.api.identity import Identity
-from memtool.api.memories import CreateMemoryBody, ProvenanceIn
-from memtool.flows.ask_state import STATE_ROW_CAP, AskState, MemoryUse
+from memtool.api.memories import CreateMemoryBody, PatchMemoryBody, ProvenanceIn
+from memtool.errors import MemtoolError, NotFound, ValidationFailed, VersionConflict
+from memtool.flows.ask_state import STATE_ROW_CAP, AskState, MemoryUse, answer_error
 from memtool.flows.memory_write import MemoryService
-from memtool.memory.records import MemoryKind, SourceRef, Trigger
-from memtool.memory.store import MemoryStore, Partition
+from memtool.memory.records import MemoryKind, MemoryRecord, SourceRef, Trigger
+from memtool.memory.slots import CHART, CURRENCY_UNIT, SESSION_TURNS
+from memtool.memory.store import MemoryStore, Partition, UndecodableRecord
 from memtool.retrieval.recall import Recall, RecallRequest
 from memtool.runtime.clock import Clock
 from memtool.runtime.settings import Settings
+from memtool.sql.warehouse import WarehouseError
 
 WORKING_TURNS_KEPT = 10
+# Two asks in one session race on the working-memory slot: re-read and retry this many times,
+# with a short jittered backoff, before giving up on keeping the turn (never on the answer).
+TURN_WRITE_ATTEMPTS = 5
+TURN_WRITE_BACKOFF_SECONDS = 0.02
+
+logger = logging.getLogger("memtool.flows")
+
+
+class WarehouseUnavailable(WarehouseError):
+    """The warehouse could not be opened or reached (its Lambda errorType names the case)."""
+
+
+class WarehouseTimeout(WarehouseError):
+    """The query ran past the statement timeout."""
 
 
 class UnknownStep(ValueError):
@@ -38,6 +64,7 @@ class AskSteps:
         recall: Recall,
         planner: Any,  # planning port: plan(question, route=, context=) -> Plan
         warehouse_factory: Callable[[], Any],
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._settings = settings
         self._clock = clock
@@ -46,6 +73,7 @@ class AskSteps:
         self._recall = recall
         self._planner = planner
         self._warehouse_factory = warehouse_factory
+        self._sleep = sleep
 
     def run(self, step: str, raw_state: dict[str, Any]) -> dict[str, Any]:
         method = getattr(self, f"step_{step.lower()}", None)
@@ -66,13 +94,21 @@ class AskSteps:
         where = Partition(state.caller.tenant, state.caller.user)
         now = self._clock.now()
         if state.input.session_id:
-            turns = self._store.get_slot(where, MemoryKind.WORKING, _turns_key(state.input.session_id), now)
-            state.working = list((turns.value or {}).get("turns", [])) if turns else []
-        for key, name in (("display.currency_unit", "unit"), ("display.chart", "chart")):
-            slot = self._store.get_slot(where, MemoryKind.PROFILE, key, now)
-            if slot is not None:
-                value = slot.value.get(name) if isinstance(slot.value, dict) else None
-                state.profile[name] = value or slot.content
+            turns = self._read_slot(state, where, MemoryKind.WORKING, _turns_key(state.input.session_id), now)
+            if turns is not None:
+                problem = SESSION_TURNS.problem(turns.value)
+                if problem is not None:
+                    self._ignore(state, turns, f"the session's working memory {turns.id} was ignored: {problem}")
+                state.working = SESSION_TURNS.read(turns.value)
+        for slot, name in ((CURRENCY_UNIT, "unit"), (CHART, "chart")):
+            record = self._read_slot(state, where, MemoryKind.PROFILE, slot.key, now)
+            if record is None:
+                continue
+            problem = slot.problem(record.value)
+            if problem is not None:
+                self._ignore(state, record, f"the profile preference {record.id} was ignored: {problem}")
+                continue
+            state.profile[name] = slot.read(record.value) or record.content
         return state
 
     def step_recall(self, state: AskState) -> AskState:
@@ -85,6 +121,9 @@ class AskSteps:
         ]
         state.recall_coverage = result.coverage.as_dict()
         state.recalled = [m.record.model_dump(mode="json") for m in result.memories]
+        skipped = result.coverage.skipped_ids
+        if skipped:
+            state.note(f"skipped {_memories(len(skipped))} that could not be read: {', '.join(skipped)}")
         return state
 
     def step_plan(self, state: AskState) -> AskState:
@@ -113,9 +152,18 @@ class AskSteps:
     def step_execute(self, state: AskState) -> AskState:
         if state.guard_status != "passed":  # defence in depth: never run unguarded SQL
             raise PermissionError("SQL reached Execute without passing the guardrails")
-        result = self._warehouse_factory().run(
-            state.sql or "", max_rows=self._settings.max_rows, timeout_seconds=self._settings.statement_timeout_seconds
-        )
+        try:
+            warehouse = self._warehouse_factory()
+        except WarehouseError as exc:
+            raise _typed_warehouse_error(exc) from exc
+        except Exception as exc:  # a warehouse that cannot be built (secret, driver) is unavailable
+            raise WarehouseUnavailable(f"the warehouse could not be opened ({type(exc).__name__})", code="unavailable") from exc
+        try:
+            result = warehouse.run(
+                state.sql or "", max_rows=self._settings.max_rows, timeout_seconds=self._settings.statement_timeout_seconds
+            )
+        except WarehouseError as exc:
+            raise _typed_warehouse_error(exc) from exc
         state.result = {
             "columns": result.columns,
             "rows": result.rows[:STATE_ROW_CAP],
@@ -164,6 +212,15 @@ class AskSteps:
 
     def step_recordfailure(self, state: AskState) -> AskState:
         state.status = "failed"
+        raw = getattr(state, "error", None)
+        public = answer_error(state)
+        if public is not None:
+            # AskFailed fails the execution with $.error.Error and $.error.Cause: hand it the public
+            # error, so no stack trace travels on. Operators find the original in this log line.
+            logger.warning(
+                "AskFlow episode %s failed at %s: %s", state.episode_id, public.step, json.dumps(raw, ensure_ascii=False, default=str)
+            )
+            state.error = {"Error": public.error, "Cause": public.model_dump_json()}  # type: ignore[attr-defined]
         self._remember_episode(state)
         self._remember_turn(state)
         return state
@@ -173,8 +230,27 @@ class AskSteps:
     def _who(self, state: AskState) -> Identity:
         return Identity(state.caller.tenant, state.caller.user, frozenset(state.caller.roles))
 
+    def _read_slot(self, state: AskState, where: Partition, kind: MemoryKind, key: str, now: datetime) -> MemoryRecord | None:
+        """The record holding a slot, or None; one the store cannot read is skipped with a note."""
+        try:
+            return self._store.get_slot(where, kind, key, now)
+        except ValidationFailed as exc:  # the port's word for a record it cannot decode
+            memory_id = exc.memory_id if isinstance(exc, UndecodableRecord) else None
+            logger.warning(
+                "episode %s skipped the %s slot %s of %s/%s (%s): %s",
+                state.episode_id, kind.value, key, where.tenant, where.owner, memory_id, getattr(exc, "reason", exc.message),
+            )  # fmt: skip
+            state.note(f"skipped 1 memory that could not be read: {memory_id or key} (the {kind.value} slot {key})")
+            return None
+
+    @staticmethod
+    def _ignore(state: AskState, record: MemoryRecord, note: str) -> None:
+        logger.warning("episode %s ignored memory %s (%s %s): %s", state.episode_id, record.id, record.kind.value, record.key, note)
+        state.note(note)
+
     def _remember_episode(self, state: AskState) -> None:
-        error = getattr(state, "error", None)
+        public = answer_error(state)
+        error = public.model_dump() if public is not None else None
         value = {
             "route": state.route,
             "sql": state.sql,
@@ -204,25 +280,128 @@ class AskSteps:
         )
 
     def _remember_turn(self, state: AskState) -> None:
+        """Append this turn to the session's working memory, on top of whatever is there now.
+
+        The slot is re-read here, not taken from Prepare: another ask of the same session may
+        have written since. A conflicting write is retried on the latest version; when every
+        attempt conflicts, the turn is not kept and the answer says so, but the ask still answers.
+        """
         if not state.input.session_id:
             return
+        key = _turns_key(state.input.session_id)
+        where = Partition(state.caller.tenant, state.caller.user)
         turn = {"episode_id": state.episode_id, "question": state.input.question, "route": state.route, "status": state.status, "sql": state.sql}
-        turns = [*state.working, turn][-WORKING_TURNS_KEPT:]
-        self._memories.remember(
-            self._who(state),
-            CreateMemoryBody(
-                kind=MemoryKind.WORKING,
-                key=_turns_key(state.input.session_id),
-                content=f"{len(turns)} recent turns of session {state.input.session_id}",
-                value={"turns": turns},
-                session_id=state.input.session_id,
-                provenance=ProvenanceIn(trigger=Trigger.INTERACTION, episode_id=state.episode_id),
-            ),
-        )
+        displaced: list[dict[str, Any]] = []  # turns a racing first write replaced: put them back
+        for attempt in range(TURN_WRITE_ATTEMPTS):
+            if attempt:
+                self._sleep(random.uniform(0, TURN_WRITE_BACKOFF_SECONDS * 2**attempt))
+            try:
+                current = self._store.get_slot(where, MemoryKind.WORKING, key, self._clock.now())
+            except ValidationFailed as exc:  # undecodable: it cannot be appended to
+                logger.warning("episode %s could not read working memory %s: %s", state.episode_id, key, exc.message)
+                state.note(f"this turn was not kept in the session's working memory: {exc.message}")
+                return
+            latest = SESSION_TURNS.read(current.value) if current is not None else []
+            turns = self._fit(_merge_turns(latest, displaced, turn))
+            value = {"turns": turns}
+            content = f"{len(turns)} recent turns of session {state.input.session_id}"
+            try:
+                if current is None:
+                    result = self._memories.remember(
+                        self._who(state),
+                        CreateMemoryBody(
+                            kind=MemoryKind.WORKING,
+                            key=key,
+                            content=content,
+                            value=value,
+                            session_id=state.input.session_id,
+                            provenance=ProvenanceIn(trigger=Trigger.INTERACTION, episode_id=state.episode_id),
+                        ),
+                    )
+                    if result.superseded is not None and not result.superseded.is_expired(self._clock.now()):
+                        # Another ask created the slot between our read and our write, and ours
+                        # replaced it: carry its turns into the next attempt.
+                        kept = {_turn_id(t) for t in [*turns, *displaced]}
+                        lost = [t for t in SESSION_TURNS.read(result.superseded.value) if _turn_id(t) not in kept]
+                        if lost:
+                            displaced.extend(lost)
+                            continue
+                else:
+                    self._memories.revise(
+                        self._who(state),
+                        current.id,
+                        PatchMemoryBody(expected_version=current.version, content=content, value=value),
+                    )
+                return
+            except VersionConflict as exc:
+                logger.info("episode %s: working memory %s moved on (attempt %d): %s", state.episode_id, key, attempt + 1, exc.message)
+                continue
+            except NotFound:  # forgotten between our read and our write: start the slot afresh
+                continue
+            except MemtoolError as exc:  # refused (or unreadable on write): the answer stands regardless
+                logger.warning("episode %s could not keep its turn in %s: %s", state.episode_id, key, exc.message)
+                state.note(f"this turn was not kept in the session's working memory: {exc.message}")
+                return
+            except Exception as exc:  # noqa: BLE001 - e.g. a transaction cancelled by a concurrent one
+                # The turn is a convenience for the next question; the answer is what was asked for.
+                logger.warning("episode %s: writing working memory %s failed (attempt %d)", state.episode_id, key, attempt + 1, exc_info=True)
+                if attempt + 1 == TURN_WRITE_ATTEMPTS:
+                    state.note(f"this turn was not kept in the session's working memory: the store failed ({type(exc).__name__})")
+                    return
+                continue
+        logger.warning("episode %s gave up keeping its turn in %s after %d conflicting attempts", state.episode_id, key, TURN_WRITE_ATTEMPTS)
+        state.note("this turn was not kept in the session's working memory: other asks in this session kept writing it at the same time")
+
+    def _fit(self, turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The newest turns that fit the size limit of one memory value (the oldest go first)."""
+        limit = self._settings.max_content_bytes
+        kept = list(turns)
+        while len(kept) > 1 and _size({"turns": kept}) > limit:
+            kept.pop(0)
+        if kept and _size({"turns": kept}) > limit:  # one turn alone is too big: drop its SQL
+            kept = [{**kept[0], "sql": None}]
+        return kept
+
+
+def _merge_turns(latest: list[dict[str, Any]], displaced: list[dict[str, Any]], turn: dict[str, Any]) -> list[dict[str, Any]]:
+    """The stored turns, the ones a racing write displaced, then this one; each once, newest kept."""
+    seen = {_turn_id(turn)}
+    merged: list[dict[str, Any]] = []
+    for item in [*latest, *displaced]:
+        if _turn_id(item) in seen:
+            continue
+        seen.add(_turn_id(item))
+        merged.append(item)
+    return [*merged, turn][-WORKING_TURNS_KEPT:]
+
+
+def _turn_id(turn: dict[str, Any]) -> str:
+    """A turn is its episode; a turn without one (written by hand) is its own content."""
+    episode = turn.get("episode_id")
+    return str(episode) if episode else json.dumps(turn, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+
+
+def _memories(n: int) -> str:
+    return f"{n} memory" if n == 1 else f"{n} memories"
+
+
+def _typed_warehouse_error(exc: WarehouseError) -> WarehouseError:
+    """The same failure under a type that says which case it is (a Lambda error keeps only the
+    type name and the message, so the code would be lost otherwise)."""
+    if isinstance(exc, (WarehouseUnavailable, WarehouseTimeout)):
+        return exc
+    cls = {"unavailable": WarehouseUnavailable, "timeout": WarehouseTimeout}.get(exc.code)
+    if cls is None:
+        return exc
+    return cls(str(exc), code=exc.code, sql=exc.sql)
 
 
 def _turns_key(session_id: str) -> str:
-    return f"session.{session_id}.turns"
+    return SESSION_TURNS.key_for(session_id)
 
 
 def _outcome(state: AskState) -> str:

@@ -8,6 +8,7 @@ below it knows nothing about callers.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,11 +25,14 @@ from memtool.memory.records import (
     MemoryScope,
     Provenance,
 )
+from memtool.memory.slots import check_slot_value
 from memtool.memory.store import TENANT_OWNER, ForgetOutcome, MemoryPage, MemoryStore, Partition
 from memtool.runtime.clock import Clock
 from memtool.runtime.settings import Settings
 
 PII_KINDS = ("phone", "email", "cn_id", "bank_card")
+
+logger = logging.getLogger("memtool.flows")
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class MemoryService:
             raise ValidationFailed(f"{body.kind.value} memories take scope {allowed}", field="scope")
         if body.kind is MemoryKind.WORKING and not body.session_id:
             raise ValidationFailed("working memory belongs to a session", field="session_id")
+        check_slot_value(body.kind, body.key, body.value)
         where = self._partition(who, scope, writing=True)
         self._check_sizes(content=body.content, source_text=body.source_text, value=body.value)
         content, source_text, value, counts = self._scrub(body.content, body.source_text, body.value)
@@ -89,6 +94,8 @@ class MemoryService:
         fields = body.model_dump(exclude_unset=True, exclude={"expected_version"})
         if not fields:
             raise ValidationFailed("nothing to change", field="body")
+        if "value" in fields:
+            check_slot_value(current.kind, current.key, fields["value"])
         self._check_sizes(
             content=fields.get("content"), source_text=fields.get("source_text"), value=fields.get("value")
         )
@@ -120,10 +127,22 @@ class MemoryService:
         return self._store.history(where, memory_id, self._clock.now())
 
     def browse(self, who: Identity, query: ListMemoriesQuery) -> MemoryPage:
+        """A page of the caller's memories; records the store cannot read are left out (and
+        named in ``page.skipped``), so one bad record never hides the rest."""
         where = self._partition(who, query.scope, writing=False)
-        return self._store.list(
+        page = self._store.list(
             where, self._clock.now(), kind=query.kind, status=query.status, cursor=query.cursor, limit=query.limit
         )
+        skipped = page.skipped
+        if skipped:
+            logger.warning(
+                "listing %s/%s skipped %d memories that could not be read: %s",
+                where.tenant,
+                where.owner,
+                len(skipped),
+                ", ".join(skipped),
+            )
+        return page
 
     # ---- rules --------------------------------------------------------------------------
 

@@ -405,7 +405,7 @@ class DynamoMemoryStore:
                     condition=self._model.pk.exists(),
                 )
         except TransactWriteError as exc:
-            if _failed_on(exc, index=0) or _failed_on(exc, index=1):
+            if _failed_on(exc, index=0) or _failed_on(exc, index=1) or _conflicted(exc):
                 latest = self._load(previous_snapshot.pk, head_key(current.id))
                 raise VersionConflict(
                     f"memory {current.id} changed while writing version {new.version}",
@@ -597,6 +597,12 @@ def _decodable(items: Iterable[MemoryItem], skipped: list[str] | None) -> Iterat
             yield _to_record(item)
         except UndecodableRecord as exc:
             report_skipped(exc.memory_id, exc.reason, skipped)
+
+
+def _conflicted(exc: TransactWriteError) -> bool:
+    """DynamoDB cancels a transaction that races another one on the same item (TransactionConflict):
+    for a versioned write that is a stale version too, and the caller may retry."""
+    return any(reason is not None and reason.code == "TransactionConflict" for reason in exc.cancellation_reasons or [])
 
 
 def _failed_on(exc: TransactWriteError, index: int) -> bool:

@@ -6,10 +6,13 @@ owner is dropped; a candidate whose index entry is older than the record is retu
 record is now (and re-scored against its current text). Survivors are scored, cut to the route's
 budget per kind, and reported with a coverage that says what recall could and could not see.
 With the index unavailable, recall falls back to BM25 over the record store and says so.
+A record the store cannot decode, or that recall cannot score, is skipped, logged and counted
+(``skipped_undecodable`` and ``skipped_ids``): one bad record never fails the whole recall.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -32,6 +35,8 @@ from memtool.retrieval.scoring import ScoreParts, score
 from memtool.runtime.clock import Clock
 
 LIVE_STATUSES = (MemoryStatus.ACTIVE, MemoryStatus.APPROVED)
+
+logger = logging.getLogger("memtool.retrieval")
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,16 @@ class RecallCoverage:
     returned: int = 0
     stale_refreshed: int = 0
     dropped: Counter[str] = field(default_factory=Counter)
+    skipped_ids: list[str] = field(default_factory=list)  # records that could not be read or used
+
+    def skip(self, memory_ids: Sequence[str]) -> None:
+        for memory_id in memory_ids:
+            if memory_id not in self.skipped_ids:
+                self.skipped_ids.append(memory_id)
+
+    @property
+    def skipped_undecodable(self) -> int:
+        return len(self.skipped_ids)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -77,6 +92,8 @@ class RecallCoverage:
             "returned": self.returned,
             "stale_refreshed": self.stale_refreshed,
             "dropped": dict(self.dropped),
+            "skipped_undecodable": self.skipped_undecodable,
+            "skipped_ids": list(self.skipped_ids),
         }
 
 
@@ -128,6 +145,7 @@ class Recall:
             return RecallResult([], coverage)
         k = max(self._min_candidates, 4 * sum(budgets.values()))
         vector: list[float] | None = None
+        skipped: list[str] = []
         try:
             if self._index is None:
                 raise IndexUnavailable("no vector index is configured")
@@ -145,12 +163,17 @@ class Recall:
                 vector=vector,
             )
             candidates = [_Candidate(hit) for hit in self._index.hybrid(query)]
-            records = self._store.get_many(request.tenant, [(c.hit.owner, c.hit.memory_id) for c in candidates])
+            # Only the caller's and the tenant's records are read back (or reported as skipped).
+            refs = [(c.hit.owner, c.hit.memory_id) for c in candidates if c.hit.owner in (request.user, TENANT_OWNER)]
+            records = self._store.get_many(request.tenant, refs, skipped=skipped)
         except IndexUnavailable as exc:
             coverage.index_available = False
             coverage.fallback = "lexical_store_scan"
             coverage.reason = str(exc)
-            candidates, records = self._lexical_fallback(request, kinds, k)
+            candidates, records = self._lexical_fallback(request, kinds, k, skipped)
+        if skipped:
+            logger.warning("recall for %s/%s skipped memories the store could not read: %s", request.tenant, request.user, ", ".join(skipped))
+        coverage.skip(skipped)
         coverage.candidates_seen = len(candidates)
         survivors = self._back_to_source(request, candidates, records, vector, coverage)
         chosen: list[RecalledMemory] = []
@@ -175,26 +198,34 @@ class Recall:
         survivors = []
         for candidate in candidates:
             hit = candidate.hit
+            if hit.memory_id in coverage.skipped_ids:
+                continue  # the store could not read it: counted as skipped, not as missing
             record = records.get(hit.memory_id)
             reason = self._drop_reason(request, hit, record, now)
             if reason is not None:
                 coverage.dropped[reason] += 1
                 continue
             assert record is not None
-            cosine, refreshed = hit.cosine, False
-            if record.version > hit.version and vector is not None:
-                # The index still holds older text: judge the record by what it says now.
-                fresh = self._embedder.embed([searchable_text(record)])[0]
-                cosine, refreshed = sum(a * b for a, b in zip(vector, fresh, strict=True)), True
-                coverage.stale_refreshed += 1
-            parts = score(
-                record,
-                now,
-                fused=hit.fused,
-                cosine=cosine,
-                lexical_share=candidate.lexical_share,
-                tool_match=bool(wanted_tools & set(tools_used(record))),
-            )
+            try:
+                cosine, refreshed = hit.cosine, False
+                if record.version > hit.version and vector is not None:
+                    # The index still holds older text: judge the record by what it says now.
+                    fresh = self._embedder.embed([searchable_text(record)])[0]
+                    cosine, refreshed = sum(a * b for a, b in zip(vector, fresh, strict=True)), True
+                parts = score(
+                    record,
+                    now,
+                    fused=hit.fused,
+                    cosine=cosine,
+                    lexical_share=candidate.lexical_share,
+                    tool_match=bool(wanted_tools & set(tools_used(record))),
+                )
+            except (ValueError, TypeError, ArithmeticError) as exc:
+                # A record stored in a shape recall cannot use degrades recall; it never breaks it.
+                logger.warning("recall skipped memory %s that it could not score: %s", record.id, exc)
+                coverage.skip([record.id])
+                continue
+            coverage.stale_refreshed += int(refreshed)
             survivors.append(RecalledMemory(record, parts.total, parts, cosine, refreshed))
         return survivors
 
@@ -217,11 +248,12 @@ class Recall:
         return None
 
     def _lexical_fallback(
-        self, request: RecallRequest, kinds: Sequence[MemoryKind], k: int
+        self, request: RecallRequest, kinds: Sequence[MemoryKind], k: int, skipped: list[str]
     ) -> tuple[list[_Candidate], dict[str, MemoryRecord]]:
         records: dict[str, MemoryRecord] = {}
         for owner in (request.user, TENANT_OWNER):
-            for record in self._store.heads(Partition(request.tenant, owner), kinds, limit=self._scan_limit):
+            partition = Partition(request.tenant, owner)
+            for record in self._store.heads(partition, kinds, limit=self._scan_limit, skipped=skipped):
                 records[record.id] = record
         pool = list(records.values())
         scores = bm25_scores(request.text, [searchable_text(r) for r in pool])
@@ -237,3 +269,4 @@ class Recall:
             for s, r in ranked
         ]
         return candidates, records
+
