@@ -90,7 +90,7 @@ def api(aws: Settings, template: dict[str, Any]) -> Api:
 
 
 @pytest.fixture
-def drain(aws: Settings) -> StreamDrainer:
+def stream_drain(aws: Settings) -> StreamDrainer:
     """The memory table's stream, delivered to the real indexer handler on demand."""
     return StreamDrainer(
         client("dynamodb", aws),
@@ -98,3 +98,8 @@ def drain(aws: Settings) -> StreamDrainer:
         aws.memory_table,
         function_handler(ROOT, "indexer"),
     )
+
+
+@pytest.fixture
+def drain(stream_drain: StreamDrainer) -> StreamDrainer:
+    return stream_drain

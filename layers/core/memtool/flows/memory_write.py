@@ -26,7 +26,7 @@ from memtool.memory.records import (
     Provenance,
 )
 from memtool.memory.slots import check_slot_value
-from memtool.memory.store import TENANT_OWNER, ForgetOutcome, MemoryPage, MemoryStore, Partition
+from memtool.memory.store import TENANT_OWNER, ForgetOutcome, MemoryPage, MemoryStore, Partition, UndecodableRecord
 from memtool.runtime.clock import Clock
 from memtool.runtime.settings import Settings
 
@@ -110,7 +110,15 @@ class MemoryService:
         return MemoryWriteResult(outcome.record, False, current, False, counts)
 
     def forget(self, who: Identity, memory_id: str) -> ForgetOutcome:
-        where, current = self._locate(who, memory_id)
+        try:
+            where, current = self._locate(who, memory_id)
+        except UndecodableRecord:
+            # A damaged record cannot be read, but it must not be stuck: its owner (or a curator,
+            # for a shared one) deletes it by id, every version and slot with it.
+            where = self._partition_holding(who, memory_id)
+            self._require_write_access(who, MemoryScope.TENANT if where.owner == TENANT_OWNER else MemoryScope.USER)
+            logger.warning("deleting undecodable memory %s of %s/%s at the request of %s", memory_id, where.tenant, where.owner, who.user)
+            return self._store.delete_by_id(where, memory_id)
         self._require_write_access(who, current.scope)
         return self._store.forget(where, memory_id)
 
@@ -161,6 +169,19 @@ class MemoryService:
                 return where, self._store.get(where, memory_id, now)
             except NotFound:
                 continue
+        raise NotFound(f"memory {memory_id} not found", field="id")
+
+    def _partition_holding(self, who: Identity, memory_id: str) -> Partition:
+        """Where the caller's (or the tenant's) memory ``memory_id`` is, readable or not."""
+        now = self._clock.now()
+        for where in (Partition(who.tenant, who.user), Partition(who.tenant, TENANT_OWNER)):
+            try:
+                self._store.get(where, memory_id, now)
+            except UndecodableRecord:
+                return where
+            except NotFound:
+                continue
+            return where
         raise NotFound(f"memory {memory_id} not found", field="id")
 
     @staticmethod
