@@ -1,13 +1,16 @@
 """POST /ask: answer a data question through AskFlow."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: Powertools reads the routes' parameter types at run
+# time, through decorators whose globals are not this module's.
+from typing import Annotated
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 
-from memtool.api.ask import AskBody
-from memtool.api.http import parse_json_body, parse_model
+from memtool.api.ask import AskAnswer, AskBody
+from memtool.api.openapi import operation
 from memtool.api.resolver import caller, json_response, make_resolver
 from memtool.runtime import container
 
@@ -17,11 +20,17 @@ metrics = Metrics(namespace="memtool", service="memtool")
 app = make_resolver()
 
 
-@app.post("/ask")
+@app.post(
+    "/ask",
+    **operation(
+        "Ask a data question; a failed flow is a 200 with status failed and an error",
+        tag="ask",
+        ok={200: AskAnswer},
+    ),
+)
 @tracer.capture_method
-def ask():
+def ask(body: Annotated[AskBody, Body()]):
     who = caller(app)
-    body = parse_model(AskBody, parse_json_body(app.current_event.body))
     answer = container.ask_service().ask(who, body)
     metrics.add_metric(name=f"Ask_{answer.status}", unit=MetricUnit.Count, value=1)
     return json_response(200, answer.model_dump(mode="json"))

@@ -1,26 +1,43 @@
 """POST/GET/PATCH/DELETE /memories: explicit memory writes, reads, edits and forgetting;
 GET /memories/search: recall as the ask flow sees it, for debugging."""
 
-from __future__ import annotations
-
-from typing import Any
+# No `from __future__ import annotations`: Powertools reads the routes' parameter types at run
+# time, through decorators whose globals are not this module's.
+from typing import Annotated, Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 
-from memtool.api.http import parse_json_body, parse_model
 from memtool.api.idempotency import idempotency_key, run_once
 from memtool.api.memories import (
     CreateMemoryBody,
-    GetMemoryQuery,
+    CursorParam,
+    HistoryParam,
+    KindParam,
+    LimitParam,
     ListMemoriesQuery,
+    MemoryIdParam,
+    MemoryListing,
+    MemoryRead,
+    MemoryRevised,
+    MemoryWritten,
     PatchMemoryBody,
-    SearchMemoriesQuery,
-    memory_view,
+    RecallView,
+    RouteParam,
+    ScopeParam,
+    SearchTextParam,
+    StatusParam,
+    SupersededView,
+    ToolsParam,
+    VersionParam,
     recall_view,
+    tool_names,
 )
+from memtool.api.openapi import operation
 from memtool.api.resolver import caller, json_response, make_resolver
+from memtool.memory.records import MemoryScope
 from memtool.retrieval.recall import RecallRequest
 from memtool.runtime import container
 from memtool.runtime.settings import get_settings
@@ -31,13 +48,13 @@ metrics = Metrics(namespace="memtool", service="memtool")
 app = make_resolver()
 
 
-def _write(operation: str, request: Any, perform) -> Any:
+def _write(operation_name: str, request: Any, perform) -> Any:
     who = caller(app)
     settings = get_settings()
     outcome = run_once(
-        idempotency_key(app.current_event.headers),
+        idempotency_key(app.current_event.raw_event),
         who,
-        operation,
+        operation_name,
         request,
         lambda: perform(who),
         persistence=container.idempotency_store(),
@@ -47,93 +64,127 @@ def _write(operation: str, request: Any, perform) -> Any:
     return json_response(outcome["status_code"], outcome["body"])
 
 
-@app.post("/memories")
+@app.post(
+    "/memories",
+    **operation(
+        "Remember: a new memory, or a new version of the caller's slot named by key",
+        tag="memories",
+        ok={201: MemoryWritten, 200: MemoryWritten},
+        errors=(403, 409, 422),
+        idempotent=True,
+    ),
+)
 @tracer.capture_method
-def create_memory():
-    raw = parse_json_body(app.current_event.body)
-    body = parse_model(CreateMemoryBody, raw)
-
+def create_memory(body: Annotated[CreateMemoryBody, Body()]):
     def perform(who):
         result = container.memory_service().remember(who, body)
         metrics.add_metric(name="MemoriesWritten", unit=MetricUnit.Count, value=1)
-        return {
-            "status_code": 201 if result.created else 200,
-            "body": {
-                "memory": memory_view(result.record),
-                "created": result.created,
-                "unchanged": result.unchanged,
-                "superseded": None
-                if result.superseded is None
-                else {"version": result.superseded.version, "content": result.superseded.content},
-                "redactions": result.redactions,
-            },
-        }
+        old = result.superseded
+        written = MemoryWritten(
+            memory=result.record,
+            created=result.created,
+            unchanged=result.unchanged,
+            superseded=None if old is None else SupersededView(version=old.version, content=old.content),
+            redactions=result.redactions,
+        )
+        return {"status_code": 201 if result.created else 200, "body": written.model_dump(mode="json")}
 
-    return _write("create", raw, perform)
+    return _write("create", body.model_dump(mode="json", exclude_unset=True), perform)
 
 
-@app.get("/memories")
+@app.get(
+    "/memories",
+    **operation("List the caller's (or the tenant's) memories", tag="memories", ok={200: MemoryListing}),
+)
 @tracer.capture_method
-def list_memories():
-    query = parse_model(ListMemoriesQuery, dict(app.current_event.query_string_parameters or {}), prefix=None)
+def list_memories(
+    kind: KindParam = None,
+    status: StatusParam = None,
+    scope: ScopeParam = MemoryScope.USER,
+    cursor: CursorParam = None,
+    limit: LimitParam = 20,
+):
+    query = ListMemoriesQuery(kind=kind, status=status, scope=scope, cursor=cursor, limit=limit)
     page = container.memory_service().browse(caller(app), query)
-    return json_response(200, {"items": [memory_view(r) for r in page.items], "next_cursor": page.next_cursor})
+    listing = MemoryListing(items=page.items, next_cursor=page.next_cursor)
+    return json_response(200, listing.model_dump(mode="json"))
 
 
-@app.get("/memories/search")
+@app.get(
+    "/memories/search",
+    **operation("Recall for a text, as the ask flow would, with scores and coverage", tag="memories", ok={200: RecallView}),
+)
 @tracer.capture_method
-def search_memories():
-    query = parse_model(SearchMemoriesQuery, dict(app.current_event.query_string_parameters or {}))
+def search_memories(q: SearchTextParam, route: RouteParam = "nl2sql_query", tools: ToolsParam = None):
     who = caller(app)
     result = container.recall().recall(
-        RecallRequest(tenant=who.tenant, user=who.user, text=query.q, route=query.route, tools=query.tool_names)
+        RecallRequest(tenant=who.tenant, user=who.user, text=q, route=route, tools=tool_names(tools))
     )
     metrics.add_metric(name="RecallFallback", unit=MetricUnit.Count, value=int(not result.coverage.index_available))
     return json_response(200, recall_view(result))
 
 
-@app.get("/memories/<memory_id>")
+@app.get(
+    "/memories/<id>",
+    **operation("Read a memory, a past version, or its history", tag="memories", ok={200: MemoryRead}, errors=(404,)),
+)
 @tracer.capture_method
-def get_memory(memory_id: str):
-    query = parse_model(GetMemoryQuery, dict(app.current_event.query_string_parameters or {}))
+def get_memory(
+    id: MemoryIdParam,  # noqa: A002 - the template's name for it
+    version: VersionParam = None,
+    history: HistoryParam = False,
+):
     service = container.memory_service()
     who = caller(app)
-    record = service.recall_one(who, memory_id, version=query.version)
-    body: dict[str, Any] = {"memory": memory_view(record)}
-    if query.history:
-        body["history"] = [memory_view(r) for r in service.history(who, memory_id)]
-    return json_response(200, body)
+    read = MemoryRead(memory=service.recall_one(who, id, version=version))
+    if not history:
+        return json_response(200, read.model_dump(mode="json", exclude={"history"}))
+    read.history = service.history(who, id)
+    return json_response(200, read.model_dump(mode="json"))
 
 
-@app.patch("/memories/<memory_id>")
+@app.patch(
+    "/memories/<id>",
+    **operation(
+        "Revise a memory: a new version, given the version the change was based on",
+        tag="memories",
+        ok={200: MemoryRevised},
+        errors=(403, 404, 409, 422),
+        idempotent=True,
+    ),
+)
 @tracer.capture_method
-def patch_memory(memory_id: str):
-    raw = parse_json_body(app.current_event.body)
-    body = parse_model(PatchMemoryBody, raw)
-
+def patch_memory(id: MemoryIdParam, body: Annotated[PatchMemoryBody, Body()]):  # noqa: A002
     def perform(who):
-        result = container.memory_service().revise(who, memory_id, body)
-        return {
-            "status_code": 200,
-            "body": {
-                "memory": memory_view(result.record),
-                "previous_version": result.superseded.version if result.superseded else None,
-                "redactions": result.redactions,
-            },
-        }
+        result = container.memory_service().revise(who, id, body)
+        revised = MemoryRevised(
+            memory=result.record,
+            previous_version=result.superseded.version if result.superseded else None,
+            redactions=result.redactions,
+        )
+        return {"status_code": 200, "body": revised.model_dump(mode="json")}
 
-    return _write("patch", {"id": memory_id, "body": raw}, perform)
+    return _write("patch", {"id": id, "body": body.model_dump(mode="json", exclude_unset=True)}, perform)
 
 
-@app.delete("/memories/<memory_id>")
+@app.delete(
+    "/memories/<id>",
+    **operation(
+        "Forget a memory and every version of it",
+        tag="memories",
+        ok={204: None},
+        errors=(403, 404, 409, 422),
+        idempotent=True,
+    ),
+)
 @tracer.capture_method
-def forget_memory(memory_id: str):
+def forget_memory(id: MemoryIdParam):  # noqa: A002
     def perform(who):
-        container.memory_service().forget(who, memory_id)
+        container.memory_service().forget(who, id)
         metrics.add_metric(name="MemoriesForgotten", unit=MetricUnit.Count, value=1)
         return {"status_code": 204, "body": None}
 
-    return _write("forget", {"id": memory_id}, perform)
+    return _write("forget", {"id": id}, perform)
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)

@@ -274,3 +274,277 @@ def test_a_failed_write_does_not_burn_the_idempotency_key(api, aws):
 def test_unknown_routes_and_methods(api, aws):
     assert api.call("GET", "/nowhere").status == 404
     assert api.call("PUT", "/memories").status == 405
+
+
+# ---- input hardening at the edge: every case is a 4xx naming the field, and nothing is stored ----
+
+HUGE_INT = "9" * 4301  # past Python's int max-str-digits: json.loads alone raises ValueError
+DEEP = "[" * 10_000 + "]" * 10_000  # past the interpreter's recursion limit
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ('{"kind": "profile", "content": "x", "value": {"n": %s}}' % HUGE_INT, "value.n"),
+        ('{"kind": "profile", "content": "x", "confidence": %s}' % HUGE_INT, "confidence"),
+        ('{"kind": "profile", "content": "x", "value": {"n": 9007199254740992}}', "value.n"),  # 2^53
+        ('{"kind": "profile", "content": "x", "value": %s}' % DEEP, "body"),
+        (DEEP, "body"),
+        ('{"kind": "profile", "content": "x", "confidence": NaN}', "confidence"),
+        ('{"kind": "profile", "content": "x", "value": {"a": Infinity}}', "value.a"),
+        ('{"kind": "profile", "content": "x", "value": [1, -Infinity]}', "value.1"),
+        ('{"kind": "profile", "content": "x", "value": {"a": 1e400}}', "value.a"),
+        ('{"kind": "profile", "content": "x", "value": {"a": 1e-200}}', "value.a"),
+        ('{"kind": "profile", "content": "x", "content": "y"}', "body"),  # a repeated key
+    ],
+)
+def test_json_no_other_reader_could_read_back_is_a_400(api, aws, raw, field):
+    reply = api.call("POST", "/memories", raw=raw)
+
+    assert reply.status == 400, reply.body
+    assert reply.json()["error"] == "validation_error"
+    assert reply.json()["field"] == field, reply.json()
+    assert memory_items(aws) == []
+    assert api.call("GET", "/memories").json()["items"] == []
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"kind": "profile", "content": "a\x00b"}, "content"),
+        ({"kind": "profile", "content": "next\x85line"}, "content"),  # a C1 control character
+        ({"kind": "profile", "content": "\ud800"}, "content"),  # a lone surrogate: no UTF-8 for it
+        ({"kind": "profile", "content": "x", "source_text": "bell\x07"}, "source_text"),
+        ({"kind": "profile", "content": "x", "key": "display.\x1bunit"}, "key"),
+        ({"kind": "profile", "content": "x", "tags": ["fine", "bad\x00"]}, "tags.1"),
+        ({"kind": "profile", "content": "x", "value": {"a": {"b": "x\x00"}}}, "value.a.b"),
+        ({"kind": "profile", "content": "x", "value": {"a": {"b\x00": 1}}}, "value.a"),
+        ({"kind": "profile", "content": "x", "value": {"list": ["ok", "\x1f"]}}, "value.list.1"),
+        ({"kind": "working", "content": "x", "session_id": "s\x00"}, "session_id"),
+        ({"kind": "profile", "content": "x", "provenance": {"episode_id": "ep\x00"}}, "provenance.episode_id"),
+    ],
+)
+def test_control_characters_anywhere_in_the_body_are_a_400_on_their_field(api, aws, body, field):
+    reply = api.call("POST", "/memories", body)
+
+    assert reply.status == 400, reply.body
+    assert reply.json()["field"] == field, reply.json()
+    assert memory_items(aws) == []
+
+
+def test_tab_newline_carriage_return_and_the_replacement_character_are_ordinary_text(api, aws):
+    content = "第一行\t列\r\n第二行 \ufffd 保留"
+    reply = api.call("POST", "/memories", {"kind": "profile", "content": content, "value": {"note": "\ufffd"}})
+
+    assert reply.status == 201, reply.body
+    memory = api.call("GET", f"/memories/{reply.json()['memory']['id']}").json()["memory"]
+    assert (memory["content"], memory["value"]) == (content, {"note": "\ufffd"})
+
+
+def _nested(depth: int) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (_nested(33), "deeper than 32"),
+        ({f"k{n}": n for n in range(1001)}, "more than 1000 keys"),
+        ({"text": "x" * 17_000}, "limit is 16384 bytes"),
+    ],
+)
+def test_value_over_its_limits_is_a_400_on_value(api, aws, value, message):
+    reply = api.call("POST", "/memories", {"kind": "profile", "content": "x", "value": value})
+
+    assert reply.status == 400, reply.body
+    assert reply.json()["field"] == "value" and message in reply.json()["message"], reply.json()
+    assert memory_items(aws) == []
+
+
+def test_value_at_its_depth_limit_is_stored(api, aws):
+    reply = api.call("POST", "/memories", {"kind": "profile", "content": "x", "value": _nested(32)})
+    assert reply.status == 201, reply.body
+    assert reply.json()["memory"]["value"] == _nested(32)
+
+
+@pytest.mark.parametrize("field", ["content", "tags", "status", "confidence"])
+def test_patch_with_null_is_refused_not_read_as_keep(api, aws, field):
+    memory = api.call("POST", "/memories", {**PREFERENCE, "tags": ["display"]}).json()["memory"]
+    before = memory_items(aws, memory["id"])
+
+    reply = api.call("PATCH", f"/memories/{memory['id']}", {"expected_version": 1, field: None})
+
+    assert reply.status == 400, reply.body
+    assert reply.json()["field"] == field
+    assert memory_items(aws, memory["id"]) == before
+    assert api.call("GET", f"/memories/{memory['id']}").json()["memory"]["version"] == 1
+
+
+def test_patch_with_null_value_or_source_text_clears_them(api, aws):
+    memory = api.call("POST", "/memories", PREFERENCE).json()["memory"]
+
+    reply = api.call("PATCH", f"/memories/{memory['id']}", {"expected_version": 1, "value": None, "source_text": None})
+
+    assert reply.status == 200, reply.body
+    revised = reply.json()["memory"]
+    assert (revised["version"], revised["value"], revised["source_text"]) == (2, None, None)
+    assert revised["content"] == PREFERENCE["content"]
+
+
+def test_patch_body_is_checked_like_a_create_body(api, aws):
+    memory = api.call("POST", "/memories", PREFERENCE).json()["memory"]
+    before = memory_items(aws, memory["id"])
+    for raw, field in [
+        ('{"expected_version": 1, "value": {"n": %s}}' % HUGE_INT, "value.n"),
+        ('{"expected_version": 1, "confidence": NaN}', "confidence"),
+        ('{"expected_version": 1, "content": "a\\u0000"}', "content"),
+        ('{"expected_version": 1, "tags": ["ok", "\\u0007"]}', "tags.1"),
+        ('{"expected_version": %s, "content": "x"}' % HUGE_INT, "expected_version"),
+    ]:
+        reply = api.call("PATCH", f"/memories/{memory['id']}", raw=raw)
+        assert reply.status == 400 and reply.json()["field"] == field, (raw[:60], reply.json())
+    assert memory_items(aws, memory["id"]) == before
+
+
+def _event_with_headers(headers: list[tuple[str, str]]) -> dict:
+    """A REST proxy event for GET /memories as API Gateway builds it: every value of a repeated
+    header in multiValueHeaders, the last one in headers."""
+    from tests.support import load_event
+
+    event = load_event("memory_list.json")
+    del event["requestContext"]["authorizer"]
+    event["headers"], event["multiValueHeaders"] = {}, {}
+    for name, value in headers:
+        event["headers"][name] = value
+        event["multiValueHeaders"].setdefault(name, []).append(value)
+    return event
+
+
+@pytest.mark.parametrize(
+    ("headers", "field"),
+    [
+        ([("X-Memtool-Tenant", "acme"), ("X-Memtool-Tenant", "evil"), ("X-Memtool-User", "li")], "X-Memtool-Tenant"),
+        ([("X-Memtool-Tenant", "acme"), ("X-Memtool-User", "li"), ("x-memtool-user", "root")], "X-Memtool-User"),
+        (
+            [("X-Memtool-Tenant", "acme"), ("X-Memtool-User", "li"), ("X-Memtool-Roles", "reader"), ("X-Memtool-Roles", "admin")],
+            "X-Memtool-Roles",
+        ),
+    ],
+)
+def test_an_identity_header_sent_twice_is_a_400_never_last_one_wins(aws, headers, field):
+    from memtool.runtime.handlers import function_handler
+    from memtool.runtime.lambda_context import LocalLambdaContext
+
+    from tests.support import ROOT
+
+    reply = function_handler(ROOT, "memory_write")(_event_with_headers(headers), LocalLambdaContext())
+
+    assert reply["statusCode"] == 400, reply
+    assert json.loads(reply["body"])["field"] == field
+
+
+def test_duplicate_headers_through_the_local_gateway_are_refused_before_any_write(api, aws):
+    headers = [
+        ("X-Memtool-Tenant", api.tenant),
+        ("X-Memtool-User", "li"),
+        ("X-Memtool-Roles", "reader"),
+        ("X-Memtool-Roles", "curator"),
+        ("Content-Type", "application/json"),
+    ]
+    body = json.dumps({"kind": "knowledge", "content": "净收入 = ...", "scope": "tenant"}, ensure_ascii=False)
+
+    reply = api.gateway.invoke("POST", "/memories", headers=headers, body=body)
+
+    assert reply.status == 400 and reply.json()["field"] == "X-Memtool-Roles", reply.body
+    assert memory_items(aws) == []
+
+
+def test_an_idempotency_key_sent_twice_is_a_400(api, aws):
+    headers = [
+        ("X-Memtool-Tenant", api.tenant),
+        ("X-Memtool-User", "li"),
+        ("Idempotency-Key", "client-req-0001"),
+        ("Idempotency-Key", "client-req-0002"),
+    ]
+    reply = api.gateway.invoke("POST", "/memories", headers=headers, body=json.dumps({"kind": "episodic", "content": "x"}))
+
+    assert reply.status == 400 and reply.json()["field"] == "Idempotency-Key", reply.body
+    assert memory_items(aws) == []
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/x-www-form-urlencoded", "text/plain", "multipart/form-data", None]
+)
+def test_the_body_is_read_as_json_whatever_the_content_type_says(api, aws, content_type):
+    headers = {"Content-Type": content_type} if content_type else {"Content-Type": ""}
+
+    created = api.call("POST", "/memories", {"kind": "episodic", "content": "curl -d 发的"}, headers=headers)
+    broken = api.call("POST", "/memories", raw="kind=episodic&content=x", headers=headers)
+
+    assert created.status == 201, created.body
+    assert broken.status == 400 and broken.json()["field"] == "body", broken.body
+    assert [i["content"] for i in api.call("GET", "/memories").json()["items"]] == ["curl -d 发的"]
+
+
+def test_a_base64_body_that_is_not_utf8_is_a_400(aws):
+    import base64
+
+    from memtool.runtime.handlers import function_handler
+    from memtool.runtime.lambda_context import LocalLambdaContext
+
+    from tests.support import ROOT
+
+    event = _event_with_headers([("X-Memtool-Tenant", "acme"), ("X-Memtool-User", "li")])
+    event.update(httpMethod="POST", queryStringParameters=None, multiValueQueryStringParameters=None)
+    event["body"] = base64.b64encode(b'{"kind": "episodic", "content": "\xff\xfe"}').decode()
+    event["isBase64Encoded"] = True
+
+    reply = function_handler(ROOT, "memory_write")(event, LocalLambdaContext())
+
+    assert reply["statusCode"] == 400 and json.loads(reply["body"])["field"] == "body", reply
+    assert memory_items(aws) == []
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ({"q": "净收入\x00"}, "q"),
+        ({"q": "净收入", "route": "drop_tables"}, "route"),
+        ({"q": ""}, "q"),
+    ],
+)
+def test_search_parameters_are_checked(api, aws, query, field):
+    reply = api.call("GET", "/memories/search", query=query)
+    assert reply.status == 400 and reply.json()["field"] == field, reply.body
+
+
+@pytest.mark.parametrize("memory_id", ["a,b", "x" * 200, "mem~1"])
+def test_memory_ids_that_cannot_exist_are_refused_before_the_store(api, aws, memory_id):
+    for method in ("GET", "DELETE"):
+        reply = api.call(method, f"/memories/{memory_id}")
+        assert reply.status == 400 and reply.json()["field"] == "id", reply.body
+
+
+def test_a_read_keeps_every_field_of_the_memory_and_adds_history_only_when_asked(api, aws):
+    memory = api.call("POST", "/memories", {"kind": "episodic", "content": "no key, no value"}).json()["memory"]
+
+    read = api.call("GET", f"/memories/{memory['id']}").json()
+
+    assert set(read) == {"memory"}
+    assert read["memory"] == memory | {"index_state": read["memory"]["index_state"]}
+    assert (read["memory"]["key"], read["memory"]["value"], read["memory"]["source_text"]) == (None, None, None)
+    assert [h["version"] for h in api.call("GET", f"/memories/{memory['id']}", query={"history": "true"}).json()["history"]] == [1]
+
+
+def test_an_unknown_query_parameter_is_a_400_not_ignored(api, aws):
+    api.call("POST", "/memories", PREFERENCE)
+    reply = api.call("GET", "/memories", query={"knid": "episodic"})
+    assert reply.status == 400 and reply.json() == {
+        "error": "validation_error",
+        "message": "unknown query parameter",
+        "field": "knid",
+    }
+    assert api.call("GET", "/memories", query={"limit": "1"}).status == 200

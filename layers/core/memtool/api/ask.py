@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import BaseModel, ConfigDict, Field
 
+from memtool.api.limits import Question
+from memtool.api.memories import SessionId
 from memtool.planning.plan import Route
 
 
@@ -21,13 +23,26 @@ class AskConditions(BaseModel):
 class AskBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    question: StrictStr = Field(min_length=1, max_length=2000)
-    session_id: StrictStr | None = Field(None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:\-]+$")
+    question: Question
+    session_id: SessionId | None = None
     route: Route | None = None
     conditions: AskConditions = Field(default_factory=AskConditions)
 
 
+class AskError(BaseModel):
+    """Why an ask failed, in words a caller can act on; never a stack trace."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+    error: str = Field(description="a stable code")
+    message: str = Field(description="what went wrong, for a person")
+    step: str | None = Field(None, description="the AskFlow step that failed, when one did")
+
+
 class AskAnswer(BaseModel):
+    # Every field is in every answer, defaults included: the OpenAPI document says so.
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
     episode_id: str
     route: str | None
     status: Literal["answered", "needs_clarification", "failed"]
@@ -44,5 +59,5 @@ class AskAnswer(BaseModel):
     recall_coverage: dict[str, Any] | None = None
     clarification: dict[str, Any] | None = None
     notes: list[str] = Field(default_factory=list)
-    error: dict[str, Any] | None = None
+    error: AskError | None = None
     timings: dict[str, float] = Field(default_factory=dict)

@@ -1,11 +1,11 @@
-"""Domain errors and pydantic failures as HTTP responses, in one place."""
+"""Domain errors and validation failures as HTTP statuses and bodies, in one place."""
 
 from __future__ import annotations
 
-import json
-from typing import Any, TypeVar
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from memtool.errors import (
     Forbidden,
@@ -28,7 +28,19 @@ STATUS_BY_ERROR: dict[type[MemtoolError], int] = {
     NotImplementedYet: 501,
 }
 
-Model = TypeVar("Model", bound=BaseModel)
+# Where a validation error happened, as Powertools reports it; the field name follows.
+_LOCATIONS = ("body", "query", "path", "header", "cookie")
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx/5xx answer: a stable code, a message a person can act on, and the field at fault."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    error: str = Field(description="stable code: validation_error, unauthenticated, forbidden, not_found, …")
+    message: str
+    field: str | None = Field(None, description="the field, parameter or header that is wrong")
+    current_version: int | None = Field(None, description="version_conflict only: the version to retry with")
 
 
 def status_for(error: MemtoolError) -> int:
@@ -38,34 +50,24 @@ def status_for(error: MemtoolError) -> int:
     return 500
 
 
-def parse_json_body(raw: str | None, *, max_bytes: int = 64 * 1024) -> Any:
-    if raw is None or raw.strip() == "":
-        raise ValidationFailed("request body is required", field="body")
-    if len(raw.encode("utf-8")) > max_bytes:
-        raise ValidationFailed(f"request body is larger than {max_bytes} bytes", field="body")
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ValidationFailed(f"request body is not valid JSON: {exc.msg} at position {exc.pos}", field="body") from exc
+def validation_failed(errors: Sequence[Mapping[str, Any]], *, prefix: str | None = None) -> ValidationFailed:
+    """The first pydantic (or Powertools request validation) error as a ValidationFailed on its field."""
+    if not errors:
+        return ValidationFailed("request is not valid", field=prefix or "body")
+    first = errors[0]
+    loc = [str(part) for part in first.get("loc", ()) if part != "__root__"]
+    where = loc.pop(0) if loc and loc[0] in _LOCATIONS else None
+    field = ".".join(p for p in (prefix, *loc) if p) or (prefix or where or "body")
+    return ValidationFailed(_message(first, where, loc), field=field)
 
 
-def parse_model(model: type[Model], data: Any, *, prefix: str | None = None) -> Model:
-    """Validate ``data`` as ``model``; the first error names the field that is wrong."""
-    if not isinstance(data, dict):
-        raise ValidationFailed("must be a JSON object", field=prefix or "body")
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise validation_failed(exc, prefix=prefix) from exc
-
-
-def validation_failed(exc: ValidationError, *, prefix: str | None = None) -> ValidationFailed:
-    first = exc.errors(include_url=False)[0]
-    loc = ".".join(str(part) for part in first["loc"] if part != "__root__")
-    field = ".".join(p for p in (prefix, loc) if p) or (prefix or "body")
-    message = first["msg"]
-    if first["type"] == "extra_forbidden":
-        message = "unknown field"
-    elif first["type"] == "missing":
-        message = "field required"
-    return ValidationFailed(message, field=field)
+def _message(error: Mapping[str, Any], where: str | None, loc: Iterable[str]) -> str:
+    kind = error.get("type")
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "missing":
+        return "request body is required" if where == "body" and not list(loc) else "field required"
+    if kind == "value_error":
+        # Our own validators raise ValueError("…"); pydantic prefixes "Value error, ".
+        return str((error.get("ctx") or {}).get("error") or error.get("msg"))
+    return str(error.get("msg") or "is not valid")

@@ -7,30 +7,33 @@ first response, and reusing a key for a different request is refused.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from functools import lru_cache
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from memtool.api.identity import Identity
+from memtool.api.identity import Identity, single_header
 from memtool.errors import IdempotencyMismatch, ValidationFailed, VersionConflict
 
 IDEMPOTENCY_HEADER = "idempotency-key"
-_KEY = re.compile(r"^[A-Za-z0-9_.:\-]{8,128}$")
+IDEMPOTENCY_HEADER_NAME = "Idempotency-Key"
+KEY_PATTERN = r"^[A-Za-z0-9_.:\-]{8,128}$"
+_KEY = re.compile(KEY_PATTERN)
 
 Outcome = dict[str, Any]  # {"status_code": int, "body": JSON or None}
 
 
-def idempotency_key(headers: dict[str, str] | None) -> str | None:
-    for name, value in (headers or {}).items():
-        if name.lower() == IDEMPOTENCY_HEADER:
-            if not isinstance(value, str) or not _KEY.match(value):
-                raise ValidationFailed("must be 8-128 characters of letters, digits, '_', '.', ':' or '-'", field="Idempotency-Key")
-            return value
-    return None
+def idempotency_key(event: Mapping[str, Any]) -> str | None:
+    """The request's Idempotency-Key header (sent at most once), or None."""
+    value = single_header(event, IDEMPOTENCY_HEADER, IDEMPOTENCY_HEADER_NAME)
+    if value is not None and not _KEY.fullmatch(value):
+        raise ValidationFailed(
+            "must be 8-128 characters of letters, digits, '_', '.', ':' or '-'", field=IDEMPOTENCY_HEADER_NAME
+        )
+    return value
 
 
-@lru_cache(maxsize=1)
 def _config(ttl_seconds: int):  # -> IdempotencyConfig
+    """A config per request: it carries the request's Lambda context (its deadline bounds the
+    in-progress record), and the local server runs requests on threads side by side."""
     from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
     return IdempotencyConfig(

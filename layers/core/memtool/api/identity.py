@@ -11,17 +11,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from memtool.errors import Unauthenticated
+from memtool.errors import Unauthenticated, ValidationFailed
 from memtool.runtime.settings import Settings
 
 # '#' separates key parts in the memory table, so identifiers may never contain it.
-_IDENTIFIER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:\-]{0,127}$")
+IDENTIFIER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.@:\-]{0,127}$"
+_IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 
 TENANT_HEADER = "x-memtool-tenant"
 USER_HEADER = "x-memtool-user"
 ROLES_HEADER = "x-memtool-roles"
 
 CURATOR_ROLES = frozenset({"admin", "curator"})
+
+# How each header is named in errors and in the OpenAPI document.
+HEADER_NAMES = {TENANT_HEADER: "X-Memtool-Tenant", USER_HEADER: "X-Memtool-User", ROLES_HEADER: "X-Memtool-Roles"}
 
 
 @dataclass(frozen=True)
@@ -40,9 +44,28 @@ def identity_from_event(event: Mapping[str, Any], settings: Settings) -> Identit
     if claims:
         return _checked(claims.get(settings.tenant_claim), claims.get("sub"), _roles(claims.get(settings.roles_claim)))
     if settings.is_local:
-        headers = {k.lower(): v for k, v in (event.get("headers") or {}).items() if v is not None}
-        return _checked(headers.get(TENANT_HEADER), headers.get(USER_HEADER), _roles(headers.get(ROLES_HEADER)))
+        return _checked(
+            single_header(event, TENANT_HEADER, HEADER_NAMES[TENANT_HEADER]),
+            single_header(event, USER_HEADER, HEADER_NAMES[USER_HEADER]),
+            _roles(single_header(event, ROLES_HEADER, HEADER_NAMES[ROLES_HEADER])),
+        )
     raise Unauthenticated("no authorizer claims on the request", field="authorization")
+
+
+def single_header(event: Mapping[str, Any], name: str, display_name: str) -> str | None:
+    """The one value of header ``name`` (any case), or None; sent twice it is a 400, never "last wins".
+
+    A REST proxy event keeps every value in ``multiValueHeaders`` and only the last in ``headers``.
+    """
+    values: list[Any] = []
+    for key, sent in (event.get("multiValueHeaders") or {}).items():
+        if key.lower() == name:
+            values.extend(v for v in (sent if isinstance(sent, list) else [sent]) if v is not None)
+    if not values:  # events without multiValueHeaders (hand-written ones, other proxies)
+        values = [v for k, v in (event.get("headers") or {}).items() if k.lower() == name and v is not None]
+    if len(values) > 1:
+        raise ValidationFailed(f"sent {len(values)} times; send it once", field=display_name)
+    return str(values[0]) if values else None
 
 
 def _roles(raw: Any) -> frozenset[str]:
@@ -60,6 +83,6 @@ def _checked(tenant: Any, user: Any, roles: frozenset[str]) -> Identity:
     if not user:
         raise Unauthenticated("the caller has no user id", field="user")
     for name, value in (("tenant", tenant), ("user", user)):
-        if not isinstance(value, str) or not _IDENTIFIER.match(value):
+        if not isinstance(value, str) or not _IDENTIFIER.fullmatch(value):
             raise Unauthenticated(f"{name} identifier is malformed", field=name)
     return Identity(tenant=tenant, user=user, roles=roles)

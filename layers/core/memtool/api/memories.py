@@ -1,18 +1,27 @@
-"""Bodies and views of the memory API (POST/GET/PATCH/DELETE /memories)."""
+"""Bodies, parameters and answers of the memory API (POST/GET/PATCH/DELETE /memories)."""
 
 from __future__ import annotations
 
 import re
 from typing import Annotated, Any
 
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
+from memtool.api.limits import JsonValue, PlainText
 from memtool.memory.records import MemoryKind, MemoryRecord, MemoryScope, MemoryStatus, SourceRef, Trigger
+from memtool.planning.plan import Route
 
 _KEY = re.compile(r"^[^\s#]{1,200}$")
+# Ids, sessions and episodes travel inside table keys, where '#' separates the parts.
+ID_PATTERN = r"^[A-Za-z0-9_.:\-]{1,128}$"
+MAX_VERSION = 2**31 - 1
 
-Confidence = Annotated[float, Field(ge=0.0, le=1.0)]
-Tag = Annotated[str, Field(min_length=1, max_length=64)]
+Confidence = Annotated[float, Field(ge=0.0, le=1.0, strict=True)]
+Tag = Annotated[PlainText, Field(min_length=1, max_length=64)]
+# The id pattern leaves no room for control characters, so these need no PlainText check.
+Identifier = Annotated[StrictStr, Field(pattern=ID_PATTERN)]
+SessionId = Identifier
 
 
 class _Body(BaseModel):
@@ -21,61 +30,166 @@ class _Body(BaseModel):
 
 class ProvenanceIn(_Body):
     trigger: Trigger = Trigger.EXPLICIT
-    episode_id: StrictStr | None = Field(None, max_length=128)
+    episode_id: Identifier | None = None
     sources: list[SourceRef] = Field(default_factory=list, max_length=50)
+
+    @field_validator("sources")
+    @classmethod
+    def _source_shape(cls, sources: list[SourceRef]) -> list[SourceRef]:
+        for source in sources:
+            if not re.fullmatch(ID_PATTERN, source.id):
+                raise ValueError("source ids are 1-128 letters, digits, '_', '.', ':' or '-'")
+            if source.version is not None and not 1 <= source.version <= MAX_VERSION:
+                raise ValueError("source versions start at 1")
+        return sources
 
 
 class CreateMemoryBody(_Body):
     kind: MemoryKind
-    content: StrictStr = Field(min_length=1)
-    key: StrictStr | None = None
-    value: Any = None
-    source_text: StrictStr | None = None
+    content: PlainText = Field(min_length=1)
+    key: PlainText | None = Field(None, description="slot name: 1-200 characters without spaces or '#'")
+    value: JsonValue = None
+    source_text: PlainText | None = None
     scope: MemoryScope | None = None
     confidence: Confidence = 1.0
-    session_id: StrictStr | None = Field(None, min_length=1, max_length=128)
+    session_id: SessionId | None = None
     tags: list[Tag] = Field(default_factory=list, max_length=20)
     provenance: ProvenanceIn = Field(default_factory=ProvenanceIn)
 
     @field_validator("key")
     @classmethod
     def _key_shape(cls, key: str | None) -> str | None:
-        if key is not None and not _KEY.match(key):
+        if key is not None and not _KEY.fullmatch(key):
             raise ValueError("must be 1-200 characters without spaces or '#'")
         return key
 
 
+def _omittable(**constraints: Any) -> Any:
+    """A field that may be left out but not sent as null: typed without None, defaulting to None."""
+
+    def no_default(schema: dict[str, Any]) -> None:
+        schema.pop("default", None)
+
+    return Field(None, json_schema_extra=no_default, **constraints)
+
+
 class PatchMemoryBody(_Body):
-    expected_version: int = Field(ge=1, strict=True)
-    content: StrictStr | None = Field(None, min_length=1)
-    value: Any = None
-    source_text: StrictStr | None = None
-    status: MemoryStatus | None = None
-    confidence: Confidence | None = None
-    tags: list[Tag] | None = Field(None, max_length=20)
+    """Omitting a field keeps it. ``null`` clears ``value`` and ``source_text``; for the fields a
+    memory always has (content, status, confidence, tags) ``null`` is refused, never read as "keep"."""
+
+    expected_version: int = Field(ge=1, le=MAX_VERSION, strict=True)
+    content: PlainText = _omittable(min_length=1)
+    value: JsonValue = None
+    source_text: PlainText | None = None
+    status: MemoryStatus = _omittable()
+    confidence: Confidence = _omittable()
+    tags: list[Tag] = _omittable(max_length=20)
 
 
 class ListMemoriesQuery(_Body):
     kind: MemoryKind | None = None
     status: MemoryStatus | None = None
     scope: MemoryScope = MemoryScope.USER
-    cursor: StrictStr | None = Field(None, max_length=2048)
+    cursor: PlainText | None = Field(None, max_length=2048)
     limit: int = Field(20, ge=1, le=100)
 
 
-class SearchMemoriesQuery(_Body):
-    q: StrictStr = Field(min_length=1, max_length=2000)
-    route: StrictStr = "nl2sql_query"
-    tools: StrictStr | None = Field(None, max_length=500, description="comma-separated tool names")
+# ---- parameters, as the routes declare them (Powertools validates and documents them) ---------
 
-    @property
-    def tool_names(self) -> tuple[str, ...]:
-        return tuple(t.strip() for t in (self.tools or "").split(",") if t.strip())
+MemoryIdParam = Annotated[str, Path(pattern=ID_PATTERN, description="the memory's id")]
+KindParam = Annotated[MemoryKind | None, Query(description="only memories of this kind")]
+StatusParam = Annotated[MemoryStatus | None, Query(description="only memories in this status")]
+ScopeParam = Annotated[MemoryScope, Query(description="user: the caller's own; tenant: shared ones")]
+CursorParam = Annotated[
+    PlainText | None, Query(max_length=2048, description="next_cursor of the previous page (opaque)")
+]
+LimitParam = Annotated[int, Query(ge=1, le=100, description="page size")]
+SearchTextParam = Annotated[PlainText, Query(min_length=1, max_length=2000, description="the text to recall for")]
+RouteParam = Annotated[Route, Query(description="the ask route whose budgets apply")]
+ToolsParam = Annotated[PlainText | None, Query(max_length=500, description="comma-separated tool names")]
+VersionParam = Annotated[int | None, Query(ge=1, le=MAX_VERSION, description="that version instead of the current one")]
+HistoryParam = Annotated[bool, Query(description="also return every version")]
 
 
-class GetMemoryQuery(_Body):
-    version: int | None = Field(None, ge=1)
-    history: bool = False
+def tool_names(tools: str | None) -> tuple[str, ...]:
+    return tuple(t.strip() for t in (tools or "").split(",") if t.strip())
+
+
+# ---- answers ---------------------------------------------------------------------------------
+
+
+class _Answer(BaseModel):
+    # Every field is in every answer, defaults included: the document says so.
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+
+class SupersededView(_Answer):
+    version: int
+    content: str
+
+
+class MemoryWritten(_Answer):
+    """POST /memories: the stored version and what it replaced."""
+
+    memory: MemoryRecord
+    created: bool
+    unchanged: bool
+    superseded: SupersededView | None
+    redactions: dict[str, int]
+
+
+class MemoryRevised(_Answer):
+    """PATCH /memories/{id}: the new version."""
+
+    memory: MemoryRecord
+    previous_version: int | None
+    redactions: dict[str, int]
+
+
+class MemoryListing(_Answer):
+    items: list[MemoryRecord]
+    next_cursor: str | None
+
+
+class MemoryRead(BaseModel):
+    """GET /memories/{id}: ``history`` only when asked for."""
+
+    memory: MemoryRecord
+    history: list[MemoryRecord] | None = Field(None, description="every version, oldest first (?history=true)")
+
+
+class RecalledView(_Answer):
+    memory: MemoryRecord
+    score: float
+    parts: dict[str, float] = Field(description="relevance, decay, credit, recency, tool_match")
+    cosine: float | None
+    refreshed: bool = Field(description="the index held an older version; this is the record as it is now")
+
+
+class RecallCoverageView(_Answer):
+    """What recall looked at; fields the recall adds later pass through until documented here."""
+
+    model_config = ConfigDict(extra="allow", json_schema_serialization_defaults_required=True)
+
+    route: str
+    budgets: dict[str, int]
+    embedder: str
+    index_available: bool
+    fallback: str | None
+    reason: str | None
+    candidates_seen: int
+    returned: int
+    stale_refreshed: int
+    dropped: dict[str, int]
+    skipped_undecodable: int = Field(0, description="stored records that could not be read and were left out")
+    skipped_ids: list[str] = Field(default_factory=list, description="their ids")
+
+
+class RecallView(_Answer):
+    """GET /memories/search: recall as the ask flow sees it."""
+
+    items: list[RecalledView]
+    coverage: RecallCoverageView
 
 
 def memory_view(record: MemoryRecord) -> dict[str, Any]:
@@ -84,16 +198,17 @@ def memory_view(record: MemoryRecord) -> dict[str, Any]:
 
 def recall_view(result: Any) -> dict[str, Any]:
     """A RecallResult as JSON: each memory with its score and the parts it is made of."""
-    return {
-        "items": [
-            {
-                "memory": memory_view(m.record),
-                "score": round(m.score, 6),
-                "parts": {k: round(v, 6) for k, v in vars(m.parts).items()},
-                "cosine": None if m.cosine is None else round(m.cosine, 6),
-                "refreshed": m.refreshed,
-            }
+    view = RecallView(
+        items=[
+            RecalledView(
+                memory=m.record,
+                score=round(m.score, 6),
+                parts={k: round(v, 6) for k, v in vars(m.parts).items()},
+                cosine=None if m.cosine is None else round(m.cosine, 6),
+                refreshed=m.refreshed,
+            )
             for m in result.memories
         ],
-        "coverage": result.coverage.as_dict(),
-    }
+        coverage=RecallCoverageView.model_validate(result.coverage.as_dict()),
+    )
+    return view.model_dump(mode="json")
