@@ -232,7 +232,7 @@ def main() -> int:
         f"| RSS after 200 operations (warm) | {(warm_rss or 0):.0f} MB | |",
         f"| RSS at the end of the load | {end_rss:.0f} MB | |",
         f"| RSS growth over the load (from start / from warm) | {growth_from_start:.0f} MB / {growth_from_warm:.0f} MB | < 150 MB |",
-        f"| RSS after the 10k fill | {final_rss:.0f} MB | |",
+        f"| RSS after filling to {args.large:,} memories | {final_rss:.0f} MB | |",
         f"| write p50 at ~100 memories | {small:.2f} ms | |",
         f"| write p50 at ~{args.large:,} memories | {large:.2f} ms | |",
         f"| ratio | {large / small:.2f}× | ≤ 1.5× |",

@@ -8,6 +8,9 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+# moto's botocore hook must be registered before the process's one boto3 session (runtime/aws.py)
+# exists, or that session's clients would bypass moto.
+import moto.core.models  # noqa: F401
 import pytest
 
 from memtool.runtime import container

@@ -47,7 +47,7 @@ def drain(aws, request: pytest.FixtureRequest):
         return request.getfixturevalue("stream_drain")
     from memtool.runtime.outbox_drain import OutboxDrainer
 
-    return OutboxDrainer(store=container.memory_store(), indexer=container.memory_indexer, now=lambda: container.clock().now())
+    return OutboxDrainer(store=container.memory_store, indexer=container.memory_indexer, now=lambda: container.clock().now())
 
 
 def remember(api: Api, body: dict[str, Any], roles: str | None = None) -> dict:

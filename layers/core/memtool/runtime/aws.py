@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from memtool.runtime.settings import Settings
+
+# One boto3 session per process: a session loads and caches the service models, which is most of
+# the cost of a client (a quarter of a second each). Sessions are not thread-safe, so clients
+# are made under a lock; the clients themselves are.
+_session: Any = None
+_session_lock = threading.Lock()
 
 
 # Error codes Bedrock returns for conditions that pass on their own; everything else
@@ -25,18 +32,22 @@ def client(service: str, settings: Settings, *, max_attempts: int = 5) -> Any:
     import boto3
     from botocore.config import Config
 
-    return boto3.session.Session().client(
-        service,
-        region_name=settings.region,
-        endpoint_url=settings.aws_endpoint_url,
-        aws_access_key_id=settings.aws_access_key_id,
-        aws_secret_access_key=settings.aws_secret_access_key,
-        config=Config(
-            retries={"mode": "standard", "total_max_attempts": max_attempts},
-            connect_timeout=3,
-            read_timeout=10,
-            # moto (in-process and server mode) answers only on regional endpoints, not on the
-            # account-id endpoints newer botocore picks for DynamoDB and its streams.
-            account_id_endpoint_mode="disabled" if settings.is_local else "preferred",
-        ),
-    )
+    global _session
+    with _session_lock:
+        if _session is None:
+            _session = boto3.session.Session()
+        return _session.client(
+            service,
+            region_name=settings.region,
+            endpoint_url=settings.aws_endpoint_url,
+            aws_access_key_id=settings.aws_access_key_id,
+            aws_secret_access_key=settings.aws_secret_access_key,
+            config=Config(
+                retries={"mode": "standard", "total_max_attempts": max_attempts},
+                connect_timeout=3,
+                read_timeout=10,
+                # moto (in-process and server mode) answers only on regional endpoints, not on the
+                # account-id endpoints newer botocore picks for DynamoDB and its streams.
+                account_id_endpoint_mode="disabled" if settings.is_local else "preferred",
+            ),
+        )

@@ -153,7 +153,7 @@ class LocalRuntime:
         # What a previous run (or a crash) left undelivered is delivered first, in order.
         self.loaded = {"pending_changes": store.outbox_stats(container.clock().now()).pending}
         drainer = OutboxDrainer(
-            store=store,  # type: ignore[arg-type]
+            store=container.memory_store,  # type: ignore[arg-type]
             indexer=container.memory_indexer,
             now=lambda: container.clock().now(),
             max_attempts=self.settings.indexer_max_attempts,

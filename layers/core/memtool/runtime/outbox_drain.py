@@ -29,8 +29,10 @@ logger = logging.getLogger("memtool.indexer")
 
 @dataclass
 class OutboxDrainer:
-    store: SQLiteMemoryStore
-    indexer: Callable[[], MemoryIndexer]  # built lazily: the index opens on first use
+    # Both are asked for at every round, not captured: the container may rebuild them (a reset
+    # closes the store it built), and the drain must follow.
+    store: Callable[[], SQLiteMemoryStore]
+    indexer: Callable[[], MemoryIndexer]
     now: Callable[[], datetime]
     batch_size: int = 100
     max_attempts: int = 5
@@ -44,8 +46,9 @@ class OutboxDrainer:
         taken = 0
         batches = 0
         with self._lock:
+            store = self.store()
             while max_batches is None or batches < max_batches:
-                batch = self.store.outbox_batch(limit=self.batch_size)
+                batch = store.outbox_batch(limit=self.batch_size)
                 if not batch:
                     break
                 batches += 1
@@ -65,7 +68,7 @@ class OutboxDrainer:
                         failed_now += 1
                         self.failed_attempts += 1
                         self.last_error = f"{type(exc).__name__}: {str(exc)[:200]}"
-                        dead = self.store.outbox_failed(entry.seq, self.last_error, self.max_attempts)
+                        dead = store.outbox_failed(entry.seq, self.last_error, self.max_attempts)
                         logger.warning(
                             "indexing change %s failed (attempt %s%s): %s",
                             entry.seq,
@@ -75,7 +78,7 @@ class OutboxDrainer:
                         )
                         continue
                     done.append(entry.seq)
-                self.store.outbox_done(done)
+                store.outbox_done(done)
                 self.delivered += len(done)
                 taken += len(done)
                 if failed_now:
@@ -83,7 +86,7 @@ class OutboxDrainer:
         return taken
 
     def stats(self) -> dict[str, Any]:
-        outbox = self.store.outbox_stats(self.now())
+        outbox = self.store().outbox_stats(self.now())
         return {
             "delivered": self.delivered,
             "pending": outbox.pending,
