@@ -79,10 +79,25 @@ def install_in_process_lambdas(handlers: dict[str, Any]) -> None:
 
 
 def enable_execution_in_moto() -> None:
-    """Make moto's Step Functions backend execute definitions (in this process)."""
+    """Make moto's Step Functions backend execute definitions (in this process), and fast."""
     from moto.core.config import default_user_config
 
     default_user_config["stepfunctions"] = {"execute_state_machine": True}
+    _cache_json_path_parsing()
+
+
+def _cache_json_path_parsing() -> None:
+    """moto's engine parses every InputPath/ResultPath/Parameters path at every state of every
+    execution, and jsonpath_ng builds a new LR parser (its yacc tables) for each parse: most of
+    an ask's CPU went there. Parsed paths are immutable; parse each distinct one once."""
+    from functools import lru_cache
+
+    from moto.stepfunctions.parser.asl.component.common.path import result_path
+    from moto.stepfunctions.parser.asl.utils import json_path
+
+    for module in (json_path, result_path):
+        if not hasattr(module.parse, "cache_info"):
+            module.parse = lru_cache(maxsize=1024)(module.parse)
 
 
 def render_definition(template: dict[str, Any], root: Path, machine: str) -> tuple[str, str]:
@@ -101,6 +116,12 @@ class _ExecutionLog(list):
 
     def __deepcopy__(self, memo: dict[int, Any]) -> _ExecutionLog:
         return _ExecutionLog()
+
+
+def _running(execution_arn: str) -> bool:
+    from moto.stepfunctions.responses import get_backend
+
+    return get_backend(ACCOUNT, REGION).describe_execution(execution_arn).status == "RUNNING"
 
 
 def _forget_execution(machine_arn: str, execution_arn: str) -> None:
@@ -158,15 +179,16 @@ class LocalFlowRunner:
             input=json.dumps(execution_input, ensure_ascii=False),
         )["executionArn"]
         deadline = time.monotonic() + timeout_seconds
-        while True:
-            described = self.sfn.describe_execution(executionArn=execution_arn)
-            if described["status"] != "RUNNING":
-                break
+        # Wait on the engine's own execution record (same process): polling DescribeExecution
+        # over HTTP cost more CPU than the steps themselves. The answer is then read once
+        # through the API, as a Step Functions client would.
+        while _running(execution_arn):
             if time.monotonic() > deadline:
                 self.sfn.stop_execution(executionArn=execution_arn, error="memtool.Timeout")
                 _forget_execution(machine_arn, execution_arn)
                 return FlowExecution("TIMED_OUT", None, "States.Timeout", "the local flow ran too long")
             time.sleep(self.poll_seconds)
+        described = self.sfn.describe_execution(executionArn=execution_arn)
         _forget_execution(machine_arn, execution_arn)
         output = json.loads(described["output"]) if described.get("output") else None
         return FlowExecution(
