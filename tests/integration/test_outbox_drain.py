@@ -21,17 +21,21 @@ NOW = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
 
 
 class FlakyIndexer:
-    """The real indexer, except that changes of the ids in ``failing`` raise (a broken index)."""
+    """The real indexer, except that changes of the ids in ``failing`` raise (a broken index),
+    forever or for the first ``times`` attempts."""
 
-    def __init__(self, real: MemoryIndexer, failing: set[str]) -> None:
+    def __init__(self, real: MemoryIndexer, failing: set[str], times: int | None = None) -> None:
         self.real = real
         self.failing = failing
+        self.times = times
         self.applied: list[str] = []
 
     def apply(self, change: StreamChange) -> str:
         image = change.new_image or change.old_image or {}
         memory_id = (image.get("record") or {}).get("id")
-        if memory_id in self.failing:
+        if memory_id in self.failing and (self.times is None or self.times > 0):
+            if self.times is not None:
+                self.times -= 1
             raise ConnectionError(f"index down for {memory_id}")
         self.applied.append(memory_id)
         return self.real.apply(change)
@@ -114,3 +118,23 @@ def test_the_background_drain_delivers_on_its_own_and_drains_on_stop(parts):
     memory_id = write(store, "left for the final drain")
     background.stop()  # the interval never elapsed: the stop's final drain delivered it
     assert store.get(LI, memory_id, NOW).index_state is IndexState.INDEXED
+
+
+def test_a_failed_change_holds_back_the_later_changes_of_its_memory(parts):
+    """Out of order, a retried INSERT after the REMOVE would put a forgotten memory back."""
+    from memtool.memory.records import MemoryPatch
+
+    store, index, embedder, indexer = parts
+    doomed = write(store, "forgotten words quokka")
+    other = write(store, "kept words quokka")
+    store.update(LI, doomed, MemoryPatch(content="forgotten words quokka v2"), expected_version=1, now=NOW)
+    store.forget(LI, doomed)
+    flaky = FlakyIndexer(indexer, failing={doomed}, times=1)  # the first delivery (INSERT) fails once
+    drainer = OutboxDrainer(store=lambda: store, indexer=lambda: flaky, now=lambda: NOW)
+
+    drainer.drain()  # INSERT fails: the MODIFY and REMOVE of that memory wait; the other memory flows
+    assert found(index, embedder, "quokka") == [other]
+    drainer.drain()  # INSERT, MODIFY, REMOVE in order
+
+    assert found(index, embedder, "quokka") == [other]
+    assert store.outbox_stats(NOW).pending == 0

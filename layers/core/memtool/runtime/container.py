@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from functools import lru_cache, wraps
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from memtool.runtime.clock import Clock, SystemClock
 from memtool.runtime.settings import get_settings

@@ -55,7 +55,13 @@ class OutboxDrainer:
                 indexer = self.indexer()
                 done: list[int] = []
                 failed_now = 0
+                held: set[tuple[str, str] | None] = set()
                 for entry in batch:
+                    memory = _memory_of(entry)
+                    if memory in held:
+                        # A memory's changes are applied in order: a MODIFY retried after a later
+                        # REMOVE would put a forgotten memory back into the index.
+                        continue
                     change = StreamChange(
                         event_name=entry.event_name,
                         new_image=entry.new_image,
@@ -64,7 +70,8 @@ class OutboxDrainer:
                     )
                     try:
                         indexer.apply(change)
-                    except Exception as exc:  # one bad change must not stop the others
+                    except Exception as exc:  # one bad change must not stop other memories' changes
+                        held.add(memory)
                         failed_now += 1
                         self.failed_attempts += 1
                         self.last_error = f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -95,6 +102,13 @@ class OutboxDrainer:
             "failed_attempts": self.failed_attempts,
             "last_error": self.last_error,
         }
+
+
+def _memory_of(entry: Any) -> tuple[str, str] | None:
+    """(tenant, memory id) of an outbox entry; None when its images name no record."""
+    record = ((entry.new_image or entry.old_image) or {}).get("record") or {}
+    tenant, memory_id = record.get("tenant"), record.get("id")
+    return (str(tenant), str(memory_id)) if tenant and memory_id else None
 
 
 @dataclass
@@ -133,6 +147,7 @@ class BackgroundOutboxDrain:
                 logger.warning("outbox drain failed: %s", message)
                 pause = min(self.max_pause, pause * 2)
                 continue
+            self.errors = []  # /health reports the feed failing only while it is
             failing = self.drainer.failed_attempts > failures_before
             pause = min(self.max_pause, pause * 2) if failing else self.interval
 
