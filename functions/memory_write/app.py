@@ -106,7 +106,7 @@ def list_memories(
 ):
     query = ListMemoriesQuery(kind=kind, status=status, scope=scope, cursor=cursor, limit=limit)
     page = container.memory_service().browse(caller(app), query)
-    listing = MemoryListing(items=page.items, next_cursor=page.next_cursor)
+    listing = MemoryListing(items=page.items, next_cursor=page.next_cursor, skipped=page.skipped)
     return json_response(200, listing.model_dump(mode="json"))
 
 

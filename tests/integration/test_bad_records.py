@@ -187,6 +187,7 @@ def test_listing_skips_an_undecodable_record_and_lists_the_rest(api, damaged_kno
 
     assert reply.status == 200, reply.body
     assert [m["id"] for m in reply.json()["items"]] == [good]
+    assert reply.json()["skipped"] == [bad]  # the answer says what it left out
     # the service hands the skipped id on with the page
     from memtool.api.identity import Identity
     from memtool.api.memories import ListMemoriesQuery
@@ -235,6 +236,7 @@ def test_an_ask_answers_past_an_undecodable_record_and_says_so(api, damaged_know
     assert answer["recall_coverage"]["skipped_undecodable"] == 1
     assert answer["recall_coverage"]["skipped_ids"] == [bad]
     assert f"skipped 1 memory that could not be read: {bad}" in answer["notes"]
+    assert len(answer["notes"]) == len(set(answer["notes"]))  # each note once
 
 
 @pytest.mark.parametrize(("kind", "key", "session"), [("profile", "display.chart", None), ("working", "session.s-9.turns", "s-9")])

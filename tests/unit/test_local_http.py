@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -173,3 +174,45 @@ def test_concurrent_invocations_get_their_own_warm_copy(tmp_path):
     assert len(results) == 6 and len(set(results)) == 6
     assert fleet.invoke(code, "app.lambda_handler", {}, None) in results
     assert fleet.warm() == {"fn.app.lambda_handler": 6}
+
+
+def test_a_client_trickling_its_request_is_cut_off_at_the_deadline(monkeypatch):
+    from memtool.runtime import local_api
+
+    monkeypatch.setattr(local_api._Handler, "request_deadline", 0.6)
+    recording = RecordingGateway()
+    http = serve_http(recording, "127.0.0.1", 0, workers=1, backlog=16)  # type: ignore[arg-type]
+    try:
+        port = http.server_address[1]
+        slow = socket.create_connection(("127.0.0.1", port), timeout=5)
+        started = time.monotonic()
+        slow.sendall(b"POST /memories HTTP/1.1\r\nHost: x\r\n")
+        # one byte at a time, each well within the per-read timeout, for longer than the deadline
+        try:
+            for byte in b"X-Slow: " + b"y" * 40:
+                slow.sendall(bytes([byte]))
+                time.sleep(0.05)
+        except OSError:
+            pass
+        # Then the only worker is free again for another client soon after the deadline
+        status, _ = raw_exchange(port, b"GET /memories HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert status == 200
+        assert time.monotonic() - started < 4
+        assert [call["method"] for call in recording.calls] == ["GET"]  # the slow one never reached a handler
+        slow.close()
+    finally:
+        http.stop()
+
+
+def test_a_stop_does_not_wait_for_an_idle_client_and_refuses_new_ones():
+    recording = RecordingGateway()
+    http = serve_http(recording, "127.0.0.1", 0, workers=2, backlog=16)  # type: ignore[arg-type]
+    port = http.server_address[1]
+    idle = socket.create_connection(("127.0.0.1", port), timeout=5)  # connects, sends nothing
+    time.sleep(0.2)
+    started = time.monotonic()
+    http.stop()
+    assert time.monotonic() - started < 5  # not the 30 s request deadline
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).sendall(b"GET / HTTP/1.1\r\n\r\n")
+    idle.close()

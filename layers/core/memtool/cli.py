@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -51,8 +52,15 @@ def serve(args: argparse.Namespace) -> int:
     )
     print("Press Ctrl-C to stop" + ("; every request is logged." if args.verbose else "; --verbose logs every request."), flush=True)
     stop = threading.Event()
+
+    def on_signal(*_: object) -> None:
+        if stop.is_set():  # a second Ctrl-C: leave now (every acknowledged write is committed)
+            print("\nstopping at once; undelivered index changes are delivered at the next start", flush=True)
+            os._exit(130)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     stop.wait()
     print("\nstopping: finishing requests in flight and indexing what is pending …", flush=True)
     runtime.stop()

@@ -149,6 +149,10 @@ class MemoryRevised(_Answer):
 class MemoryListing(_Answer):
     items: list[MemoryRecord]
     next_cursor: str | None
+    skipped: list[str] = Field(
+        default_factory=list,
+        description="ids of stored memories on this page that could not be read; an admin can delete them by id",
+    )
 
 
 class MemoryRead(BaseModel):

@@ -93,7 +93,7 @@ class AskService:
             memories_used=[m.model_dump() for m in state.memories_used],
             recall_coverage=state.recall_coverage,
             clarification=plan.get("clarification"),
-            notes=[*state.notes, *(plan.get("notes") or []), *guard_note],
+            notes=list(dict.fromkeys([*state.notes, *(plan.get("notes") or []), *guard_note])),  # once each
             error=error.model_dump() if error is not None else None,
             timings=timings,
         )

@@ -173,7 +173,38 @@ class _Handler(BaseHTTPRequestHandler):
     server: LocalHttpServer
     server_version = "memtool-local"
     sys_version = ""
-    timeout = 30  # seconds a client may take to send its request: a stalled one frees its worker
+    timeout = 30  # seconds one read may wait (the socket timeout)
+    request_deadline = 30.0  # seconds the whole request (line, headers, body) may take to arrive
+    _deadline: threading.Timer | None = None
+
+    def setup(self) -> None:
+        super().setup()
+        # A client that trickles its request a byte at a time would hold a worker forever with a
+        # per-read timeout alone: past the deadline its reading side is shut and it gets no more.
+        seconds = 1.0 if self.server.stopping else self.request_deadline
+        self._deadline = threading.Timer(seconds, self._stop_reading)
+        self._deadline.daemon = True
+        self._deadline.start()
+        self.server.reading(self.connection, True)
+
+    _expired = False
+
+    def _stop_reading(self) -> None:
+        self._expired = True  # whatever was read so far is a truncated request, never dispatched
+        try:
+            self.connection.shutdown(socket.SHUT_RD)
+        except OSError:
+            pass
+
+    def _request_read(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        self.server.reading(self.connection, False)
+
+    def finish(self) -> None:
+        self._request_read()
+        super().finish()
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass  # one access line per request is written by _send when verbose
@@ -223,12 +254,15 @@ class _Handler(BaseHTTPRequestHandler):
             if special is not None:
                 return ApiResponse(200, {"Content-Type": "application/json"}, json.dumps(special(), ensure_ascii=False))
             body = self._read_body(length)
+            self._request_read()
+            if self._expired:
+                raise TimeoutError("the request did not arrive before its deadline")
         except _BadRequest as bad:
             self.close_connection = True
             return bad.response
         except (TimeoutError, OSError):
             self.close_connection = True
-            return _error(408, "request_timeout", "the request body did not arrive in time", "body")
+            return _error(408, "request_timeout", "the request did not arrive in time", "body")
         try:
             return self.server.gateway.invoke(
                 self.command,
@@ -303,6 +337,17 @@ class LocalHttpServer(HTTPServer):
         self._stats_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="memtool-api")
         self._thread: threading.Thread | None = None
+        self.stopping = False
+        self._reading: set[socket.socket] = set()
+        self._reading_lock = threading.Lock()
+
+    def reading(self, connection: socket.socket, still: bool) -> None:
+        """Track connections whose request has not fully arrived (a stop cuts them short)."""
+        with self._reading_lock:
+            if still:
+                self._reading.add(connection)
+            else:
+                self._reading.discard(connection)
 
     def server_bind(self) -> None:
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -317,7 +362,8 @@ class LocalHttpServer(HTTPServer):
     def served(self, status: int) -> None:
         with self._stats_lock:
             self.stats.served += 1
-            self.stats.server_errors += int(status >= 500)
+            # 501 is a documented answer (a capability a later release fills), not a failure
+            self.stats.server_errors += int(status >= 500 and status != 501)
 
     # ---- the worker pool ----------------------------------------------------------------
 
@@ -344,12 +390,31 @@ class LocalHttpServer(HTTPServer):
         return self
 
     def stop(self) -> None:
-        """Stop accepting, finish every accepted request, then close the socket."""
-        self.shutdown()  # the accept loop ends; queued connections are still served below
+        """Stop accepting, finish every request that has arrived, then return.
+
+        The listening socket closes first, so a new client is refused at once instead of waiting
+        in the backlog; clients still sending their request get a second to finish; requests
+        being handled run to their answer.
+        """
+        self.stopping = True
+        self.shutdown()  # the accept loop ends
         if self._thread is not None:
             self._thread.join(timeout=10)
+        self.server_close()  # the listening socket: new connections are refused from here on
+        with self._reading_lock:
+            waiting = list(self._reading)
+        for connection in waiting:
+            timer = threading.Timer(1.0, _shut_reading, args=(connection,))
+            timer.daemon = True
+            timer.start()
         self._pool.shutdown(wait=True)
-        self.server_close()
+
+
+def _shut_reading(connection: socket.socket) -> None:
+    try:
+        connection.shutdown(socket.SHUT_RD)
+    except OSError:
+        pass
 
 
 def serve_http(
