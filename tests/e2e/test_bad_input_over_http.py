@@ -4,6 +4,7 @@ whole path a client takes: socket, HTTP parsing, the gateway, the handler, the s
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import uuid
@@ -34,6 +35,10 @@ def send(port: int, method: str, path: str, body: bytes | None, headers: list[tu
     return int(head.split(b" ", 2)[1]), (json.loads(rest) if rest else {})
 
 
+def crafted_cursor(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
 def test_every_bad_input_from_the_probes_is_a_4xx_naming_the_field_and_stores_nothing(tmp_path: Path, demo_warehouse, monkeypatch):
     monkeypatch.setenv("MEMTOOL_WAREHOUSE_PATH", str(demo_warehouse))
     monkeypatch.setenv("MEMTOOL_TODAY", "2026-11-29")
@@ -46,7 +51,7 @@ def test_every_bad_input_from_the_probes_is_a_4xx_naming_the_field_and_stores_no
         memory_id = created["memory"]["id"]
 
         def value_body(raw_value: str) -> bytes:
-            return ('{"kind": "knowledge", "content": "x", "value": ' + raw_value + "}").encode()
+            return ('{"kind": "episodic", "content": "x", "value": ' + raw_value + "}").encode()
 
         cases: list[tuple[str, str, str, bytes | None, list[tuple[str, str]], str]] = [
             ("null content in PATCH", "PATCH", f"/memories/{memory_id}", b'{"expected_version": 1, "content": null}', who, "content"),
@@ -63,6 +68,12 @@ def test_every_bad_input_from_the_probes_is_a_4xx_naming_the_field_and_stores_no
             ("a control character in value", "POST", "/memories", value_body('{"a": "\\u0007"}'), who, "value.a"),
             ("a whitespace-only question", "POST", "/ask", b'{"question": "   \\n\\t "}', who, "question"),
             ("a crafted cursor", "GET", "/memories?cursor=eyJwayI6eyJTIjoiVCNvdGhlciNPI2xpIn19", None, who, "cursor"),
+            ("a cursor with u beyond 64 bits", "GET", "/memories?kind=episodic&cursor=" + crafted_cursor(
+                '{"l":"T#' + tenant + '#O#li#K#episodic","i":"zzz","u":99999999999999999999999}'), None, who, "cursor"),
+            ("a cursor with a lone surrogate", "GET", "/memories?kind=episodic&cursor=" + crafted_cursor(
+                '{"l":"T#' + tenant + '#O#li#K#episodic","i":"\\ud800","u":1}'), None, who, "cursor"),
+            ("a DynamoDB cursor with a numeric sk", "GET", "/memories?kind=episodic&cursor=" + crafted_cursor(
+                '{"pk":{"S":"T#' + tenant + '#O#li"},"sk":5}'), None, who, "cursor"),
             ("a non-numeric Content-Length", "POST", "/memories", b"{}", [*who, ("Content-Length", "abc")], "Content-Length"),
             ("a negative Content-Length", "POST", "/memories", b"{}", [*who, ("Content-Length", "-1")], "Content-Length"),
             ("two tenant headers", "POST", "/memories", b'{"kind": "episodic", "content": "x"}', [("X-Memtool-Tenant", "other"), *who], "X-Memtool-Tenant"),

@@ -10,6 +10,8 @@ test_sqlite_store.py.
 
 from __future__ import annotations
 
+import base64
+import logging
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -439,6 +441,66 @@ def test_a_cursor_is_only_valid_in_the_listing_that_issued_it(store, clock):
         assert refused.value.field == "cursor"
 
 
+def b64(text: str) -> str:
+    """A cursor as a client could craft it: URL-safe base64 of any text, unpadded."""
+    return base64.urlsafe_b64encode(text.encode("utf-8", "surrogatepass")).decode().rstrip("=")
+
+
+# Cursors that decode (base64, JSON) but are not what a listing of li's episodic memories issued:
+# each must be a ValidationFailed on "cursor", never an error from the database underneath.
+CRAFTED_CURSORS = {
+    "a JSON list": b64("[1, 2]"),
+    "a JSON string": b64('"x"'),
+    "deep JSON": b64("[" * 100_000 + "]" * 100_000),
+    # SQLite's shape
+    "u beyond 64 bits": b64('{"l":"T#acme#O#li#K#episodic","i":"zzz","u":99999999999999999999999}'),
+    "u below -2**63": b64('{"l":"T#acme#O#li#K#episodic","i":"zzz","u":-99999999999999999999999}'),
+    "a lone surrogate in i": b64('{"l":"T#acme#O#li#K#episodic","i":"\\ud800","u":1}'),
+    "i not an id": b64('{"l":"T#acme#O#li#K#episodic","i":"a b","u":1}'),
+    "u a float": b64('{"l":"T#acme#O#li#K#episodic","i":"zzz","u":1.5}'),
+    "u a bool": b64('{"l":"T#acme#O#li#K#episodic","i":"zzz","u":true}'),
+    "an extra key": b64('{"l":"T#acme#O#li#K#episodic","i":"zzz","u":1,"x":1}'),
+    # DynamoDB's shape
+    "sk a number": b64('{"pk":{"S":"T#acme#O#li"},"sk":5}'),
+    "no gsi keys": b64('{"pk":{"S":"T#acme#O#li"},"sk":{"S":"M#zzz"}}'),
+    "gsi1sk a number": b64(
+        '{"pk":{"S":"T#acme#O#li"},"sk":{"S":"M#zzz"},"gsi1pk":{"S":"T#acme#O#li#K#episodic"},"gsi1sk":{"N":"5"}}'
+    ),
+    "a lone surrogate in gsi1sk": b64(
+        '{"pk":{"S":"T#acme#O#li"},"sk":{"S":"M#zzz"},"gsi1pk":{"S":"T#acme#O#li#K#episodic"},"gsi1sk":{"S":"\\ud800"}}'
+    ),
+    "an extra attribute": b64(
+        '{"pk":{"S":"T#acme#O#li"},"sk":{"S":"M#zzz"},"gsi1pk":{"S":"T#acme#O#li#K#episodic"},'
+        '"gsi1sk":{"S":"x"},"x":{"S":"y"}}'
+    ),
+    "pk of another user": b64(
+        '{"pk":{"S":"T#acme#O#wang"},"sk":{"S":"M#zzz"},"gsi1pk":{"S":"T#acme#O#li#K#episodic"},"gsi1sk":{"S":"x"}}'
+    ),
+}
+
+
+@pytest.mark.parametrize("cursor", list(CRAFTED_CURSORS.values()), ids=list(CRAFTED_CURSORS))
+def test_a_crafted_cursor_is_refused_as_a_cursor_error(store, clock, cursor):
+    for n in range(2):
+        store.create(LI, draft(kind=MemoryKind.EPISODIC, content=f"e{n}"), clock.now())
+    with pytest.raises(ValidationFailed) as refused:
+        store.list(LI, clock.now(), kind=MemoryKind.EPISODIC, cursor=cursor)
+    assert refused.value.field == "cursor"
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [b64('{"pk":{"S":"T#acme#O#li"},"sk":5}'), b64('{"pk":{"S":"T#acme#O#li"},"sk":{"S":"\\udfff"}}'),
+     b64('{"l":"T#acme#O#li","i":"\\ud800"}'), b64('{"l":"T#acme#O#li","i":"mem_1","u":1}')],
+    ids=["sk a number", "a lone surrogate in sk", "a lone surrogate in i", "u in the head listing"],
+)
+def test_a_crafted_cursor_for_the_head_listing_is_refused_as_a_cursor_error(store, clock, cursor):
+    store.create(LI, draft(kind=MemoryKind.EPISODIC, content="e"), clock.now())
+    with pytest.raises(ValidationFailed) as refused:
+        store.list(LI, clock.now(), cursor=cursor)
+    assert refused.value.field == "cursor"
+
+
 def test_heads_are_newest_id_first_and_filter_by_kind(store, clock):
     episodic = [store.create(LI, draft(kind=MemoryKind.EPISODIC, content=f"e{n}"), clock.now()).record.id for n in range(3)]
     profile = store.create(LI, draft(content="p"), clock.now()).record.id
@@ -592,6 +654,29 @@ def test_forget_removes_an_undecodable_record(store, stored, clock, how):
     assert outcome.removed_versions == [1, 2] and outcome.purge.last_version == 2
     assert stored.leftovers(record.id) == []
     assert store.create(LI, draft(key="display.unit", content="元"), clock.now()).record.id != record.id
+
+
+@pytest.mark.parametrize("how", ["json", "kind"])
+def test_an_undecodable_slot_holder_is_replaced_by_a_new_memory(store, stored, clock, caplog, how):
+    # Given a slot whose holder was damaged beneath the store
+    damaged = store.create(LI, draft(key="display.currency_unit", content="元"), clock.now()).record
+    store.update(LI, damaged.id, MemoryPatch(content="万元"), expected_version=1, now=clock.now())
+    stored.poison(LI, damaged.id, how)
+
+    # When the slot is written again
+    with caplog.at_level(logging.WARNING, logger="memtool.memory"):
+        outcome = store.create(LI, draft(key="display.currency_unit", content="分"), clock.now())
+
+    # Then a new memory holds it, the damaged one is gone, and the indexer hears of its removal
+    assert outcome.created is True and outcome.superseded is None
+    assert outcome.record.id != damaged.id and outcome.record.version == 1
+    holder = store.get_slot(LI, MemoryKind.PROFILE, "display.currency_unit", clock.now())
+    assert holder is not None and (holder.id, holder.content) == (outcome.record.id, "分")
+    with pytest.raises(NotFound):
+        store.get(LI, damaged.id, clock.now())
+    assert stored.leftovers(damaged.id) == []
+    assert [c[0] for c in stored.head_changes(damaged.id)][-1] == "REMOVE"
+    assert any(damaged.id in r.getMessage() and r.name == "memtool.memory" for r in caplog.records)
 
 
 # ---- DynamoDB only: items as DynamoDB holds them --------------------------------------------------

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -68,6 +69,8 @@ from memtool.memory.store import (
 HEAD, VERSION, SLOT = "head", "version", "slot"
 _TIMES = {"created_at", "updated_at", "last_used_at", "expires_at"}
 BY_KIND_INDEX = "by_kind"
+
+logger = logging.getLogger("memtool.memory")
 
 
 def partition_key(where: Partition) -> str:
@@ -367,7 +370,19 @@ class DynamoMemoryStore:
         if head is None:  # a slot left behind by an interrupted forget: drop it and start over
             self._model(pk=partition_key(where), sk=slot_key(draft.kind, draft.key or "")).delete()
             return self.create(where, draft, now)
-        current = _to_record(head)
+        try:
+            current = _to_record(head)
+        except UndecodableRecord as exc:
+            # A damaged holder must not block its slot (the request names no id to blame): remove
+            # it as ``delete_by_id`` does (every version, the slot, then the head, whose REMOVE the
+            # stream carries to the indexer) and create the new record afresh. Two steps, as any
+            # forget on DynamoDB is: a create that fails after the removal can simply be retried.
+            logger.warning(
+                "slot %s/%s of %s/%s was held by undecodable memory %s (%s); removing it and creating afresh",
+                draft.kind.value, draft.key, where.tenant, where.owner, memory_id, exc.reason,
+            )
+            self.delete_by_id(where, memory_id)
+            return self.create(where, draft, now)
         patch = supersede_patch(draft)
         if not current.is_expired(now) and same_content(current, patch):
             return WriteOutcome(record=current, created=False, unchanged=True)
@@ -563,7 +578,9 @@ class DynamoMemoryStore:
         live = self._model.expires_at.does_not_exist() | (self._model.expires_at > now)
         if status is not None:
             live = live & (self._model.status == status.value)
-        start = _decode_cursor(cursor, expected_pk=kind_partition_key(where, kind) if kind else partition_key(where))
+        start = _decode_cursor(
+            cursor, partition_key(where), kind_partition_key(where, kind) if kind is not None else None
+        )
         if kind is not None:
             results = self._model.by_kind.query(
                 kind_partition_key(where, kind),
@@ -619,16 +636,35 @@ def _encode_cursor(key: dict) -> str:
     return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode().rstrip("=")
 
 
-def _decode_cursor(cursor: str | None, expected_pk: str) -> dict | None:
-    """An opaque cursor is only honoured inside the caller's own partition."""
+_HEAD_CURSOR = frozenset({"pk", "sk"})  # LastEvaluatedKey of the head query on the table
+_KIND_CURSOR = frozenset({"pk", "sk", "gsi1pk", "gsi1sk"})  # of the by_kind query: index and table keys
+
+
+def _decode_cursor(cursor: str | None, expected_pk: str, expected_kind_pk: str | None = None) -> dict | None:
+    """An opaque cursor is only honoured inside the listing that issued it.
+
+    It must be exactly a LastEvaluatedKey of that listing: the key attributes it has, each a
+    string (``{"S": ...}``) that DynamoDB can take; anything else is a ValidationFailed on
+    ``cursor``, never a malformed ExclusiveStartKey sent to DynamoDB (a server error).
+    """
     if not cursor:
         return None
+    refused = ValidationFailed("cursor is not one this API issued", field="cursor")
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         key = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        partition = key.get("gsi1pk", key.get("pk"))["S"]
-    except (binascii.Error, ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise ValidationFailed("cursor is not one this API issued", field="cursor") from exc
-    if partition != expected_pk:
+    except (binascii.Error, ValueError, TypeError, UnicodeError, RecursionError, OverflowError) as exc:
+        raise refused from exc
+    names = _HEAD_CURSOR if expected_kind_pk is None else _KIND_CURSOR
+    if not isinstance(key, dict) or set(key) != names:
+        raise refused
+    for value in key.values():
+        if not isinstance(value, dict) or set(value) != {"S"} or not isinstance(value["S"], str):
+            raise refused
+        try:
+            value["S"].encode("utf-8")  # a lone surrogate cannot be sent
+        except UnicodeError as exc:
+            raise refused from exc
+    if key["pk"]["S"] != expected_pk or (expected_kind_pk is not None and key["gsi1pk"]["S"] != expected_kind_pk):
         raise ValidationFailed("cursor belongs to another listing", field="cursor")
     return key

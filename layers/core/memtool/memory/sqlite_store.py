@@ -25,6 +25,7 @@ import base64
 import binascii
 import json
 import logging
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -273,23 +274,37 @@ def _encode_cursor(listing: str, updated_at: int | None, memory_id: str) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
+_CURSOR_ID = re.compile(r"[A-Za-z0-9_]{1,128}", re.ASCII)
+_CURSOR_LIMIT = 2**63 - 1  # SQLite's INTEGER range: anything wider cannot be bound
+
+
 def _decode_cursor(cursor: str | None, listing: str, by_kind: bool) -> tuple[int | None, str] | None:
-    """An opaque cursor is only honoured inside the listing that issued it."""
+    """An opaque cursor is only honoured inside the listing that issued it.
+
+    Anything but exactly what ``_encode_cursor`` writes for this listing is refused as a
+    ValidationFailed on ``cursor``: a crafted one must never reach the query (an integer beyond
+    64 bits or a lone surrogate would fail there as a server error).
+    """
     if not cursor:
         return None
+    refused = ValidationFailed("cursor is not one this API issued", field="cursor")
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         position = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        issued_for, memory_id = position["l"], position["i"]
-        if not isinstance(issued_for, str) or not isinstance(memory_id, str):
-            raise TypeError("cursor fields")
-    except (binascii.Error, ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise ValidationFailed("cursor is not one this API issued", field="cursor") from exc
+    except (binascii.Error, ValueError, TypeError, UnicodeError, RecursionError, OverflowError) as exc:
+        raise refused from exc
+    expected = {"l", "i", "u"} if by_kind else {"l", "i"}
+    if not isinstance(position, dict) or set(position) != expected:
+        raise refused
+    issued_for, memory_id, updated_at = position["l"], position["i"], position.get("u")
+    if not isinstance(issued_for, str) or not isinstance(memory_id, str) or not _CURSOR_ID.fullmatch(memory_id):
+        raise refused
+    if by_kind and (
+        not isinstance(updated_at, int) or isinstance(updated_at, bool) or not -_CURSOR_LIMIT <= updated_at <= _CURSOR_LIMIT
+    ):
+        raise refused
     if issued_for != listing:
         raise ValidationFailed("cursor belongs to another listing", field="cursor")
-    updated_at = position.get("u") if by_kind else None
-    if by_kind and (not isinstance(updated_at, int) or isinstance(updated_at, bool)):
-        raise ValidationFailed("cursor is not one this API issued", field="cursor")
     return updated_at, memory_id
 
 
@@ -487,7 +502,8 @@ class SQLiteMemoryStore:
     def _supersede_slot(
         self, conn: sqlite3.Connection, where: Partition, memory_id: str, draft: MemoryDraft, now: datetime
     ) -> WriteOutcome | None:
-        """A same-key create as a new version of the slot's holder; None when the holder is gone."""
+        """A same-key create as a new version of the slot's holder; None when the holder is gone
+        (or was undecodable and has been removed): the caller then creates a fresh record."""
         row = self._head_row(conn, where, memory_id)
         if row is None:  # a slot without its head cannot come from this store; repair it anyway
             conn.execute(
@@ -495,7 +511,19 @@ class SQLiteMemoryStore:
                 (where.tenant, where.owner, draft.kind.value, draft.key),
             )
             return None
-        current = self._decode(row.tenant, row.owner, row.id, row.record)
+        try:
+            current = self._decode(row.tenant, row.owner, row.id, row.record)
+        except UndecodableRecord as exc:
+            # A damaged holder must not block its slot (the request names no id to blame): it is
+            # removed, every version and the slot as ``delete_by_id`` does, with its REMOVE for
+            # the indexer, and the caller creates the new record, all in this one transaction.
+            logger.warning(
+                "slot %s/%s of %s/%s was held by undecodable memory %s (%s); removing it and creating afresh",
+                draft.kind.value, draft.key, where.tenant, where.owner, row.id, exc.reason,
+            )
+            self._delete_memory(conn, where, row.id)
+            self._enqueue(conn, "REMOVE", None, _removal_image(row), now)
+            return None
         patch = supersede_patch(draft)
         if not current.is_expired(now) and same_content(current, patch):
             return WriteOutcome(record=current, created=False, unchanged=True)
