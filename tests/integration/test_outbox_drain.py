@@ -96,6 +96,12 @@ def test_a_change_that_keeps_failing_becomes_a_dead_letter_and_the_rest_flow(par
     assert store.get(LI, bad, NOW).index_state is IndexState.PENDING
     assert all(store.get(LI, memory_id, NOW).index_state is IndexState.INDEXED for memory_id in good)
 
+    # A restart revives the dead letter; with the index healthy again it is delivered
+    assert store.revive_dead_letters() == 1
+    assert OutboxDrainer(store=lambda: store, indexer=lambda: indexer, now=lambda: NOW).drain() == 1
+    assert store.get(LI, bad, NOW).index_state is IndexState.INDEXED
+    assert store.outbox_stats(NOW).dead == 0
+
 
 def test_a_change_delivered_but_not_acknowledged_is_delivered_again_harmlessly(parts):
     store, index, embedder, indexer = parts

@@ -882,6 +882,12 @@ class SQLiteMemoryStore:
             ).fetchone()
         return bool(row and row[0])
 
+    def revive_dead_letters(self) -> int:
+        """Give every dead letter a fresh set of attempts (the runtime does it at start: a restart
+        after fixing what failed retries them); returns how many."""
+        with self._pool.writing() as conn:
+            return conn.execute("UPDATE outbox SET dead = 0, attempts = 0 WHERE dead = 1").rowcount
+
     def outbox_stats(self, now: datetime) -> OutboxStats:
         with self._pool.reading() as conn:
             pending, dead, oldest = conn.execute(

@@ -150,8 +150,10 @@ class LocalRuntime:
 
         assert self.settings is not None
         store = container.memory_store()
-        # What a previous run (or a crash) left undelivered is delivered first, in order.
-        self.loaded = {"pending_changes": store.outbox_stats(container.clock().now()).pending}
+        # What a previous run (or a crash) left undelivered is delivered first, in order; dead
+        # letters get another chance, so a restart after fixing their cause clears them.
+        revived = store.revive_dead_letters()
+        self.loaded = {"pending_changes": store.outbox_stats(container.clock().now()).pending, "revived": revived}
         drainer = OutboxDrainer(
             store=container.memory_store,  # type: ignore[arg-type]
             indexer=container.memory_indexer,
