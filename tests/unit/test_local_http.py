@@ -216,3 +216,14 @@ def test_a_stop_does_not_wait_for_an_idle_client_and_refuses_new_ones():
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=2).sendall(b"GET / HTTP/1.1\r\n\r\n")
     idle.close()
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [(b"GARBAGE\r\n\r\n", 400), (b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\n\r\n", 414), (b"BREW /memories HTTP/1.1\r\nHost: x\r\n\r\n", 501)],
+)
+def test_the_servers_own_refusals_are_json_too(server, request_bytes, status):
+    http, recording = server
+    got, body = raw_exchange(http.server_address[1], request_bytes)
+    assert got == status and body["field"] == "request"
+    assert recording.calls == []

@@ -209,6 +209,24 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass  # one access line per request is written by _send when verbose
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The stdlib's own refusals (a garbled request line, headers too long, an unknown method)
+        answer in JSON like every other error, not as an HTML page."""
+        self.close_connection = True
+        self.request_version = "HTTP/1.0"  # a garbled line reads as HTTP/0.9, which has no status line
+        body = json.dumps({"error": "bad_request" if code < 500 else "not_implemented", "message": message or "", "field": "request"})
+        payload = body.encode("utf-8")
+        try:
+            self.send_response(code, message)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            if self.command != "HEAD" and code >= 200 and code not in (204, 304):
+                self.wfile.write(payload)
+        except OSError:
+            pass
+
     def log_error(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         if self.server.verbose:
             logger.info(format, *args)
