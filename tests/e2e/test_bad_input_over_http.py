@@ -78,6 +78,7 @@ def test_every_bad_input_from_the_probes_is_a_4xx_naming_the_field_and_stores_no
             ("a negative Content-Length", "POST", "/memories", b"{}", [*who, ("Content-Length", "-1")], "Content-Length"),
             ("two tenant headers", "POST", "/memories", b'{"kind": "episodic", "content": "x"}', [("X-Memtool-Tenant", "other"), *who], "X-Memtool-Tenant"),
             ("two user headers", "GET", "/memories", None, [*who, ("X-Memtool-User", "wang")], "X-Memtool-User"),
+            ("a 16 KB roles header", "GET", "/memories", None, [*who, ("X-Memtool-Roles", "r," * 8000)], "X-Memtool-Roles"),
         ]
         failures = []
         for name, method, path, body, headers, field in cases:

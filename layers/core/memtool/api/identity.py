@@ -25,6 +25,7 @@ ROLES_HEADER = "x-memtool-roles"
 CURATOR_ROLES = frozenset({"admin", "curator"})
 
 # How each header is named in errors and in the OpenAPI document.
+ROLES_HEADER_MAX = 512  # the OpenAPI document says so too
 HEADER_NAMES = {TENANT_HEADER: "X-Memtool-Tenant", USER_HEADER: "X-Memtool-User", ROLES_HEADER: "X-Memtool-Roles"}
 
 
@@ -44,10 +45,13 @@ def identity_from_event(event: Mapping[str, Any], settings: Settings) -> Identit
     if claims:
         return _checked(claims.get(settings.tenant_claim), claims.get("sub"), _roles(claims.get(settings.roles_claim)))
     if settings.is_local:
+        roles = single_header(event, ROLES_HEADER, HEADER_NAMES[ROLES_HEADER])
+        if roles is not None and len(roles) > ROLES_HEADER_MAX:
+            raise ValidationFailed(f"is {len(roles)} characters; the limit is {ROLES_HEADER_MAX}", field=HEADER_NAMES[ROLES_HEADER])
         return _checked(
             single_header(event, TENANT_HEADER, HEADER_NAMES[TENANT_HEADER]),
             single_header(event, USER_HEADER, HEADER_NAMES[USER_HEADER]),
-            _roles(single_header(event, ROLES_HEADER, HEADER_NAMES[ROLES_HEADER])),
+            _roles(roles),
         )
     raise Unauthenticated("no authorizer claims on the request", field="authorization")
 

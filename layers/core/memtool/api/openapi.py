@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from memtool.api.http import ErrorBody
 from memtool.api.idempotency import IDEMPOTENCY_HEADER_NAME, KEY_PATTERN
-from memtool.api.identity import HEADER_NAMES, IDENTIFIER_PATTERN, ROLES_HEADER, TENANT_HEADER, USER_HEADER
+from memtool.api.identity import HEADER_NAMES, IDENTIFIER_PATTERN, ROLES_HEADER, ROLES_HEADER_MAX, TENANT_HEADER, USER_HEADER
 
 OPENAPI_VERSION = "3.1.0"
 TITLE = "memtool"
@@ -59,7 +59,7 @@ _HEADER_PARAMETERS: dict[str, dict[str, Any]] = {
         "in": "header",
         "required": False,
         "description": f"Comma-separated roles (curator, admin). {_LOCAL_ONLY} Sent twice it is a 400.",
-        "schema": {"type": "string", "maxLength": 512},
+        "schema": {"type": "string", "maxLength": ROLES_HEADER_MAX},
     },
     "IdempotencyKeyHeader": {
         "name": IDEMPOTENCY_HEADER_NAME,
