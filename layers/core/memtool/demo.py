@@ -99,7 +99,7 @@ def scenario(api: ApiClient) -> None:
     counts = {k: v for k, v in note.body["redactions"].items() if v}
     print(f"    redacted: {counts}")
 
-    _step(6, "Recall: the stream indexes the correction, and a question finds it (hybrid BM25 + vector)")
+    _step(6, "Recall: the indexer feed indexes the correction, and a question finds it (hybrid BM25 + vector)")
     correction_id = note.body["memory"]["id"]
     state = _wait_until_indexed(api, correction_id)
     print(f"    index_state={state}")
