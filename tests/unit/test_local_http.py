@@ -197,7 +197,7 @@ def test_a_client_trickling_its_request_is_cut_off_at_the_deadline(monkeypatch):
         # Then the only worker is free again for another client soon after the deadline
         status, _ = raw_exchange(port, b"GET /memories HTTP/1.1\r\nHost: x\r\n\r\n")
         assert status == 200
-        assert time.monotonic() - started < 4
+        assert time.monotonic() - started < 10  # the trickle itself lasts ~2 s; the point is: not 30
         assert [call["method"] for call in recording.calls] == ["GET"]  # the slow one never reached a handler
         slow.close()
     finally:
