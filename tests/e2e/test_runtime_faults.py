@@ -215,7 +215,9 @@ def test_kill_9_loses_no_acknowledged_write(tmp_path, runtime_env):
     for thread in threads:
         thread.start()
     # When the server is killed mid-stream, after at least 60 acknowledged writes
+    deadline = time.monotonic() + 60
     while len(acknowledged) < 60:
+        assert time.monotonic() < deadline, f"only {len(acknowledged)} writes acknowledged in 60 s"
         time.sleep(0.02)
     os.kill(server.pid, signal.SIGKILL)
     server.wait(timeout=10)
