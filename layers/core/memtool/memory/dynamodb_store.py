@@ -53,7 +53,7 @@ from memtool.memory.records import (
 )
 from memtool.memory.store import (
     ForgetOutcome,
-    IndexPurge,
+    forgotten,
     MemoryPage,
     Partition,
     UndecodableRecord,
@@ -454,12 +454,7 @@ class DynamoMemoryStore:
             last_version = int(head.version)
         else:
             last_version = versions[-1] if versions else 0
-        return ForgetOutcome(
-            memory_id=memory_id,
-            versions_removed=len(versions),
-            removed_versions=versions,
-            purge=IndexPurge(tenant=where.tenant, owner=where.owner, memory_id=memory_id, last_version=last_version),
-        )
+        return forgotten(where, memory_id, versions, last_version)
 
     def delete_by_id(self, where: Partition, memory_id: str) -> ForgetOutcome:
         """Admin delete; ``forget`` never decodes a record, so it is the same operation."""

@@ -47,7 +47,7 @@ from memtool.memory.records import (
 )
 from memtool.memory.store import (
     ForgetOutcome,
-    IndexPurge,
+    forgotten,
     MemoryPage,
     Partition,
     UndecodableRecord,
@@ -616,12 +616,7 @@ class SQLiteMemoryStore:
             if head is not None:
                 self._enqueue(conn, "REMOVE", None, _removal_image(head), datetime.now(UTC))
         last_version = head.version if head is not None else versions[-1]
-        return ForgetOutcome(
-            memory_id=memory_id,
-            versions_removed=len(versions),
-            removed_versions=versions,
-            purge=IndexPurge(tenant=where.tenant, owner=where.owner, memory_id=memory_id, last_version=last_version),
-        )
+        return forgotten(where, memory_id, versions, last_version)
 
     def delete_by_id(self, where: Partition, memory_id: str) -> ForgetOutcome:
         """Admin delete; ``forget`` never decodes a record, so it is the same operation."""

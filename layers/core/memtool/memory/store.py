@@ -90,6 +90,16 @@ class UndecodableRecord(ValidationFailed):
         self.reason = reason
 
 
+def forgotten(where: Partition, memory_id: str, versions: list[int], last_version: int) -> ForgetOutcome:
+    """What a forget removed, and what the indexer needs to purge it (both adapters answer this)."""
+    return ForgetOutcome(
+        memory_id=memory_id,
+        versions_removed=len(versions),
+        removed_versions=versions,
+        purge=IndexPurge(tenant=where.tenant, owner=where.owner, memory_id=memory_id, last_version=last_version),
+    )
+
+
 class MemoryStore(Protocol):
     def create(self, where: Partition, draft: MemoryDraft, now: datetime) -> WriteOutcome: ...
 
