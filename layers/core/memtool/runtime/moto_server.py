@@ -75,6 +75,11 @@ class LocalMotoServer:
         from werkzeug.serving import make_server
 
         stop_instance_tracking()
+        # moto's backends are process-wide: a runtime starts from its own saved state, never from
+        # what an earlier runtime in this process left in memory.
+        from moto.core.base_backend import BackendDict
+
+        BackendDict.reset()
         app = LockedDownMoto(DomainDispatcherApplication(create_backend_app))
         self._server = make_server(self.host, self.port, app, threaded=True)
         self.port = self._server.server_address[1]
