@@ -53,13 +53,29 @@ class IndexState(StrEnum):
     FAILED = "failed"
 
 
+# How many episodes' rewards a memory's credit remembers: a second rating of one of them
+# replaces the first instead of counting twice (older ratings count as new ones again).
+CREDIT_RECENT_KEPT = 50
+
+
+class CreditEntry(BaseModel):
+    """One episode's reward, as credited to a memory the episode applied."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    episode_id: str
+    reward: float
+    at: datetime
+
+
 class Credit(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     uses: int = 0
     successes: int = 0
     failures: int = 0
-    feedback_score: float = 0.0
+    feedback_score: float = 0.0  # exponential moving average of the rewards credited
+    recent: list[CreditEntry] = Field(default_factory=list)  # newest last, at most CREDIT_RECENT_KEPT
 
 
 class SourceRef(BaseModel):
@@ -93,6 +109,7 @@ class MemoryRecord(BaseModel):
     source_text: str | None = None
     scope: MemoryScope
     status: MemoryStatus
+    status_reason: str | None = None  # why this version has its status (e.g. archived by low credit)
     version: int
     credit: Credit = Field(default_factory=Credit)
     confidence: float = 1.0
@@ -138,6 +155,7 @@ class MemoryPatch(BaseModel):
     value: Any = None
     source_text: str | None = None
     status: MemoryStatus | None = None
+    status_reason: str | None = None
     confidence: float | None = None
     tags: list[str] | None = None
     provenance: Provenance | None = None

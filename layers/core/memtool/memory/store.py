@@ -204,6 +204,8 @@ def next_version(current: MemoryRecord, patch: MemoryPatch, now: datetime) -> Me
     changes = patch.model_dump(exclude_unset=True)
     if patch.provenance is not None:
         changes["provenance"] = patch.provenance
+    if "status" in changes and "status_reason" not in changes:
+        changes["status_reason"] = None  # a reason explains one status, never the next
     new = current.model_copy(
         update={
             **changes,

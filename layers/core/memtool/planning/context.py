@@ -57,6 +57,36 @@ class KnowledgeItem(BaseModel):
         return f"memory:{self.memory_id}@v{self.version}"
 
 
+class FewshotExample(BaseModel):
+    """An approved few-shot (question, resolved intent, SQL) from the reviewed library."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    memory_id: str
+    version: int
+    question: str
+    sql: str
+    intent: dict[str, Any] | None = None  # the resolved Intent as JSON
+    masked: str = ""  # the question with entity values, windows and numbers as typed slots
+    similarity: float = 0.0
+
+    @property
+    def source(self) -> str:
+        return f"memory:{self.memory_id}@v{self.version}"
+
+
+class PreviousTurn(BaseModel):
+    """The session's last turn, as the planner reads a follow-up against it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    episode_id: str | None = None
+    question: str
+    status: str | None = None
+    intent: dict[str, Any] | None = None  # the resolved Intent as JSON (answered turns)
+    clarification: dict[str, Any] | None = None  # the pending Clarification (needs_clarification turns)
+
+
 class PlanContext(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -64,6 +94,9 @@ class PlanContext(BaseModel):
     user: str = "anonymous"
     profile_unit: Unit | None = None  # the user's standing preference (profile memory)
     profile_chart: str | None = None
+    profile_sources: dict[str, str] = Field(default_factory=dict)  # "unit"/"chart" -> "memory:<id>@v<n>"
+    turns: list[PreviousTurn] = Field(default_factory=list)  # the session's recent turns, oldest first
+    fewshots: list[FewshotExample] = Field(default_factory=list)  # approved, searched for this question
     conditions: dict[str, Any] = Field(default_factory=dict)  # this request only; wins over the profile
     corrections: list[TermMapping] = Field(default_factory=list)
     knowledge: list[KnowledgeItem] = Field(default_factory=list)
@@ -128,4 +161,4 @@ def plan_context(state: AskState) -> PlanContext:
     )
 
 
-__all__ = ["KnowledgeItem", "MappingTarget", "PlanContext", "TermMapping", "normalize_unit", "plan_context", "term_mapping_from_memory"]
+__all__ = ["FewshotExample", "KnowledgeItem", "PreviousTurn", "MappingTarget", "PlanContext", "TermMapping", "normalize_unit", "plan_context", "term_mapping_from_memory"]

@@ -27,6 +27,17 @@ class Citation(BaseModel):
     text: str
 
 
+class AppliedMemory(BaseModel):
+    """A memory that shaped the plan (not merely recalled): credit from feedback goes to these."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    version: int
+    kind: str  # "correction", "profile", "knowledge", "fewshot", ...
+    why: str = ""  # e.g. "term 收入 -> metric net_revenue", "unit 万元", "intent template"
+
+
 class Plan(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -39,3 +50,5 @@ class Plan(BaseModel):
     citations: list[Citation] = Field(default_factory=list)
     planner: str = "rules"  # "rules" | "bedrock:<model id>"
     notes: list[str] = Field(default_factory=list)  # what the planner applied (profile unit, corrections, ...)
+    applied: list[AppliedMemory] = Field(default_factory=list)  # memories that shaped this plan
+    carried_over: list[str] = Field(default_factory=list)  # parts taken from the previous turn

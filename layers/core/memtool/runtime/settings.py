@@ -74,6 +74,28 @@ class Settings(BaseSettings):
         description="route -> memory kind -> how many memories recall injects (JSON).",
     )
     recall_min_candidates: int = Field(40, ge=1, le=1000)
+    recall_min_cosine: dict[str, float] = Field(
+        default_factory=lambda: {kind: 0.5 for kind in ("profile", "episodic", "correction", "knowledge", "fewshot", "working")},
+        description="memory kind -> cosine similarity to the question a candidate needs (or a lexical match on a key term) (JSON).",
+    )
+    recall_min_score: dict[str, float] = Field(
+        default_factory=lambda: {kind: 0.2 for kind in ("profile", "episodic", "correction", "knowledge", "fewshot", "working")},
+        description="memory kind -> the final recall score below which a candidate is dropped (JSON).",
+    )
+    recall_duplicate_cosine: float = Field(0.95, gt=0, le=1, description="Candidates this similar to a better one are collapsed.")
+
+    # Learning: reward fusion, credit, retirement, few-shots.
+    reward_env_weight: float = Field(0.7, ge=0, le=1, description="alpha in R = alpha*R_env + beta*R_user.")
+    reward_user_weight: float = Field(0.3, ge=0, le=1, description="beta in R = alpha*R_env + beta*R_user.")
+    credit_ema_alpha: float = Field(0.3, gt=0, le=1, description="Weight of a new reward in a memory's feedback_score (EMA).")
+    retire_below_score: float = Field(-0.3, ge=-1, le=1, description="A memory whose feedback_score stays below this ...")
+    retire_after_uses: int = Field(5, ge=1, le=10_000, description="... after this many uses is archived.")
+    clarification_confidence: float = Field(0.8, ge=0, le=1, description="Confidence of a correction learned from a clarification reply.")
+    fewshot_min_similarity: float = Field(0.95, ge=0, le=1)
+    fewshot_min_confidence: float = Field(0.9, ge=0, le=1)
+    fewshot_max_fail_count: int = Field(3, ge=0)
+    fewshot_top_k: int = Field(3, ge=1, le=20)
+    feedback_comment_max_chars: int = Field(2000, ge=1, le=100_000)
     recall_fallback_scan_limit: int = Field(2000, ge=10)
 
     # Asking: the warehouse, the planner and the flow.
