@@ -343,6 +343,9 @@ class BedrockPlanner:
         context = context or PlanContext()
         if chosen == "business_knowledge_qa":
             return self._fallback(question, chosen, context, "business_knowledge_qa is answered from the catalog by the rule planner (no LLM call)")
+        handled = self._conversation_by_rules(question, context)
+        if handled is not None:
+            return self._fallback(question, chosen, context, handled)
         context.condition_unit()  # a condition that names no unit is the caller's 400, before any model call
         today = self.today()
         notes: list[str] = []
@@ -353,6 +356,24 @@ class BedrockPlanner:
         prompt = self.prompt(question, route=chosen, context=context, today=today, corrections=corrections, few_shots=examples)
         request = _Request(question, chosen, context, today, language_of(question), prompt, corrections, notes)
         return self._converse_and_plan(request)
+
+    def _conversation_by_rules(self, question: str, context: PlanContext) -> str | None:
+        """Why the rule planner answers this turn without a model call, or None.
+
+        A reply that picks an option of the pending clarification, and a standing preference
+        stated on its own ("以后默认用万元"), are conversation state the rules resolve exactly
+        (the pending question keeps everything it had parsed; the preference is remembered).
+        """
+        today = self.today()
+        corrections = self.fallback._usable_corrections(context.corrections, [])
+        _, choice = self.fallback._clarification_reply(question, context, corrections, today)
+        if choice is not None:
+            return "a reply to the pending clarification is resolved by the rule planner"
+        if self.fallback.standing_preference(question, today) is not None:
+            parsed = self.fallback.parser.recognise(question, today=today)
+            if not (parsed.metrics or parsed.ambiguous or parsed.group_dims or parsed.times or parsed.filters):
+                return "a stated preference is remembered by the rule planner"
+        return None
 
     # ---- the conversation -----------------------------------------------------------------
 
