@@ -28,6 +28,7 @@ from memtool.api.memories import (
     RouteParam,
     ScopeParam,
     SearchTextParam,
+    SessionIdParam,
     StatusParam,
     SupersededView,
     ToolsParam,
@@ -185,6 +186,25 @@ def forget_memory(id: MemoryIdParam):  # noqa: A002
         return {"status_code": 204, "body": None}
 
     return _write("forget", {"id": id}, perform)
+
+
+@app.delete(
+    "/sessions/<id>",
+    **operation(
+        "End a session: its working memory (recent turns, this-time conditions) is cleared",
+        tag="memories",
+        ok={204: None},
+        errors=(404, 422),
+        idempotent=True,
+    ),
+)
+@tracer.capture_method
+def end_session(id: SessionIdParam):  # noqa: A002
+    def perform(who):
+        container.memory_service().end_session(who, id)
+        return {"status_code": 204, "body": None}
+
+    return _write("end_session", {"id": id}, perform)
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)

@@ -63,17 +63,30 @@ def test_nl2sql_question_runs_the_whole_flow(api, aws):
     assert working[0]["value"]["turns"][-1]["episode_id"] == answer["episode_id"]
 
 
-def test_the_episode_records_the_ids_and_versions_of_memories_used(api, drain):
-    correction = api.call(
+def test_the_episode_keeps_recalled_and_applied_memories_apart(api, drain):
+    # Given a note that recall finds but no planner uses, and a correction the planner applies
+    note = api.call(
         "POST", "/memories", {"kind": "correction", "content": "净收入 excludes test lines and unpaid lines"}
     ).json()["memory"]
+    taught = api.call(
+        "POST",
+        "/memories",
+        {"kind": "correction", "content": "单子数 means orders", "value": {"term": "单子数", "maps_to": {"metric": "order_count"}}},
+    ).json()["memory"]
     drain.drain()
+
     answer = ask(api, "上个月各渠道的净收入")
-    used = {(m["id"], m["version"]) for m in answer["memories_used"]}
-    assert (correction["id"], 1) in used
-    [episode] = episodes(api)
-    assert {"id": correction["id"], "version": 1, "kind": "correction"} in episode["value"]["memories_used"]
-    assert {"id": correction["id"], "version": 1} in episode["provenance"]["sources"]
+    recalled = {(m["id"], m["version"]) for m in answer["memories_recalled"]}
+    assert (note["id"], 1) in recalled
+    assert answer["memories_used"] == []  # recalled, but nothing shaped the plan
+
+    answer = ask(api, "上个月各渠道的单子数")
+    assert answer["status"] == "answered" and "order_count" in answer["columns"]
+    assert [(m["id"], m["version"], m["kind"]) for m in answer["memories_used"]] == [(taught["id"], 1, "correction")]
+    [episode] = [e for e in episodes(api) if e["content"] == "上个月各渠道的单子数"]
+    assert episode["value"]["memories_used"] == [{"id": taught["id"], "version": 1, "kind": "correction"}]
+    assert {"id": note["id"], "version": 1, "kind": "correction"} not in episode["value"]["memories_used"]
+    assert episode["provenance"]["sources"] == [{"id": taught["id"], "version": 1}]
 
 
 def test_kpi_lookup_answers_one_number_with_a_kpi_card(api, aws):

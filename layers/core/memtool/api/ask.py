@@ -45,7 +45,7 @@ class AskAnswer(BaseModel):
 
     episode_id: str
     route: str | None
-    status: Literal["answered", "needs_clarification", "failed"]
+    status: Literal["answered", "needs_clarification", "remembered", "failed"]
     question: str
     sql: str | None = None
     columns: list[str] = Field(default_factory=list)
@@ -55,7 +55,13 @@ class AskAnswer(BaseModel):
     chart: dict[str, Any] | None = None
     answer: str | None = None
     citations: list[dict[str, Any]] = Field(default_factory=list)
-    memories_used: list[dict[str, Any]] = Field(default_factory=list)
+    memories_used: list[dict[str, Any]] = Field(
+        default_factory=list, description="the memories that shaped this answer (feedback credits these)"
+    )
+    memories_recalled: list[dict[str, Any]] = Field(
+        default_factory=list, description="every memory recall returned for the question, used or not"
+    )
+    carried_over: list[str] = Field(default_factory=list, description="what a follow-up took from the previous question")
     recall_coverage: dict[str, Any] | None = None
     clarification: dict[str, Any] | None = None
     notes: list[str] = Field(default_factory=list)

@@ -91,6 +91,8 @@ class AskService:
             answer=plan.get("answer"),
             citations=list(plan.get("citations") or []),
             memories_used=[m.model_dump() for m in state.memories_used],
+            memories_recalled=[m.model_dump(exclude={"content"}) for m in state.memories_recalled],
+            carried_over=list(plan.get("carried_over") or []),
             recall_coverage=state.recall_coverage,
             clarification=plan.get("clarification"),
             notes=list(dict.fromkeys([*state.notes, *(plan.get("notes") or []), *guard_note])),  # once each

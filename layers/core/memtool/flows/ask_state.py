@@ -58,8 +58,11 @@ class AskState(BaseModel):
     route: str | None = None
     working: list[dict[str, Any]] = Field(default_factory=list)
     profile: dict[str, Any] = Field(default_factory=dict)  # unit, chart
-    memories_used: list[MemoryUse] = Field(default_factory=list)
+    profile_sources: dict[str, str] = Field(default_factory=dict)  # unit/chart -> "memory:<id>@v<n>"
+    memories_used: list[MemoryUse] = Field(default_factory=list)  # applied: the memories that shaped the plan
+    memories_recalled: list[MemoryUse] = Field(default_factory=list)  # everything recall returned
     recalled: list[dict[str, Any]] = Field(default_factory=list)  # the records, for the planner
+    fewshots: list[dict[str, Any]] = Field(default_factory=list)  # approved examples found for the question
     recall_coverage: dict[str, Any] | None = None
     plan_status: str | None = None
     plan: dict[str, Any] | None = None

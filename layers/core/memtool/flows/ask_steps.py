@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import re
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -24,9 +25,10 @@ from memtool.api.memories import CreateMemoryBody, PatchMemoryBody, ProvenanceIn
 from memtool.errors import MemtoolError, NotFound, ValidationFailed, VersionConflict
 from memtool.flows.ask_state import STATE_ROW_CAP, AskState, MemoryUse, answer_error
 from memtool.flows.memory_write import MemoryService
+from memtool.feedback.reward import environment_reward
 from memtool.memory.records import MemoryKind, MemoryRecord, SourceRef, Trigger
 from memtool.memory.slots import CHART, CURRENCY_UNIT, SESSION_TURNS
-from memtool.memory.store import MemoryStore, Partition, UndecodableRecord
+from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition, UndecodableRecord
 from memtool.retrieval.recall import Recall, RecallRequest
 from memtool.runtime.clock import Clock
 from memtool.runtime.settings import Settings
@@ -64,6 +66,7 @@ class AskSteps:
         recall: Recall,
         planner: Any,  # planning port: plan(question, route=, context=) -> Plan
         warehouse_factory: Callable[[], Any],
+        fewshot_search: Callable[[str, str], list[Any]] | None = None,  # (tenant, question) -> approved examples
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._settings = settings
@@ -73,6 +76,7 @@ class AskSteps:
         self._recall = recall
         self._planner = planner
         self._warehouse_factory = warehouse_factory
+        self._fewshot_search = fewshot_search
         self._sleep = sleep
 
     def run(self, step: str, raw_state: dict[str, Any]) -> dict[str, Any]:
@@ -109,13 +113,14 @@ class AskSteps:
                 self._ignore(state, record, f"the profile preference {record.id} was ignored: {problem}")
                 continue
             state.profile[name] = slot.read(record.value) or record.content
+            state.profile_sources[name] = f"memory:{record.id}@v{record.version}"
         return state
 
     def step_recall(self, state: AskState) -> AskState:
         result = self._recall.recall(
             RecallRequest(tenant=state.caller.tenant, user=state.caller.user, text=state.input.question, route=state.route or "nl2sql_query")
         )
-        state.memories_used = [
+        state.memories_recalled = [
             MemoryUse(id=m.record.id, version=m.record.version, kind=m.record.kind.value, score=round(m.score, 6), content=m.record.content)
             for m in result.memories
         ]
@@ -124,6 +129,14 @@ class AskSteps:
         skipped = result.coverage.skipped_ids
         if skipped:
             state.note(f"skipped {_memories(len(skipped))} that could not be read: {', '.join(skipped)}")
+        if self._fewshot_search is not None and state.route != "business_knowledge_qa":
+            try:
+                found = self._fewshot_search(state.caller.tenant, state.input.question)
+            except Exception:  # noqa: BLE001 - examples help; their absence never fails an ask
+                logger.warning("episode %s: few-shot search failed", state.episode_id, exc_info=True)
+                state.note("approved examples could not be searched for this question")
+                found = []
+            state.fewshots = [example.model_dump(mode="json") for example in found]
         return state
 
     def step_plan(self, state: AskState) -> AskState:
@@ -132,8 +145,23 @@ class AskSteps:
         context = plan_context(state)
         plan = self._planner.plan(state.input.question, route=state.route, context=context)
         state.plan = plan.model_dump(mode="json")
-        state.plan_status = "needs_clarification" if plan.status == "needs_clarification" else "ready"
+        state.plan_status = plan.status if plan.status in ("needs_clarification", "remembered") else "ready"
         state.sql = plan.sql
+        if plan.route != state.route and state.input.route is None:
+            state.route = plan.route  # a clarification reply answers the pending question, on its route
+        recalled = {m.id: m for m in state.memories_recalled}
+        state.memories_used = [
+            MemoryUse(
+                id=a.id,
+                version=a.version,
+                kind=a.kind,
+                score=recalled[a.id].score if a.id in recalled else 0.0,
+                content=recalled[a.id].content if a.id in recalled else a.why,
+            )
+            for a in plan.applied
+        ]
+        if plan.remember is not None:
+            self._remember_preference(state, plan.remember.model_dump(exclude_none=True))
         return state
 
     def step_guard(self, state: AskState) -> AskState:
@@ -206,8 +234,10 @@ class AskSteps:
 
     def step_record(self, state: AskState) -> AskState:
         state.status = _outcome(state)
-        self._remember_episode(state)
+        self._remember_learned(state)
+        episode = self._remember_episode(state)
         self._remember_turn(state)
+        self._credit_failure(state, episode)
         return state
 
     def step_recordfailure(self, state: AskState) -> AskState:
@@ -221,8 +251,9 @@ class AskSteps:
                 "AskFlow episode %s failed at %s: %s", state.episode_id, public.step, json.dumps(raw, ensure_ascii=False, default=str)
             )
             state.error = {"Error": public.error, "Cause": public.model_dump_json()}  # type: ignore[attr-defined]
-        self._remember_episode(state)
+        episode = self._remember_episode(state)
         self._remember_turn(state)
+        self._credit_failure(state, episode)
         return state
 
     # ---- memory formation -----------------------------------------------------------------
@@ -248,36 +279,145 @@ class AskSteps:
         logger.warning("episode %s ignored memory %s (%s %s): %s", state.episode_id, record.id, record.kind.value, record.key, note)
         state.note(note)
 
-    def _remember_episode(self, state: AskState) -> None:
+    def _remember_episode(self, state: AskState) -> MemoryRecord | None:
         public = answer_error(state)
         error = public.model_dump() if public is not None else None
+        plan = state.plan or {}
         value = {
             "route": state.route,
             "sql": state.sql,
+            "intent": plan.get("intent"),
             "outcome": state.status,
             "row_count": (state.result or {}).get("row_count"),
             "error": error,
             "plan_status": state.plan_status,
+            "planner": plan.get("planner"),
+            "carried_over": plan.get("carried_over") or [],
             "guard": state.guard,
             "chart": (state.chart or {}).get("type"),
+            # Recalled and applied kept apart: feedback credits only what shaped the plan.
+            "memories_recalled": [{"id": m.id, "version": m.version, "kind": m.kind} for m in state.memories_recalled],
             "memories_used": [{"id": m.id, "version": m.version, "kind": m.kind} for m in state.memories_used],
             "trajectory": [{"step": step, "ms": ms} for step, ms in state.timings.items()],
         }
-        self._memories.remember(
-            self._who(state),
-            CreateMemoryBody(
-                kind=MemoryKind.EPISODIC,
-                content=state.input.question,
-                source_text=state.input.question,
-                value=value,
-                session_id=state.input.session_id,
-                provenance=ProvenanceIn(
-                    trigger=Trigger.INTERACTION,
-                    episode_id=state.episode_id,
-                    sources=[SourceRef(id=m.id, version=m.version) for m in state.memories_used],
+        try:
+            result = self._memories.remember(
+                self._who(state),
+                CreateMemoryBody(
+                    kind=MemoryKind.EPISODIC,
+                    key=episode_key(state.episode_id),
+                    content=state.input.question,
+                    source_text=state.input.question,
+                    value=value,
+                    session_id=state.input.session_id,
+                    provenance=ProvenanceIn(
+                        trigger=Trigger.INTERACTION,
+                        episode_id=state.episode_id,
+                        sources=[SourceRef(id=m.id, version=m.version) for m in state.memories_used],
+                    ),
                 ),
-            ),
-        )
+            )
+        except ValidationFailed as exc:  # e.g. an oversize SQL: keep the episode without it
+            logger.warning("episode %s could not be kept in full: %s", state.episode_id, exc.message)
+            value = {**value, "sql": None, "trajectory": []}
+            result = self._memories.remember(
+                self._who(state),
+                CreateMemoryBody(
+                    kind=MemoryKind.EPISODIC,
+                    key=episode_key(state.episode_id),
+                    content=state.input.question,
+                    source_text=state.input.question,
+                    value=value,
+                    session_id=state.input.session_id,
+                    provenance=ProvenanceIn(trigger=Trigger.INTERACTION, episode_id=state.episode_id),
+                ),
+            )
+        return result.record
+
+    def _remember_learned(self, state: AskState) -> None:
+        """A clarification reply that chose a meaning for a term: the user's correction from now on."""
+        learned = (state.plan or {}).get("learned")
+        if not learned:
+            return
+        term, maps_to = learned["term"], learned["maps_to"]
+        target = maps_to.get("metric") or f"{maps_to.get('dimension')} = {maps_to.get('value')}"
+        try:
+            result = self._memories.remember(
+                self._who(state),
+                CreateMemoryBody(
+                    kind=MemoryKind.CORRECTION,
+                    key=correction_key(term),
+                    content=f"「{term}」指 {target}" if _is_zh(term) else f"'{term}' means {target}",
+                    source_text=state.input.question,
+                    value={"term": term, "maps_to": maps_to},
+                    confidence=self._settings.clarification_confidence,
+                    provenance=ProvenanceIn(
+                        trigger=Trigger.CLARIFICATION,
+                        episode_id=state.episode_id,
+                        sources=[SourceRef(id=learned["episode_id"])] if learned.get("episode_id") else [],
+                    ),
+                ),
+            )
+        except MemtoolError as exc:
+            logger.warning("episode %s could not keep what %r means: %s", state.episode_id, term, exc.message)
+            state.note(f"the meaning of {term!r} was used for this question but could not be remembered: {exc.message}")
+            return
+        state.note(f"remembered: {term} -> {target} (memory:{result.record.id}@v{result.record.version})")
+
+    def _remember_preference(self, state: AskState, preference: dict[str, Any]) -> None:
+        """A standing preference stated in chat supersedes the profile slot (its history stays)."""
+        slot, field_name = (CURRENCY_UNIT, "unit") if "unit" in preference else (CHART, "chart")
+        try:
+            result = self._memories.remember(
+                self._who(state),
+                CreateMemoryBody(
+                    kind=MemoryKind.PROFILE,
+                    key=slot.key,
+                    content=preference["text"],
+                    source_text=preference["text"],
+                    value={field_name: preference[field_name]},
+                    provenance=ProvenanceIn(trigger=Trigger.INTERACTION, episode_id=state.episode_id),
+                ),
+            )
+        except MemtoolError as exc:
+            state.note(f"the preference could not be remembered: {exc.message}")
+            return
+        state.profile[field_name] = preference[field_name]
+        state.profile_sources[field_name] = f"memory:{result.record.id}@v{result.record.version}"
+        if not result.unchanged:
+            replaced = f"; it replaces version {result.superseded.version}" if result.superseded is not None else ""
+            state.note(f"remembered your default {field_name}: {preference[field_name]}{replaced}")
+
+    def _credit_failure(self, state: AskState, episode: MemoryRecord | None) -> None:
+        """A failed episode carries negative credit, and so do the memories it applied (a few-shot's
+        fail_count is its failures); feedback on the episode later replaces this reward."""
+        if state.status != "failed":
+            return
+        from memtool.memory.credit import credit_after
+
+        reward = environment_reward("failed")
+        now = self._clock.now()
+        targets: list[tuple[Partition, str]] = []
+        if episode is not None:
+            targets.append((Partition(episode.tenant, episode.owner), episode.id))
+        for used in state.memories_used:
+            for owner in (state.caller.user, TENANT_OWNER):
+                targets.append((Partition(state.caller.tenant, owner), used.id))
+        for where, memory_id in targets:
+            try:
+                self._store.update_credit(
+                    where,
+                    memory_id,
+                    lambda record: credit_after(
+                        record.credit, episode_id=state.episode_id, reward=reward, alpha=self._settings.credit_ema_alpha, now=now
+                    ),
+                    now,
+                    now,
+                )
+            except NotFound:
+                continue  # the memory lives in the other partition (or was forgotten since)
+            except Exception:  # noqa: BLE001 - credit is learning; the answer stands regardless
+                logger.warning("episode %s could not credit memory %s", state.episode_id, memory_id, exc_info=True)
 
     def _remember_turn(self, state: AskState) -> None:
         """Append this turn to the session's working memory, on top of whatever is there now.
@@ -290,7 +430,16 @@ class AskSteps:
             return
         key = _turns_key(state.input.session_id)
         where = Partition(state.caller.tenant, state.caller.user)
-        turn = {"episode_id": state.episode_id, "question": state.input.question, "route": state.route, "status": state.status, "sql": state.sql}
+        plan = state.plan or {}
+        turn = {
+            "episode_id": state.episode_id,
+            "question": state.input.question,
+            "route": state.route,
+            "status": state.status,
+            "sql": state.sql,
+            "intent": plan.get("intent") if state.status == "answered" else None,
+            "clarification": plan.get("clarification") if state.status == "needs_clarification" else None,
+        }
         displaced: list[dict[str, Any]] = []  # turns a racing first write replaced: put them back
         for attempt in range(TURN_WRITE_ATTEMPTS):
             if attempt:
@@ -409,7 +558,23 @@ def _outcome(state: AskState) -> str:
         return "failed"
     if state.plan_status == "needs_clarification":
         return "needs_clarification"
+    if state.plan_status == "remembered":
+        return "remembered"
     return "answered"
+
+
+def episode_key(episode_id: str) -> str:
+    """The slot that finds an episode's memory by its episode id (feedback names episodes)."""
+    return f"episode.{episode_id}"
+
+
+def correction_key(term: str) -> str:
+    """One correction per term and owner: a newer one supersedes the older, with history."""
+    return "term." + re.sub(r"[\s#]+", "_", term.strip().lower())[:180]
+
+
+def _is_zh(text: str) -> bool:
+    return re.search(r"[\u4e00-\u9fff]", text) is not None
 
 
 def _shape_hints(plan: dict[str, Any] | None, question: str):

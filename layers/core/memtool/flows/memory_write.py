@@ -122,6 +122,20 @@ class MemoryService:
         self._require_write_access(who, current.scope)
         return self._store.forget(where, memory_id)
 
+    def end_session(self, who: Identity, session_id: str) -> ForgetOutcome:
+        """Clear a session's working memory (its turns and any pending clarification); 404 when
+        the caller has no such session."""
+        from memtool.memory.slots import SESSION_TURNS
+
+        where = Partition(who.tenant, who.user)
+        try:
+            current = self._store.get_slot(where, MemoryKind.WORKING, SESSION_TURNS.key_for(session_id), self._clock.now())
+        except UndecodableRecord as exc:
+            return self._store.delete_by_id(where, exc.memory_id)
+        if current is None:
+            raise NotFound(f"session {session_id} not found (or already ended)", field="id")
+        return self._store.forget(where, current.id)
+
     # ---- reads --------------------------------------------------------------------------
 
     def recall_one(self, who: Identity, memory_id: str, version: int | None = None) -> MemoryRecord:

@@ -136,28 +136,59 @@ def term_mapping_from_memory(record: dict[str, Any]) -> TermMapping | None:
 
 
 def plan_context(state: AskState) -> PlanContext:
-    """The planner's context from AskFlow's state: profile, conditions and recalled memories."""
-    corrections: list[TermMapping] = []
+    """The planner's context from AskFlow's state: profile, conditions, the session's turns,
+    approved few-shots and recalled memories."""
+    corrections: list[tuple[tuple[int, str, float], TermMapping]] = []
     knowledge: list[KnowledgeItem] = []
     for record in state.recalled:
         kind = record.get("kind")
         if kind == "correction":
             mapping = term_mapping_from_memory(record)
             if mapping is not None:
-                corrections.append(mapping)
+                # One meaning per term: the user's own over the tenant's, then newer, then more confident.
+                rank = (int(record.get("scope") == "user"), str(record.get("updated_at") or ""), float(record.get("confidence") or 0))
+                corrections.append((rank, mapping))
         elif kind == "knowledge" and record.get("content"):
             knowledge.append(
                 KnowledgeItem(memory_id=str(record["id"]), version=int(record.get("version") or 1), text=str(record["content"]), key=record.get("key"))
             )
+    chosen: dict[str, tuple[tuple[int, str, float], TermMapping]] = {}
+    for rank, mapping in corrections:
+        term = mapping.term.lower()
+        if term not in chosen or rank > chosen[term][0]:
+            chosen[term] = (rank, mapping)
     chart = state.profile.get("chart")
+    turns: list[PreviousTurn] = []
+    for turn in state.working[-5:]:
+        try:
+            turns.append(
+                PreviousTurn(
+                    episode_id=turn.get("episode_id"),
+                    question=str(turn.get("question") or ""),
+                    status=turn.get("status"),
+                    intent=turn.get("intent") if isinstance(turn.get("intent"), dict) else None,
+                    clarification=turn.get("clarification") if isinstance(turn.get("clarification"), dict) else None,
+                )
+            )
+        except ValidationError:
+            continue  # a turn written by hand in another shape is not conversation state
+    fewshots: list[FewshotExample] = []
+    for item in state.fewshots:
+        try:
+            fewshots.append(FewshotExample.model_validate(item))
+        except ValidationError:
+            continue
     return PlanContext(
         tenant=state.caller.tenant,
         user=state.caller.user,
         profile_unit=normalize_unit(state.profile.get("unit")),
         profile_chart=chart if isinstance(chart, str) and chart else None,
+        profile_sources=dict(state.profile_sources),
         conditions={k: v for k, v in state.input.conditions.items() if v is not None},
-        corrections=corrections,
+        corrections=[mapping for _, mapping in chosen.values()],
         knowledge=knowledge,
+        turns=turns,
+        fewshots=fewshots,
     )
 
 

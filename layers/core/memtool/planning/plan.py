@@ -18,6 +18,8 @@ class Clarification(BaseModel):
     question: str  # what to ask the user, in the user's language
     term: str | None = None  # the unknown or ambiguous words
     options: list[str] = Field(default_factory=list)  # choices the user can pick from
+    reason: str | None = None  # ambiguous_metric, unknown_term, outside_value, ...
+    targets: list[dict[str, str]] = Field(default_factory=list)  # what each option means (metric, dimension/value, window)
 
 
 class Citation(BaseModel):
@@ -38,10 +40,31 @@ class AppliedMemory(BaseModel):
     why: str = ""  # e.g. "term 收入 -> metric net_revenue", "unit 万元", "intent template"
 
 
+class LearnedTerm(BaseModel):
+    """What a clarification reply taught: ``term`` means ``maps_to`` (becomes a correction memory)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    term: str
+    maps_to: dict[str, str]  # {"metric": ...} or {"dimension": ..., "value": ...}
+    reason: str  # the clarification's reason (ambiguous_metric, unknown_term, ambiguous_value)
+    episode_id: str | None = None  # the episode that asked
+
+
+class Preference(BaseModel):
+    """A standing display preference stated in chat: exactly one of unit and chart."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    unit: Literal["元", "万元", "分"] | None = None
+    chart: Literal["line", "bar", "pie", "kpi_card", "table"] | None = None
+    text: str  # the user's words
+
+
 class Plan(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    status: Literal["planned", "needs_clarification", "answered"]
+    status: Literal["planned", "needs_clarification", "answered", "remembered"]
     route: Route
     intent: Intent | None = None
     sql: str | None = None  # Redshift dialect
@@ -52,3 +75,5 @@ class Plan(BaseModel):
     notes: list[str] = Field(default_factory=list)  # what the planner applied (profile unit, corrections, ...)
     applied: list[AppliedMemory] = Field(default_factory=list)  # memories that shaped this plan
     carried_over: list[str] = Field(default_factory=list)  # parts taken from the previous turn
+    learned: LearnedTerm | None = None  # a clarification reply that taught what a term means
+    remember: Preference | None = None  # a standing preference the question stated ("以后默认用万元")

@@ -21,13 +21,18 @@ from collections.abc import Callable
 from datetime import date, datetime
 from typing import Protocol
 
-from memtool.planning.context import KnowledgeItem, PlanContext, normalize_unit
-from memtool.planning.plan import Citation, Clarification, Plan, Route
+from memtool.planning.context import KnowledgeItem, PlanContext, PreviousTurn, normalize_unit
+from memtool.planning.plan import AppliedMemory, Citation, Clarification, LearnedTerm, Plan, Preference, Route
 from memtool.planning.routes import classify_route, parse_forced_route
 from memtool.semantic.catalog import Catalog, Lang
 from memtool.semantic.compiler import IntentCompiler
 from memtool.semantic.entities import EntityIndex
-from memtool.semantic.parser import ParsedQuestion, QuestionParser, TermMapping, language_of
+from memtool.semantic.followup import ChoiceTarget, option_label, ordinal_choice, plain_reply
+from memtool.semantic.intent import Intent
+from memtool.semantic.parser import Choice, ParsedQuestion, ParseResult, QuestionParser, TermMapping, language_of
+
+# Clarifications about a term whose answer is worth remembering as the user's meaning of it.
+LEARNABLE_REASONS = frozenset({"ambiguous_metric", "unknown_term", "ambiguous_value"})
 
 
 
@@ -66,40 +71,77 @@ class RulePlanner:
     # ---- the port -------------------------------------------------------------------------
 
     def plan(self, question: str, *, route: Route | str | None = None, context: PlanContext | None = None) -> Plan:
-        chosen: Route = classify_route(question) if route is None else parse_forced_route(route)
         context = context or PlanContext()
+        today = self.today()
         notes: list[str] = []
         corrections = self._usable_corrections(context.corrections, notes)
-        if chosen == "business_knowledge_qa":
+        pending, choice = self._clarification_reply(question, context, corrections, today)
+        asked = pending.question if pending is not None and choice is not None else question
+        if pending is not None and choice is not None:
+            chosen: Route = classify_route(asked)  # the reply answers the pending question, on its route
+        elif route is not None:
+            chosen = parse_forced_route(route)
+        else:
+            chosen = classify_route(question)
+        if chosen == "business_knowledge_qa" and choice is None:
             return self._answer_knowledge(question, context, corrections, notes)
-        today = self.today()
-        result = self.parser.parse(question, today=today, route=chosen, corrections=corrections)
+        if chosen == "business_knowledge_qa":
+            chosen = "nl2sql_query"
+        preference = self.standing_preference(question, today)
+        previous = self._previous_intent(context, before=pending)
+        result = self.parser.parse(asked, today=today, route=chosen, corrections=corrections, previous=previous, choice=choice)
+        if preference is not None and not _asks_for_data(result.parsed):
+            notes.append(f"remembered: {preference.text}")
+            return Plan(status="remembered", route=chosen, remember=preference, planner=self.name, notes=notes)
         notes.extend(result.notes)
+        applied = [_applied(m) for m in result.parsed.corrections_used if m.memory_id is not None]
         citations = [Citation(source=m.source, text=f"{m.term} -> {m.maps_to.describe()}") for m in result.parsed.corrections_used]
+        learned = self._learned(pending, choice)
+        if result.clarification is not None:
+            templated = self._from_fewshot(question, context, today, chosen, notes)
+            if templated is not None:
+                result, example = templated
+                applied.append(AppliedMemory(id=example.memory_id, version=example.version, kind="fewshot", why="intent template"))
+                citations.append(Citation(source=example.source, text=f"{example.question} -> {example.sql[:200]}"))
         if result.clarification is not None:
             need = result.clarification
             notes.append(f"clarification needed: {need.reason}")
             return Plan(
                 status="needs_clarification",
                 route=chosen,
-                clarification=Clarification(question=need.question, term=need.term, options=need.options),
+                clarification=Clarification(
+                    question=need.question,
+                    term=need.term,
+                    options=need.options,
+                    reason=need.reason,
+                    targets=[t.as_json() for t in need.targets],
+                ),
                 citations=citations,
                 planner=self.name,
                 notes=notes,
+                applied=applied,
+                learned=learned,
+                remember=preference,
             )
         intent = result.intent
         assert intent is not None
         metric = self.catalog.metric(intent.metric)
         if metric.kind == "money":
-            unit, source = self._unit(intent.unit, context)
+            unit, source = self._unit(intent.unit, context, preference)
             intent = intent.model_copy(update={"unit": None if unit == "元" else unit})
             notes.append(f"unit {unit} from {source}")
-        chart, chart_source = self._chart(context)
+            if source == "the profile" and "unit" in context.profile_sources:
+                applied.append(_applied_source(context.profile_sources["unit"], "profile", f"unit {unit}"))
+        chart, chart_source = self._chart(context, preference)
         if chart is not None:
             notes.append(f"chart {chart} from {chart_source}")
+            if chart_source == "the profile" and "chart" in context.profile_sources:
+                applied.append(_applied_source(context.profile_sources["chart"], "profile", f"chart {chart}"))
         compiled = self.compiler.compile(intent)
         citations.append(Citation(source=f"catalog:metric/{metric.name}", text=metric.definition(result.parsed.lang)))
         notes.append(f"model_version {self.catalog.model_version_for(intent)}")
+        if preference is not None:
+            notes.append(f"remembered: {preference.text}")
         return Plan(
             status="planned",
             route=chosen,
@@ -108,7 +150,115 @@ class RulePlanner:
             citations=citations,
             planner=self.name,
             notes=notes,
+            applied=[a for a in applied if a.id],
+            carried_over=result.carried_over,
+            learned=learned,
+            remember=preference,
         )
+
+    # ---- conversation ---------------------------------------------------------------------
+
+    @staticmethod
+    def _previous_intent(context: PlanContext, before: PreviousTurn | None = None) -> Intent | None:
+        """The intent of the session's latest answered turn (before the pending one, if any)."""
+        turns = list(context.turns)
+        if before is not None and turns and turns[-1] is before:
+            turns = turns[:-1]
+        for turn in reversed(turns):
+            if turn.intent:
+                try:
+                    return Intent.model_validate(turn.intent)
+                except ValueError:
+                    return None
+            if turn.status == "answered":
+                return None  # an answered turn without an intent (a knowledge answer) ends the thread
+        return None
+
+    def _clarification_reply(
+        self, reply: str, context: PlanContext, corrections: list[TermMapping], today: date
+    ) -> tuple[PreviousTurn | None, Choice | None]:
+        """When the last turn asked for a clarification and ``reply`` picks one of its options."""
+        if not context.turns:
+            return None, None
+        last = context.turns[-1]
+        asked = last.clarification or {}
+        if last.status != "needs_clarification" or not asked.get("options"):
+            return None, None
+        options = [str(o) for o in asked["options"]]
+        targets = [ChoiceTarget.from_json(t) for t in asked.get("targets") or []]
+        if len(targets) != len(options):
+            return last, None
+        index = ordinal_choice(reply, len(options))
+        if index is None:
+            said = plain_reply(reply)
+            index = next((i for i, o in enumerate(options) if said and said in (o.lower(), option_label(o).lower())), None)
+        if index is None:
+            index = self._choice_by_meaning(reply, targets, corrections, today)
+        if index is None or targets[index] is None:
+            return last, None
+        target = targets[index]
+        assert target is not None
+        return last, Choice(reason=str(asked.get("reason") or ""), term=asked.get("term"), target=target)
+
+    def _choice_by_meaning(
+        self, reply: str, targets: list[ChoiceTarget | None], corrections: list[TermMapping], today: date
+    ) -> int | None:
+        """The option a reply names by a synonym ("net sales" for 净收入); only a bare choice counts."""
+        parsed = self.parser.recognise(reply, today=today, corrections=corrections)
+        if parsed.unknown_terms or parsed.times or parsed.group_dims or parsed.grain or parsed.top_n is not None:
+            return None
+        named: list[ChoiceTarget] = [ChoiceTarget(metric=m) for m in parsed.metrics]
+        named += [ChoiceTarget(dimension=d, value=v) for d, values in parsed.filters.items() for v in values]
+        if len(named) != 1:
+            return None
+        return next((i for i, t in enumerate(targets) if t == named[0]), None)
+
+    @staticmethod
+    def _learned(pending: PreviousTurn | None, choice: Choice | None) -> LearnedTerm | None:
+        if pending is None or choice is None or not choice.term or choice.reason not in LEARNABLE_REASONS:
+            return None
+        target = choice.target
+        if target.metric is not None:
+            maps_to = {"metric": target.metric}
+        elif target.dimension is not None and target.value is not None:
+            maps_to = {"dimension": target.dimension, "value": target.value}
+        else:
+            return None
+        return LearnedTerm(term=choice.term, maps_to=maps_to, reason=choice.reason, episode_id=pending.episode_id)
+
+    def standing_preference(self, question: str, today: date) -> Preference | None:
+        """"以后默认用万元", "from now on show bar charts": a preference to keep, or None.
+
+        A this-time condition ("这次用分") is never one: it applies to its own question only.
+        """
+        parsed = self.parser.recognise(question, today=today)
+        if not parsed.lasting or parsed.this_time:
+            return None
+        unit = parsed.unit or normalize_unit(question)
+        if parsed.chart is not None:
+            return Preference(chart=parsed.chart, text=question.strip())  # type: ignore[arg-type]
+        if unit is not None:
+            return Preference(unit=unit, text=question.strip())
+        return None
+
+    def _from_fewshot(
+        self, question: str, context: PlanContext, today: date, route: Route, notes: list[str]
+    ) -> tuple[ParseResult, object] | None:
+        """A question the rules cannot parse alone, planned from an approved example of the same shape."""
+        if not context.fewshots:
+            return None
+        from memtool.semantic.masking import rebind_intent
+
+        for example in context.fewshots:
+            if not example.intent:
+                continue
+            intent = rebind_intent(example.intent, example.question, question, self.parser, today)
+            if intent is None:
+                continue
+            parsed = self.parser.recognise(question, today=today)
+            notes.append(f"planned from approved example {example.source} (same shape: {example.question})")
+            return ParseResult(parsed, intent=intent), example
+        return None
 
     # ---- pieces ---------------------------------------------------------------------------
 
@@ -134,7 +284,9 @@ class RulePlanner:
                 usable.append(mapping)
         return usable
 
-    def _unit(self, question_unit: str | None, context: PlanContext) -> tuple[str, str]:
+    def _unit(self, question_unit: str | None, context: PlanContext, preference: Preference | None = None) -> tuple[str, str]:
+        if preference is not None and preference.unit is not None:
+            return preference.unit, "the preference stated in the question"
         if question_unit is not None:
             return question_unit, "the question"
         condition = context.condition_unit()
@@ -147,7 +299,9 @@ class RulePlanner:
         return "元", "the default"
 
     @staticmethod
-    def _chart(context: PlanContext) -> tuple[str | None, str]:
+    def _chart(context: PlanContext, preference: Preference | None = None) -> tuple[str | None, str]:
+        if preference is not None and preference.chart is not None:
+            return preference.chart, "the preference stated in the question"
         chart = context.conditions.get("chart")
         if isinstance(chart, str) and chart:
             return chart, "this request's conditions"
@@ -217,6 +371,22 @@ class RulePlanner:
             if any(term in haystack for term in terms if len(term) >= 2):
                 relevant.append(item)
         return relevant
+
+
+def _asks_for_data(parsed: ParsedQuestion) -> bool:
+    """Whether a question says more than a preference: a metric or a scope to answer."""
+    return bool(parsed.metrics or parsed.ambiguous or parsed.unsupported or parsed.group_dims or parsed.grain or parsed.times or parsed.filters)
+
+
+def _applied(mapping: TermMapping) -> AppliedMemory:
+    return AppliedMemory(id=mapping.memory_id or "", version=mapping.version or 1, kind="correction", why=f"term {mapping.term} -> {mapping.maps_to.describe()}")
+
+
+def _applied_source(source: str, kind: str, why: str) -> AppliedMemory:
+    """An AppliedMemory from a "memory:<id>@v<n>" source."""
+    body = source.removeprefix("memory:")
+    memory_id, _, version = body.partition("@v")
+    return AppliedMemory(id=memory_id, version=int(version) if version.isdigit() else 1, kind=kind, why=why)
 
 
 def _mentioned_dimensions(parsed: ParsedQuestion) -> list[str]:

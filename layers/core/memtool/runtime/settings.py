@@ -95,7 +95,6 @@ class Settings(BaseSettings):
     fewshot_min_confidence: float = Field(0.9, ge=0, le=1)
     fewshot_max_fail_count: int = Field(3, ge=0)
     fewshot_top_k: int = Field(3, ge=1, le=20)
-    feedback_comment_max_chars: int = Field(2000, ge=1, le=100_000)
     recall_fallback_scan_limit: int = Field(2000, ge=10)
 
     # Asking: the warehouse, the planner and the flow.

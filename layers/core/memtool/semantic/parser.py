@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from memtool.semantic.catalog import Catalog, Lang
 from memtool.semantic.entities import EntityIndex, EntityValue
+from memtool.semantic.followup import FOLLOW_UP_PATTERNS, ChoiceTarget, drop_patterns, is_follow_up, merge_previous, shifted_year_back
 from memtool.semantic.intent import Comparison, Filter, Intent, TimeWindow
 from memtool.semantic.time_expressions import (
     EN_NUMBER,
@@ -131,6 +132,12 @@ class ParsedQuestion:
     corrections_used: list[TermMapping] = field(default_factory=list)
     incompatible: list[str] = field(default_factory=list)  # dimensions the metric lacks
     spans: list[Span] = field(default_factory=list)
+    follow_up_markers: list[str] = field(default_factory=list)  # "replace" | "extend" | "narrow" | "weak"
+    dropped_dims: list[str] = field(default_factory=list)  # "不限渠道": filters (and grouping) to drop
+    carried_window: TimeWindow | None = None  # a follow-up's window, from the previous turn
+    lasting: list[str] = field(default_factory=list)  # "以后", "默认", "from now on": a standing preference
+    this_time: bool = False  # "这次", "just this once": for this question only
+    chart: str | None = None  # a chart the question names ("柱状图", "bar chart")
 
     @property
     def has_grouping(self) -> bool:
@@ -149,6 +156,7 @@ class ClarificationNeed:
     term: str | None
     options: list[str]
     reason: str  # unknown_metric | ambiguous_metric | unsupported_metric | unknown_term | outside_value | ...
+    targets: list[ChoiceTarget] = field(default_factory=list)  # what each option means, in order
 
 
 @dataclass
@@ -157,6 +165,16 @@ class ParseResult:
     intent: Intent | None = None
     clarification: ClarificationNeed | None = None
     notes: list[str] = field(default_factory=list)
+    carried_over: list[str] = field(default_factory=list)  # what a follow-up took from the previous turn
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A reply to a clarification: the option chosen for the pending question's term."""
+
+    reason: str
+    term: str | None
+    target: ChoiceTarget
 
 
 # ---- fixed phrases ----------------------------------------------------------------------------
@@ -220,6 +238,16 @@ _TREND = r"变化趋势|趋势|走势|时间序列|" + rf"{_B}(?:trends?|over\s+
 _SHARE = r"占比|份额|比重|构成|" + rf"{_B}(?:share|shares|proportion|percentage\s+of\s+total|mix){_E}"
 _NEGATION = r"除了|除去|不含|不包括|不包含|排除|去掉|" + rf"{_B}(?:excluding|except(?:\s+for)?|other\s+than|not\s+including|without){_E}"
 _PLURAL_ZH = r"哪些|哪几个|哪几家|几个|那些"
+# A standing preference ("以后默认用万元") or a this-time condition ("这次用分"), and chart names.
+_LASTING = r"以后都|以后|今后|往后|从现在起|从现在开始|从今以后|从此|默认|一律|总是|每次都|" + rf"{_B}(?:always|from\s+now\s+on|by\s+default|going\s+forward|in\s+(?:the\s+)?future|default\s+to|as\s+(?:the|my)\s+default){_E}"
+_THIS_TIME = r"这次|本次|这一次|仅这次|只这次|这回|" + rf"{_B}(?:just\s+this\s+once|this\s+time|for\s+now|just\s+for\s+this\s+(?:one|question)){_E}"
+_CHARTS: list[tuple[str, str]] = [
+    ("bar", rf"柱状图|柱形图|条形图|{_B}bar\s*(?:charts?|graphs?){_E}"),
+    ("line", rf"折线图|曲线图|{_B}line\s*(?:charts?|graphs?){_E}"),
+    ("pie", rf"饼图|饼状图|{_B}pie\s*(?:charts?){_E}"),
+    ("kpi_card", rf"指标卡|KPI\s*卡片?|{_B}kpi\s*cards?{_E}"),
+    ("table", rf"(?<!图)表格|{_B}tables?{_E}"),
+]
 
 # Filler: what a question may contain besides the recognised phrases. Chinese fragments are cut
 # out of leftover runs (longest first); two or more characters that survive are an unknown term.
@@ -324,6 +352,10 @@ class QuestionParser:
         self._grain_terms = [
             (term_pattern(t), dim.name) for dim in catalog.time_dimensions for t in {*dim.group_terms_zh, *dim.group_terms_en}
         ]
+        # Group-only words of attribute dimensions ("按原因", "by reason"): the bare noun stays filler.
+        self._attribute_group_terms = [
+            (term_pattern(t), dim.name) for dim in catalog.attribute_dimensions for t in {*dim.group_terms_zh, *dim.group_terms_en}
+        ]
         self._comparisons = [(kind, re.compile(p, re.IGNORECASE)) for kind, p in _COMPARISONS]
         self._units = [re.compile(p, re.IGNORECASE) for p in _UNITS]
         self._top_n = [(kind, re.compile(p, re.IGNORECASE)) for kind, p in _TOP_N]
@@ -332,6 +364,11 @@ class QuestionParser:
         self._share = re.compile(_SHARE, re.IGNORECASE)
         self._negation = re.compile(_NEGATION, re.IGNORECASE)
         self._plural_zh = re.compile(_PLURAL_ZH)
+        self._follow_up = [(kind, re.compile(p, re.IGNORECASE)) for kind, p in FOLLOW_UP_PATTERNS]
+        self._drops = [re.compile(p, re.IGNORECASE) for p in drop_patterns(noun_alt_zh, noun_alt_en)]
+        self._lasting = re.compile(_LASTING, re.IGNORECASE)
+        self._this_time = re.compile(_THIS_TIME, re.IGNORECASE)
+        self._charts = [(chart, re.compile(p, re.IGNORECASE)) for chart, p in _CHARTS]
         self._filler_zh = re.compile("|".join(re.escape(f) for f in _FILLER_ZH))
 
     # ---- recognition --------------------------------------------------------------------
@@ -372,6 +409,9 @@ class QuestionParser:
         for pattern in self._group_patterns:
             for m in _find(pattern, text):
                 add(m, "group", self._noun_dim[re.sub(r"[\s\-]+", " ", m.group("noun").lower())], 3)
+        for pattern, dim in self._attribute_group_terms:
+            for m in _find(pattern, text):
+                add(m, "group", dim, 3)
         for pattern, dim in self._grain_terms:
             for m in _find(pattern, text):
                 add(m, "grain", dim, 3)
@@ -404,6 +444,19 @@ class QuestionParser:
             add(m, "negation", True, 6)
         for m in _find(self._plural_zh, text):
             add(m, "plural", True, 7)
+        for kind, pattern in self._follow_up:
+            for m in _find(pattern, text):
+                add(m, "follow_up", kind, 7)
+        for pattern in self._drops:
+            for m in _find(pattern, text):
+                add(m, "drop", self._noun_dim[re.sub(r"[\s\-]+", " ", m.group("noun").lower())], 1)
+        for m in _find(self._lasting, text):
+            add(m, "lasting", m.group(0), 6)
+        for m in _find(self._this_time, text):
+            add(m, "this_time", True, 6)
+        for chart, pattern in self._charts:
+            for m in _find(pattern, text):
+                add(m, "chart", chart, 5)
         return spans
 
     @staticmethod
@@ -496,6 +549,16 @@ class QuestionParser:
                 parsed.share = True
             elif kind == "plural":
                 parsed.plural = True
+            elif kind == "follow_up":
+                _add_unique(parsed.follow_up_markers, span.payload)
+            elif kind == "drop":
+                _add_unique(parsed.dropped_dims, span.payload)
+            elif kind == "lasting":
+                _add_unique(parsed.lasting, span.payload)
+            elif kind == "this_time":
+                parsed.this_time = True
+            elif kind == "chart":
+                parsed.chart = parsed.chart or span.payload
         for metric in parsed.metrics:
             if self.catalog.has_metric(metric):
                 spec = self.catalog.metric(metric)
@@ -547,11 +610,22 @@ class QuestionParser:
         today: date,
         route: ParseRoute | None = None,
         corrections: Sequence[TermMapping] = (),
+        previous: Intent | None = None,
+        choice: Choice | None = None,
     ) -> ParseResult:
+        """The intent of ``question``; with ``previous`` (the session's last intent) a follow-up
+        is read against it, and with ``choice`` the question is a pending one, now clarified."""
         parsed = self.recognise(question, today=today, corrections=corrections)
         result = ParseResult(parsed)
         for mapping in parsed.corrections_used:
             result.notes.append(f"correction {mapping.term!r} -> {_describe(mapping.maps_to)} ({mapping.source})")
+        if choice is not None:
+            self._apply_choice(parsed, choice)
+            result.notes.append(f"clarified: {choice.term or choice.reason} -> {_describe_target(choice.target)}")
+        if previous is not None and is_follow_up(parsed):
+            result.carried_over = merge_previous(parsed, previous, self.catalog)
+            if result.carried_over:
+                result.notes.append("carried over from the previous question: " + "; ".join(result.carried_over))
         need = self._clarification(parsed)
         if need is not None:
             result.clarification = need
@@ -599,7 +673,68 @@ class QuestionParser:
             result.notes.append("ignored words: " + ", ".join(parsed.ignored_words))
         return result
 
+    def _apply_choice(self, parsed: ParsedQuestion, choice: Choice) -> None:
+        """The pending question as the user clarified it: the chosen meaning replaces the term."""
+        target, term = choice.target, choice.term
+        if term is not None:
+            parsed.unknown_terms = [t for t in parsed.unknown_terms if t != term]
+            parsed.ambiguous = [a for a in parsed.ambiguous if a[0] != term]
+            parsed.unsupported = [u for u in parsed.unsupported if u != term]
+            parsed.outside = [o for o in parsed.outside if o[0] != term]
+            parsed.entity_conflicts = [c for c in parsed.entity_conflicts if c[0] != term]
+        if target.metric is not None:
+            if choice.reason in ("several_metrics", "incompatible_dimension", "unknown_metric") or term is None:
+                parsed.metrics = [target.metric]
+            else:
+                _add_unique(parsed.metrics, target.metric)
+        elif target.dimension is not None and target.value is not None:
+            _add_unique(parsed.filters.setdefault(target.dimension, []), target.value)
+        elif target.dimension is not None:
+            _add_unique(parsed.group_dims, target.dimension)
+        elif target.window is not None:
+            parsed.times = [t for t in parsed.times if t.window.label == target.window] or parsed.times[:1]
+        parsed.incompatible = []
+        for metric in parsed.metrics:
+            if self.catalog.has_metric(metric):
+                spec = self.catalog.metric(metric)
+                for dim in [*parsed.group_dims, *parsed.filters, *parsed.exclusions]:
+                    if dim not in spec.dimensions and dim not in parsed.incompatible:
+                        parsed.incompatible.append(dim)
+
     def _clarification(self, parsed: ParsedQuestion) -> ClarificationNeed | None:
+        need = self._clarification_need(parsed)
+        if need is None or need.targets:
+            return need
+        return ClarificationNeed(need.question, need.term, need.options, need.reason, self._targets(need, parsed))
+
+    def _targets(self, need: ClarificationNeed, parsed: ParsedQuestion) -> list[ChoiceTarget]:
+        """What each option means, so a reply that names or numbers one can be applied."""
+        lang = parsed.lang
+        by_metric_label = {m.label(lang): m.name for m in self.catalog.metrics}
+        by_dimension_label = {d.label(lang): d.name for d in self.catalog.dimensions}
+        targets: list[ChoiceTarget] = []
+        for option in need.options:
+            if option in by_metric_label:
+                targets.append(ChoiceTarget(metric=by_metric_label[option]))
+                continue
+            if need.reason == "several_windows":
+                targets.append(ChoiceTarget(window=option))
+                continue
+            if need.reason == "top_n_without_dimension" and option in by_dimension_label:
+                targets.append(ChoiceTarget(dimension=by_dimension_label[option]))
+                continue
+            label = re.sub(r"\s*[(（][^)）]*[)）]\s*$", "", option).strip()
+            values = self.entities.lookup(label)
+            if need.reason == "ambiguous_value":
+                dim_label = option[len(label):].strip(" ()（）")
+                values = [v for v in values if self.catalog.dimension(v.dimension).label(lang) == dim_label] or values
+            if values:
+                targets.append(ChoiceTarget(dimension=values[0].dimension, value=values[0].value))
+            else:
+                targets.append(ChoiceTarget(window=option) if need.reason == "several_windows" else ChoiceTarget())
+        return targets
+
+    def _clarification_need(self, parsed: ParsedQuestion) -> ClarificationNeed | None:
         zh = parsed.lang == "zh"
         metric_options = [m.label(parsed.lang) for m in self.catalog.metrics]
         if parsed.outside:
@@ -680,7 +815,15 @@ class QuestionParser:
         if same_period and explicit:
             comparison_kind = comparison_kind or "yoy"  # "今年 vs 去年同期": a yoy of the other window
         elif same_period:
-            explicit = same_period
+            # "去年同期" on its own: the window this question would otherwise have (the previous
+            # turn's, or the default one), a year earlier; not a comparison and not one day.
+            base = parsed.carried_window or default_window(today, grain=grain, route=route)
+            window = shifted_year_back(base, f"{same_period[0].window.label} ({base.label})")
+            notes.append(f"{same_period[0].text}: {base.label} a year earlier, [{window.start}, {window.end})")
+            if comparison_kind is not None and comparison_kind != "yoy":
+                kind2, previous_w = previous_window(window, None if comparison_kind == "previous" else comparison_kind, grain=grain)
+                return window, Comparison(kind=kind2, window=previous_w), None
+            return window, None, None
         future = [t for t in explicit if t.window.start > today]
         if future and route == "deep_analysis_workflow":
             notes.append(f"forecast horizon {future[0].window.label}: [{future[0].window.start}, {future[0].window.end}); history below")
@@ -700,6 +843,8 @@ class QuestionParser:
             return window, comparison, None
         if explicit:
             window = explicit[0].window
+        elif parsed.carried_window is not None:
+            window = parsed.carried_window
         else:
             window = default_window(today, grain=grain, route=route)
             notes.append(f"default window {window.label}: [{window.start}, {window.end})")
@@ -752,6 +897,16 @@ def _word_order(word: str) -> Literal["asc", "desc"]:
 def _add_unique(items: list[Any], item: Any) -> None:
     if item not in items:
         items.append(item)
+
+
+def _describe_target(target: ChoiceTarget) -> str:
+    if target.metric is not None:
+        return f"metric {target.metric}"
+    if target.value is not None:
+        return f"{target.dimension} = {target.value}"
+    if target.dimension is not None:
+        return f"group by {target.dimension}"
+    return f"window {target.window}"
 
 
 def _describe(target: MappingTarget) -> str:

@@ -1,0 +1,239 @@
+"""Conversation state for the rule parser: follow-up questions and replies to a clarification.
+
+A **follow-up** ("那按渠道拆分呢", "只看华东", "换成处方量", "and in September?", "只要前3",
+"不限渠道") is read against the intent of the session's previous turn: the parts the new question
+names replace (or, with 再/也/also, extend) the previous ones; the rest is carried over and the
+answer says what was. A question is a follow-up when it carries a strong marker (换成/改成/
+instead, 只看/only, 再/also, 不限/regardless of, 去年同期 on its own), or names no metric of its
+own; a weak marker (那/呢/"what about"/a leading "and") makes a question that names only a metric
+a follow-up too ("那销售额呢"). A question with its own metric and its own scope stands alone.
+
+A **clarification reply** names one of the pending clarification's options: exactly, by a
+synonym the catalog knows, or by position ("第二个", "the first"). The pending question is then
+parsed again with that choice, everything else it had parsed kept.
+
+The unit is never carried over: "这次用分" applies to its own question only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from memtool.semantic.intent import Intent, TimeWindow
+from memtool.semantic.time_expressions import ZH_NUMBER, parse_number
+
+if TYPE_CHECKING:
+    from memtool.semantic.catalog import Catalog
+    from memtool.semantic.parser import ParsedQuestion
+
+MarkerKind = Literal["replace", "extend", "narrow", "weak"]
+
+_B = r"(?<![A-Za-z0-9])"
+_E = r"(?![A-Za-z0-9])"
+
+# Words that say "this question continues the last one"; recognised as spans so they are never
+# read as unknown terms.
+FOLLOW_UP_PATTERNS: list[tuple[MarkerKind, str]] = [
+    ("replace", r"换成|换为|换到|改成|改为|改看|切换到|切换成"),
+    ("replace", rf"{_B}(?:instead(?:\s+of)?|rather\s+than|switch\s+to|change\s+(?:it\s+)?to){_E}"),
+    ("extend", r"再按|也按|同时按|再加上|加上|另外再|再细分|再拆分"),
+    ("extend", rf"{_B}(?:also|too|as\s+well|additionally|in\s+addition){_E}"),
+    ("narrow", r"只看|仅看|只要|仅要|只需要|单看|只查|只算|只保留|仅限|只限"),
+    ("narrow", rf"{_B}(?:only|just){_E}"),
+    ("weak", r"^(?:那么|那)|呢\s*[?？。!！]*\s*$|怎么样\s*[?？]*\s*$"),
+    ("weak", rf"^\s*(?:and|what\s+about|how\s+about|now|then|ok(?:ay)?,?)\s*{_E}"),
+]
+
+
+def drop_patterns(nouns_zh: str, nouns_en: str) -> list[str]:
+    """"不限渠道", "regardless of channel", "drop the channel filter": the dimension's filter
+    (and grouping) goes. ``nouns_*`` are regex alternations of the dimension nouns."""
+    patterns = [rf"(?:不限|不分|不区分|不管|取消)\s*(?P<noun>{nouns_zh})(?:\s*(?:筛选|过滤|条件|限制))?"] if nouns_zh else []
+    if nouns_en:
+        patterns += [
+            rf"{_B}(?:regardless\s+of|any|for\s+all|across\s+all)\s+(?:the\s+)?(?P<noun>{nouns_en}){_E}",
+            rf"{_B}(?:remove|drop|clear|without)\s+the\s+(?P<noun>{nouns_en})\s+(?:filter|condition){_E}",
+        ]
+    return patterns
+
+
+# Position words in a clarification reply.
+_ORDINALS_ZH = re.compile(rf"^(?:选|就|要|是)?\s*第\s*(?P<n>\d+|{ZH_NUMBER})\s*(?:个|项|种|条)?(?:吧|的|啊)?$")
+_ORDINALS_EN = {
+    "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8,
+    "1st": 1, "2nd": 2, "3rd": 3, "4th": 4, "5th": 5, "last": -1,
+}  # fmt: skip
+_ORDINAL_EN = re.compile(
+    r"^(?:the\s+)?(?:option\s+|number\s+|#\s*)?(?P<n>\d+|first|second|third|fourth|fifth|sixth|seventh|eighth|1st|2nd|3rd|4th|5th|last)"
+    r"(?:\s+(?:one|option))?(?:\s+please)?$",
+    re.IGNORECASE,
+)
+_REPLY_FILLER = re.compile(r"^(?:就是|就|是|选|要|用|看|指的是|指|我说的是|i\s+mean|i\s+meant|use|the)\s*|\s*(?:吧|啊|呀|的|就行|即可|please)\s*$", re.IGNORECASE)
+_PUNCTUATION = re.compile(r"[\s,，。.!！?？、:：;；\"'“”‘’()（）]+")
+
+
+def ordinal_choice(reply: str, count: int) -> int | None:
+    """The 0-based option a reply picks by position ("第二个", "the first", "2"), or None."""
+    text = _PUNCTUATION.sub(" ", reply).strip()
+    n: int | None = None
+    match = _ORDINALS_ZH.match(text.replace(" ", ""))
+    if match:
+        n = parse_number(match.group("n"))
+    else:
+        match = _ORDINAL_EN.match(text)
+        if match:
+            word = match.group("n").lower()
+            n = int(word) if word.isdigit() else _ORDINALS_EN.get(word)
+    if n is None:
+        return None
+    if n == -1:
+        return count - 1 if count else None
+    return n - 1 if 1 <= n <= count else None
+
+
+def plain_reply(reply: str) -> str:
+    """The reply without polite filler and punctuation, for an exact comparison with an option."""
+    text = _PUNCTUATION.sub(" ", reply).strip()
+    for _ in range(3):
+        stripped = _REPLY_FILLER.sub("", text).strip()
+        if stripped == text:
+            break
+        text = stripped
+    return text.lower()
+
+
+def option_label(option: str) -> str:
+    """"华东 (大区)" -> "华东": an option as the user would type it."""
+    return re.sub(r"\s*[(（][^)）]*[)）]\s*$", "", option).strip()
+
+
+@dataclass(frozen=True)
+class ChoiceTarget:
+    """What one clarification option means: a metric, a dimension value, a grouping or a window."""
+
+    metric: str | None = None
+    dimension: str | None = None
+    value: str | None = None
+    window: str | None = None  # the label of one of several windows
+
+    @classmethod
+    def from_json(cls, data: Any) -> ChoiceTarget | None:
+        if not isinstance(data, dict):
+            return None
+        fields = {k: data.get(k) for k in ("metric", "dimension", "value", "window")}
+        if not any(isinstance(v, str) and v for v in fields.values()):
+            return None
+        return cls(**{k: v if isinstance(v, str) and v else None for k, v in fields.items()})
+
+    def as_json(self) -> dict[str, str]:
+        return {k: v for k, v in vars(self).items() if v is not None}
+
+
+def is_follow_up(parsed: ParsedQuestion) -> bool:
+    strong = {"replace", "extend", "narrow"} & set(parsed.follow_up_markers)
+    if strong or parsed.dropped_dims:
+        return True
+    if parsed.times and all(t.family == "same_period_last_year" for t in parsed.times):
+        return True  # "去年同期呢": the previous question, a year earlier
+    has_metric = bool(parsed.metrics or parsed.ambiguous or parsed.unsupported)
+    own_scope = bool(parsed.has_grouping or parsed.times or parsed.filters or parsed.exclusions)
+    if not has_metric:
+        return bool(own_scope or parsed.follow_up_markers or parsed.top_n is not None or parsed.unit is not None)
+    return "weak" in parsed.follow_up_markers and not own_scope
+
+
+def merge_previous(parsed: ParsedQuestion, previous: Intent, catalog: Catalog) -> list[str]:
+    """Fill what the follow-up leaves out from the previous intent; returns what was carried.
+
+    Mutates ``parsed``: metrics, groupings, filters, the window and the ranking the question does
+    not name come from ``previous``.
+    """
+    carried: list[str] = []
+    if not (parsed.metrics or parsed.ambiguous or parsed.unsupported):
+        parsed.metrics = [previous.metric]
+        carried.append(f"metric {previous.metric}")
+    time_dims = {d.name for d in catalog.time_dimensions}
+    previous_grain = next((d for d in previous.dimensions if d in time_dims), None)
+    previous_groups = [d for d in previous.dimensions if d not in time_dims]
+    extend = "extend" in parsed.follow_up_markers
+    dropped = set(parsed.dropped_dims)
+    if parsed.group_dims and extend:
+        parsed.group_dims = [d for d in previous_groups if d not in dropped] + [d for d in parsed.group_dims if d not in previous_groups]
+        if previous_groups:
+            carried.append("grouping " + ", ".join(previous_groups))
+    elif not parsed.group_dims:
+        kept = [d for d in previous_groups if d not in dropped]
+        parsed.group_dims = kept
+        if kept:
+            carried.append("grouping " + ", ".join(kept))
+    if parsed.grain is None and not parsed.trend and previous_grain is not None:
+        parsed.grain = previous_grain
+        carried.append(f"grain {previous_grain}")
+    # Filters: the previous ones, minus dropped dimensions and the ones the question replaces.
+    replace = "replace" in parsed.follow_up_markers
+    named = set(parsed.filters) | set(parsed.exclusions)
+    if replace and named:
+        # "换成杭州" after 上海 (or after 华东): a new place replaces the old one, city or region.
+        families = {_filter_family(catalog, d) for d in named}
+        named |= {f.dimension for f in previous.filters if _filter_family(catalog, f.dimension) in families}
+    kept_filters: list[str] = []
+    for item in previous.filters:
+        if item.dimension in dropped or item.dimension in named:
+            continue
+        bucket = parsed.filters if item.op == "in" else parsed.exclusions
+        bucket.setdefault(item.dimension, list(item.values))
+        kept_filters.append(f"{item.dimension} {'=' if item.op == 'in' else '≠'} {'/'.join(item.values)}")
+    if kept_filters:
+        carried.append("filter " + ", ".join(kept_filters))
+    explicit = [t for t in parsed.times if t.family != "same_period_last_year"]
+    if not explicit and previous.time_window is not None:
+        parsed.carried_window = previous.time_window
+        if not parsed.times:
+            carried.append(f"window {previous.time_window.label or previous.time_window.start}")
+        if previous.comparison is not None and parsed.comparison is None:
+            parsed.comparison = previous.comparison.kind
+            carried.append(f"comparison {previous.comparison.kind}")
+    if parsed.top_n is None and previous.limit is not None and parsed.group_dims:
+        parsed.top_n, parsed.order = previous.limit, previous.order
+        carried.append(f"top {previous.limit}")
+    elif parsed.order is None and previous.order is not None and parsed.group_dims and parsed.top_n is None:
+        parsed.order = previous.order
+    for dim in dropped:
+        parsed.group_dims = [d for d in parsed.group_dims if d != dim]
+    # What the merged metric cannot be grouped or filtered by, afresh.
+    parsed.incompatible = []
+    for metric in parsed.metrics:
+        if catalog.has_metric(metric):
+            spec = catalog.metric(metric)
+            for dim in [*parsed.group_dims, *parsed.filters, *parsed.exclusions]:
+                if dim not in spec.dimensions and dim not in parsed.incompatible:
+                    parsed.incompatible.append(dim)
+    return carried
+
+
+def _filter_family(catalog: Catalog, dimension: str) -> str:
+    """Dimensions on one table narrow the same thing (region and city): a place replaces a place."""
+    if catalog.has_dimension(dimension):
+        return catalog.dimension(dimension).table or dimension
+    return dimension
+
+
+def shifted_year_back(window: TimeWindow, label: str) -> TimeWindow:
+    from memtool.semantic.time_expressions import add_months
+
+    return TimeWindow(start=add_months(window.start, -12), end=add_months(window.end, -12), label=label)
+
+
+__all__ = [
+    "ChoiceTarget",
+    "FOLLOW_UP_PATTERNS",
+    "drop_patterns",
+    "is_follow_up",
+    "merge_previous",
+    "option_label",
+    "ordinal_choice",
+    "plain_reply",
+    "shifted_year_back",
+]
