@@ -1,16 +1,33 @@
-"""POST /feedback, GET/PATCH /fewshots: learning from what follows an answer (feedback issue)."""
+"""POST /feedback, GET /fewshots, POST /fewshots/{id}/approve|reject: learning from what follows
+an answer, and the review of the few-shot candidates it makes."""
 
 # No `from __future__ import annotations`: Powertools reads the routes' parameter types at run time.
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.logging import correlation_paths
 
-from memtool.api.memories import MemoryIdParam
+from memtool.api.fewshots import (
+    FewshotListing,
+    FewshotStatus,
+    FewshotStatusParam,
+    FewshotView,
+    ReviewBody,
+    fewshot_view,
+    memory_status,
+    require_reviewer,
+)
+from memtool.api.idempotency import idempotency_key, run_once
+from memtool.api.identity import Identity
+from memtool.api.memories import CursorParam, LimitParam, MemoryIdParam
 from memtool.api.openapi import operation
-from memtool.api.resolver import caller, make_resolver
+from memtool.api.resolver import caller, json_response, make_resolver
 from memtool.errors import NotImplementedYet
+from memtool.runtime import container
+from memtool.runtime.settings import get_settings
 
 logger = Logger(service="memtool")
 app = make_resolver()
@@ -25,19 +42,84 @@ def feedback(body: PendingBody = None):
     raise NotImplementedYet("feedback and credit assignment arrive with the learning issue", field="path")
 
 
-@app.get("/fewshots", **operation("The few-shot library (not yet available)", tag="learning", ok={}, errors=(501,)))
-def list_fewshots():
-    caller(app)
-    raise NotImplementedYet("the few-shot library arrives with the learning issue", field="path")
+def _reviewer() -> Identity:
+    who = caller(app)
+    require_reviewer(who)
+    return who
 
 
-@app.patch(
-    "/fewshots/<id>",
-    **operation("Review a few-shot example (not yet available)", tag="learning", ok={}, errors=(404, 501)),
+def _write(operation_name: str, request: Any, perform: Callable[[Identity], dict[str, Any]]) -> Response:
+    """Run a write once per Idempotency-Key (as /memories writes do) and answer its outcome."""
+    who = _reviewer()
+    outcome = run_once(
+        idempotency_key(app.current_event.raw_event),
+        who,
+        operation_name,
+        request,
+        lambda: perform(who),
+        persistence=container.idempotency_store(),
+        ttl_seconds=get_settings().idempotency_ttl_seconds,
+        lambda_context=app.lambda_context,
+    )
+    return json_response(outcome["status_code"], outcome["body"])
+
+
+ReviewBodyParam = Annotated[ReviewBody | None, Body(description="why (optional); the body may be left out")]
+
+
+@app.get(
+    "/fewshots",
+    **operation("The few-shot library by status (admins)", tag="learning", ok={200: FewshotListing}, errors=(403,)),
 )
-def review_fewshot(id: MemoryIdParam, body: PendingBody = None):  # noqa: A002 - the template's name
-    caller(app)
-    raise NotImplementedYet("few-shot review arrives with the learning issue", field="path")
+def list_fewshots(
+    status: FewshotStatusParam = FewshotStatus.PENDING_REVIEW,
+    cursor: CursorParam = None,
+    limit: LimitParam = 20,
+):
+    who = _reviewer()
+    page = container.fewshot_library().list(who.tenant, memory_status(status), cursor=cursor, limit=limit)
+    listing = FewshotListing(items=[fewshot_view(r) for r in page.items], next_cursor=page.next_cursor)
+    return json_response(200, listing.model_dump(mode="json"))
+
+
+@app.post(
+    "/fewshots/<id>/approve",
+    **operation(
+        "Approve a pending few-shot candidate (admins; not its author)",
+        tag="learning",
+        ok={200: FewshotView},
+        errors=(403, 404, 409, 422),
+        idempotent=True,
+    ),
+)
+def approve_fewshot(id: MemoryIdParam, body: ReviewBodyParam = None):  # noqa: A002 - the template's name
+    reason = body.reason if body else None
+
+    def perform(who: Identity) -> dict[str, Any]:
+        record = container.fewshot_library().approve(who.tenant, id, who.user, reason)
+        return {"status_code": 200, "body": fewshot_view(record).model_dump(mode="json")}
+
+    return _write("fewshot_approve", {"id": id, "reason": reason}, perform)
+
+
+@app.post(
+    "/fewshots/<id>/reject",
+    **operation(
+        "Reject a pending few-shot candidate (admins; not its author)",
+        tag="learning",
+        ok={200: FewshotView},
+        errors=(403, 404, 409, 422),
+        idempotent=True,
+    ),
+)
+def reject_fewshot(id: MemoryIdParam, body: ReviewBodyParam = None):  # noqa: A002 - the template's name
+    reason = body.reason if body else None
+
+    def perform(who: Identity) -> dict[str, Any]:
+        record = container.fewshot_library().reject(who.tenant, id, who.user, reason)
+        return {"status_code": 200, "body": fewshot_view(record).model_dump(mode="json")}
+
+    return _write("fewshot_reject", {"id": id, "reason": reason}, perform)
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)

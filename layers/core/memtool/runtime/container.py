@@ -306,3 +306,40 @@ def _reset() -> None:
             if close is not None:
                 close()
         cached.cache_clear()
+
+
+if TYPE_CHECKING:
+    from memtool.cache.fewshots import FewshotLibrary
+    from memtool.semantic.parser import QuestionParser
+
+# The few-shot library caches the embeddings of approved examples, so it lives as long as the
+# adapters it was built on: reset(), new settings or another clock build a new one.
+_fewshot_library_held: list[tuple[tuple[object, ...], FewshotLibrary]] = []
+
+
+def fewshot_library() -> FewshotLibrary:
+    """The few-shot library on the process's record store and embedder.
+
+    Candidates recorded without their masked text are masked with the planner's catalog and
+    entity values (built on first need: listing and reviewing never touch the warehouse).
+    """
+    from memtool.cache.fewshots import FewshotLibrary
+
+    parts = (memory_store(), embedder(), _clock, get_settings())
+    with _building:
+        if _fewshot_library_held and all(a is b for a, b in zip(_fewshot_library_held[0][0], parts, strict=True)):
+            return _fewshot_library_held[0][1]
+        parsers: list[QuestionParser] = []
+
+        def mask(question: str) -> str:
+            from memtool.semantic.masking import mask_question
+            from memtool.semantic.parser import QuestionParser
+
+            if not parsers:
+                built = planner()
+                parsers.append(QuestionParser(built.catalog, built.entities))
+            return mask_question(parsers[0].recognise(question, today=today())).text
+
+        library = FewshotLibrary(parts[0], parts[1], clock(), parts[3], masker=mask)
+        _fewshot_library_held[:] = [(parts, library)]
+        return library
