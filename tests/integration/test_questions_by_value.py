@@ -450,6 +450,96 @@ CASES: list[Case] = [
         "refund_rate", "channel", "last_month", "top_n",
         ordered=True,
     ),
+    # ---- refund reason: an attribute of the refund, only for refund amount and refund rate -----
+    case(
+        "上个月各退款原因的退款额",
+        f"""
+        SELECT f.reason, ROUND(SUM(f.refund_amount), 2)
+        FROM fact_refund f JOIN fact_order_line l ON f.order_id = l.order_id AND f.line_id = l.line_id
+        WHERE {paid_in("2026-10-01", "2026-11-01")} GROUP BY 1
+        """,
+        "refund_amount", "refund_reason", "last_month",
+    ),
+    case(
+        "2026年6月退款原因分布",
+        f"""
+        SELECT f.reason, SUM(f.refund_amount) AS v
+        FROM fact_refund f JOIN fact_order_line l ON f.order_id = l.order_id AND f.line_id = l.line_id
+        WHERE {paid_in("2026-06-01", "2026-07-01")} GROUP BY 1 ORDER BY v DESC
+        """,
+        "refund_amount", "refund_reason", "specific_month",
+        ordered=True,
+    ),
+    case(
+        "质量问题的退款额",
+        f"""
+        SELECT ROUND(SUM(f.refund_amount), 2)
+        FROM fact_refund f JOIN fact_order_line l ON f.order_id = l.order_id AND f.line_id = l.line_id
+        WHERE {paid_in("2026-10-01", "2026-11-01")} AND f.reason = '质量问题'
+        """,
+        "refund_amount", "refund_reason", "default_window",
+    ),
+    case(
+        # the denominator is the gross of every line of the channel, not only of the refunded ones
+        "各渠道质量问题退款率",
+        f"""
+        WITH l AS (SELECT * FROM fact_order_line l WHERE {paid_in("2026-10-01", "2026-11-01")}),
+             q AS (SELECT l.channel_id, SUM(f.refund_amount) AS refunded
+                   FROM fact_refund f JOIN l ON f.order_id = l.order_id AND f.line_id = l.line_id
+                   WHERE f.reason = '质量问题' GROUP BY 1)
+        SELECT c.channel_name, ROUND(COALESCE(MAX(q.refunded), 0) / SUM(l.gross_amount), 4)
+        FROM l JOIN dim_channel c ON c.channel_id = l.channel_id LEFT JOIN q ON q.channel_id = l.channel_id
+        GROUP BY 1
+        """,
+        "refund_rate", "refund_reason", "channel", "default_window",
+    ),
+    case(
+        "上个月各退款原因退款率同比",
+        f"""
+        WITH l AS (SELECT CASE WHEN l.paid_at >= TIMESTAMP '2026-01-01' THEN 'cur' ELSE 'prev' END AS period, l.*
+                   FROM fact_order_line l
+                   WHERE {PAID} AND ((l.paid_at >= TIMESTAMP '2026-10-01' AND l.paid_at < TIMESTAMP '2026-11-01')
+                                  OR (l.paid_at >= TIMESTAMP '2025-10-01' AND l.paid_at < TIMESTAMP '2025-11-01'))),
+             g AS (SELECT period, SUM(gross_amount) AS gross FROM l GROUP BY 1),
+             r AS (SELECT l.period, f.reason, SUM(f.refund_amount) AS refunded
+                   FROM fact_refund f JOIN l ON f.order_id = l.order_id AND f.line_id = l.line_id GROUP BY 1, 2),
+             rate AS (SELECT r.period, r.reason, r.refunded / g.gross AS v FROM r JOIN g ON g.period = r.period)
+        SELECT c.reason, ROUND(c.v, 4), ROUND(p.v, 4), ROUND(c.v - p.v, 4), ROUND((c.v - p.v) / p.v, 4)
+        FROM rate c JOIN rate p ON p.reason = c.reason AND p.period = 'prev' WHERE c.period = 'cur'
+        """,
+        "refund_rate", "refund_reason", "last_month", "yoy",
+    ),
+    case(
+        "refund rate by reason in June 2026",
+        f"""
+        WITH l AS (SELECT * FROM fact_order_line l WHERE {paid_in("2026-06-01", "2026-07-01")})
+        SELECT f.reason, ROUND(SUM(f.refund_amount) / (SELECT SUM(gross_amount) FROM l), 4)
+        FROM fact_refund f JOIN l ON f.order_id = l.order_id AND f.line_id = l.line_id GROUP BY 1
+        """,
+        "refund_rate", "refund_reason", "named_month",
+    ),
+    case(
+        "monthly refund amount for quality issues this year",
+        f"""
+        WITH l AS (SELECT * FROM fact_order_line l WHERE {paid_in("2026-01-01", "2026-11-30")}),
+             months AS (SELECT DISTINCT DATE_TRUNC('month', l.paid_at) AS m FROM l),
+             q AS (SELECT DATE_TRUNC('month', l.paid_at) AS m, SUM(f.refund_amount) AS refunded
+                   FROM fact_refund f JOIN l ON f.order_id = l.order_id AND f.line_id = l.line_id
+                   WHERE f.reason = '质量问题' GROUP BY 1)
+        SELECT CAST(months.m AS DATE), ROUND(COALESCE(q.refunded, 0), 2) FROM months LEFT JOIN q ON q.m = months.m ORDER BY 1
+        """,
+        "refund_amount", "refund_reason", "month", "ytd",
+        ordered=True,
+    ),
+    case(
+        "refund amount by reason last month excluding quality issues",
+        f"""
+        SELECT f.reason, ROUND(SUM(f.refund_amount), 2)
+        FROM fact_refund f JOIN fact_order_line l ON f.order_id = l.order_id AND f.line_id = l.line_id
+        WHERE {paid_in("2026-10-01", "2026-11-01")} AND f.reason <> '质量问题' GROUP BY 1
+        """,
+        "refund_amount", "refund_reason", "last_month", "exclusion",
+    ),
 ]
 
 
@@ -652,3 +742,22 @@ def test_entities_are_indexed_from_the_warehouse(demo: Demo) -> None:
         assert [(e.dimension, e.value) for e in entities.lookup(brand)] == [("brand", brand)]
     assert [(e.dimension, e.value) for e in entities.lookup("阿托伐他汀")] == [("product", "阿托伐他汀钙片")]
     assert [(e.dimension, e.value) for e in entities.lookup("Shanghai")] == [("city", "上海")]
+
+
+def test_partial_bucket_labels_are_the_labels_the_sql_returns(demo: Demo) -> None:
+    from memtool.semantic.periods import partial_buckets
+
+    # Given trends whose last (and first) buckets are partial on the anchor day
+    monthly, _, month_rows = ask(demo, "今年每月净收入")
+    weekly, _, week_rows = ask(demo, "本月每周订单数")
+    assert monthly.intent is not None and weekly.intent is not None
+
+    # When the partial buckets are worked out from the intents
+    months = partial_buckets(monthly.intent, ANCHOR)
+    weeks = partial_buckets(weekly.intent, ANCHOR)
+
+    # Then they name exactly the first/last rows, in the form the SQL returns them
+    labels = lambda rows: [plain(row[0]) for row in rows]  # noqa: E731 - a local helper
+    assert [b.label for b in months] == ["2026-11-01"] == labels(month_rows)[-1:]
+    assert [b.label for b in weeks] == ["2026-10-26", "2026-11-23"]
+    assert [labels(week_rows)[0], labels(week_rows)[-1]] == ["2026-10-26", "2026-11-23"]

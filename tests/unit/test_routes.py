@@ -110,3 +110,27 @@ def test_a_forced_route_outside_routes_is_a_validation_error_on_route(bad: objec
 
     assert caught.value.field == "route"
     assert caught.value.to_body()["error"] == "validation_error"
+
+
+@pytest.mark.parametrize(
+    ("question", "route"),
+    [
+        # 原因/reason naming the refund-reason dimension: a breakdown
+        ("退款原因分布", "nl2sql_query"),
+        ("refund rate by reason", "nl2sql_query"),
+        ("上个月各退款原因的退款额", "nl2sql_query"),
+        ("按原因看退款率", "nl2sql_query"),
+        ("refund amount by refund reason last month", "nl2sql_query"),
+        # a reason value is a filter: one number
+        ("质量问题的退款额", "kpi_lookup"),
+        ("refund rate for quality issues last month", "kpi_lookup"),
+        # 原因/why asking for an explanation: an analysis
+        ("为什么6月退款异常高", "deep_analysis_workflow"),
+        ("净收入下降的原因是什么", "deep_analysis_workflow"),
+        ("退款增加的原因", "deep_analysis_workflow"),
+        ("各退款原因的退款额有没有异常", "deep_analysis_workflow"),
+        ("why did refunds by reason spike in June", "deep_analysis_workflow"),
+    ],
+)
+def test_reason_as_a_dimension_is_a_query_and_reason_as_why_is_an_analysis(question: str, route: str) -> None:
+    assert classify_route(question) == route

@@ -545,3 +545,92 @@ def test_short_rows_are_padded_with_nulls():
     rec = recommend_chart(["channel_name", "net_revenue"], rows)
     assert_consistent(rec)
     assert rec.option["xAxis"]["data"] == ["医院", "诊所"]
+
+
+# --------------------------------------------------------------------------- partial periods
+
+MONTH_STARTS_2026 = [date(2026, m, 1) for m in range(1, 12)]  # what DuckDB returns for "今年每月" on 2026-11-29
+
+
+def test_a_month_to_date_bucket_is_marked_on_the_line():
+    # Given this year's monthly net revenue, November only to date
+    rows = [[m, money(1_000_000 + 10_000 * i)] for i, m in enumerate(MONTH_STARTS_2026)]
+    rows[-1][1] = money(880_000)
+
+    # When the partial bucket is named
+    rec = recommend_chart(["month", "net_revenue"], rows, hints=ShapeHints(metric="net_revenue", dimensions=("month",)), partial=["2026-11-01"])
+
+    # Then November is hollow and dashed, the segment into it is shaded, and the output says so
+    assert_consistent(rec)
+    assert rec.chart_type == "line" and rec.option["xAxis"] == {"type": "time"}
+    data = rec.option["series"][0]["data"]
+    assert data[:-1] == [[m.isoformat(), 1_000_000.0 + 10_000 * i] for i, m in enumerate(MONTH_STARTS_2026[:-1])]
+    assert data[-1]["value"] == ["2026-11-01", 880_000.0]
+    assert data[-1]["partial"] is True and data[-1]["symbol"] == "emptyCircle"
+    assert data[-1]["itemStyle"]["borderType"] == "dashed"
+    area = rec.option["series"][0]["markArea"]
+    assert area["data"] == [[{"name": "partial period", "xAxis": "2026-10-01"}, {"xAxis": "2026-11-01"}]]
+    assert rec.partial_buckets == ["2026-11-01"]
+    assert rec.to_dict()["partial_buckets"] == ["2026-11-01"]
+    assert "partial periods marked: 2026-11-01" in rec.notes
+
+
+def test_a_partial_first_bar_is_shaded_over_its_own_band():
+    # "2026年6月15日以来每月": June starts mid-month; three points draw as bars on a category axis
+    rows = [["2026-06", money(400_000)], ["2026-07", money(1_010_000)], ["2026-08", money(990_000)]]
+
+    rec = recommend_chart(["month", "net_revenue"], rows, partial=["2026-06-01"])
+
+    assert rec.chart_type == "bar"
+    data = rec.option["series"][0]["data"]
+    assert data[0] == {"value": 400_000.0, "itemStyle": {"opacity": 0.45, "borderType": "dashed", "borderWidth": 1, "borderColor": "#666"}, "partial": True}
+    assert data[1:] == [1_010_000.0, 990_000.0]
+    assert rec.option["series"][0]["markArea"]["data"] == [[{"name": "partial period", "xAxis": "2026-06"}, {"xAxis": "2026-06"}]]
+    assert rec.partial_buckets == ["2026-06-01"]
+
+
+def test_every_series_marks_the_partial_point_and_one_band_is_drawn():
+    rows = [[m, c, money(100_000 * (4 - j) + i)] for i, m in enumerate(MONTHS_2024) for j, c in enumerate(CHANNELS)]
+
+    rec = recommend_chart(["month", "channel_name", "net_revenue"], rows, partial=["2024-12-01"])
+
+    series = rec.option["series"]
+    assert all(isinstance(s["data"][-1], dict) and s["data"][-1]["partial"] for s in series)
+    assert all(not isinstance(point, dict) for s in series for point in s["data"][:-1])
+    assert [("markArea" in s) for s in series] == [True, False, False, False]
+
+
+def test_labels_match_whatever_form_the_warehouse_returns():
+    as_strings = recommend_chart(["month", "units"], [[f"2026-{m:02d}-01", 10 * m] for m in range(1, 12)], partial=["2026-11-01"])
+    as_timestamps = recommend_chart(["month", "units"], [[datetime(2026, m, 1), 10 * m] for m in range(1, 12)], partial=["2026-11-01"])
+
+    assert as_strings.partial_buckets == as_timestamps.partial_buckets == ["2026-11-01"]
+    assert as_timestamps.option["series"][0]["data"][-1]["partial"] is True
+
+
+def test_partial_labels_the_result_does_not_hold_change_nothing():
+    rows = [[m, money(1_000 + i)] for i, m in enumerate(MONTH_STARTS_2026[:10])]  # January to October
+
+    marked = recommend_chart(["month", "net_revenue"], rows, partial=["2026-11-01"])
+    plain = recommend_chart(["month", "net_revenue"], rows)
+
+    assert marked.partial_buckets == []
+    assert marked.option == plain.option and marked.notes == plain.notes
+
+
+def test_a_partial_single_bucket_says_so_on_the_kpi_card():
+    rec = recommend_chart(["month", "net_revenue"], [[date(2026, 11, 1), money(880_000)]], partial=["2026-11-01"])
+
+    assert rec.chart_type == "kpi_card"
+    assert rec.option["kpi"]["partial"] is True
+    assert rec.option["kpi"]["label"] == "2026-11-01 (partial period)"
+    assert rec.partial_buckets == ["2026-11-01"]
+
+
+def test_a_table_lists_its_partial_rows():
+    rows = [[m, c, None if c == "诊所" else 1] for m in ("2026-10-01", "2026-11-01") for c in CHANNELS] + [["2026-09-01", "医院", "x"]]
+
+    rec = recommend_chart(["month", "channel_name", "note"], rows, partial=["2026-11-01"])
+
+    assert rec.chart_type == "table"
+    assert rec.option["table"]["partial_rows"] == [4, 5, 6, 7]

@@ -5,8 +5,10 @@ In order of precedence:
 1. ``business_knowledge_qa`` — it asks what something means or how it is calculated (怎么算,
    如何计算, 定义, 口径, 是什么意思, "how is … calculated", "definition of", "what does … mean");
    a bare "X是什么" / "what is X" counts only when the question names no period, value or grouping.
-2. ``deep_analysis_workflow`` — it asks for an analysis (异常, 预测, 归因, 聚类, 相关, 为什么, why,
-   anomaly, forecast, attribution, cluster, correlation, driver, root cause).
+2. ``deep_analysis_workflow`` — it asks for an analysis (异常, 预测, 归因, 聚类, 相关, 为什么, 原因, why,
+   anomaly, forecast, attribution, cluster, correlation, driver, root cause). Words the parser read
+   as a dimension, a grouping or a value do not count: "原因" in 退款原因分布 / 按原因 names the
+   refund-reason dimension, while 净收入下降的原因 still asks why.
 3. ``kpi_lookup`` — one number: it names a metric (or a metric-like ambiguous word such as 收入)
    with no grouping, no time grain or trend, and no top-N or ranking.
 4. ``nl2sql_query`` — everything else.
@@ -57,13 +59,25 @@ def classify_route(question: str, *, catalog: Catalog | None = None, entities: E
     parsed = parser.recognise(text, today=_CLASSIFY_DAY)
     if _KNOWLEDGE.search(text):
         return "business_knowledge_qa"
-    if _DEEP.search(text):
+    if _DEEP.search(_without_dimension_words(text, parsed)):
         return "deep_analysis_workflow"
     if _KNOWLEDGE_WEAK.search(text) and _names_only_terms(parsed):
         return "business_knowledge_qa"
     if _is_single_number(parsed):
         return "kpi_lookup"
     return "nl2sql_query"
+
+
+def _without_dimension_words(text: str, parsed: ParsedQuestion) -> str:
+    """The text with the spans the parser read as dimension words or values blanked out."""
+    chars = list(text)
+    for span in parsed.spans:
+        if span.kind in _DIMENSION_SPANS:
+            chars[span.start : span.end] = " " * (span.end - span.start)
+    return "".join(chars)
+
+
+_DIMENSION_SPANS = frozenset({"group", "noun", "entity"})
 
 
 def _names_only_terms(parsed: ParsedQuestion) -> bool:

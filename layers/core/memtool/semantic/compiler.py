@@ -7,6 +7,17 @@ What the SQL always does, so every planner and every cached query agree:
 - Refunds are summed per order line in a CTE (``refund_by_line``) and LEFT JOINed back on
   (order_id, line_id), so net revenue, refund amount and refund rate count a refund in the period
   of the line's ``paid_at`` whenever it was refunded.
+- Refund reason (``fact_refund.reason``) is an attribute of the refund, not of the line, so only
+  refund amount and refund rate have it, and the query takes another form (``_refund_side``):
+  refunds are summed per (order_id, line_id, reason) in ``refund_by_reason`` (reason filters apply
+  there, to the refunds only); the window's paid, non-test lines (``window_lines``, with every
+  other dimension and filter) are joined to them for the refunds (``window_refunds``) and summed
+  on their own for the gross (``window_gross``). Refund amount by reason = the refunds with that
+  reason of the window's lines; refund rate by reason = those refunds / the gross revenue of *all*
+  the window's lines in the same other groups (not only the refunded ones), so the reasons' rates
+  add up to the refund rate. Filtered by reason without grouping by it, every group of lines is
+  kept and a group with no such refund shows 0. Comparisons build the same CTEs per period
+  (``current_*``, ``previous_*``).
 - Time grains are ``CAST(DATE_TRUNC('<grain>', <time column>) AS DATE)`` (weeks start on Monday).
 - Columns: each grouping dimension under its catalog name (``month``, ``channel``; values are the
   warehouse's own, Chinese, values), then the metric. Money is rounded to 2 decimals; ratios to 4.
@@ -43,6 +54,8 @@ _ORDER_LINE_MEASURES = {
 }
 _PRESCRIPTION_MEASURES = {"rx_volume": "SUM(fp.qty)"}
 _NEEDS_REFUNDS = {"net_revenue", "refund_amount", "refund_rate"}
+_REFUND_TABLE = "fact_refund"  # dimensions on this table describe the refund, not the order line
+_REFUND_SIDE_METRICS = {"refund_amount", "refund_rate"}
 _DIM_ALIASES = {"dim_region": "dr", "dim_channel": "dc", "dim_product": "dp"}
 _UNIT_SUFFIX = {"元": "", "万元": "_10k_yuan", "分": "_fen"}
 
@@ -57,6 +70,16 @@ REFUND_BY_LINE_CTE = (
 
 class CompileError(ValueError):
     """The intent names something the catalog cannot express (a planner bug, not a user error)."""
+
+
+@dataclass(frozen=True)
+class _PeriodSource:
+    """One period's rows before presentation: its own CTEs, the grouping columns and the raw measure."""
+
+    ctes: list[str]
+    select_dims: list[str]  # "<expression> AS <dimension name>", in the intent's order
+    measure: str  # the unrounded measure expression
+    body: str  # FROM ... [WHERE ...] [GROUP BY ...]
 
 
 @dataclass(frozen=True)
@@ -81,6 +104,8 @@ class IntentCompiler:
             spec = self._dimension(f.dimension, metric)
             if spec.kind != "attribute":
                 raise CompileError(f"cannot filter on the time grain {f.dimension!r}")
+        if self._refund_side(intent) and (metric.name not in _REFUND_SIDE_METRICS or metric.source != "order_line"):
+            raise CompileError(f"no SQL for metric {metric.name} by a refund attribute")
         unit = (intent.unit or "元") if metric.kind == "money" else None
         value_column = metric.name + (_UNIT_SUFFIX[unit] if unit else "")
         dim_columns = [d.name for d in dims]
@@ -125,13 +150,23 @@ class IntentCompiler:
         assert dim.table is not None
         return f"{_DIM_ALIASES[dim.table]}.{dim.column}"
 
-    def _from_where(self, intent: Intent, metric: MetricSpec, dims: list[DimensionSpec], window: TimeWindow | None) -> str:
+    def _from_where(
+        self,
+        intent: Intent,
+        metric: MetricSpec,
+        dims: list[DimensionSpec],
+        window: TimeWindow | None,
+        *,
+        filters: tuple[Filter, ...] | None = None,
+        join_refunds: bool = True,
+    ) -> str:
         table, fact = self._fact(metric)
+        filters = intent.filters if filters is None else filters
         lines = [f"FROM {table} AS {fact}"]
-        if metric.name in _NEEDS_REFUNDS:
+        if join_refunds and metric.name in _NEEDS_REFUNDS:
             lines.append("LEFT JOIN refund_by_line AS rf ON rf.order_id = ol.order_id AND rf.line_id = ol.line_id")
         tables: dict[str, str] = {}
-        for spec in [*dims, *(self.catalog.dimension(f.dimension) for f in intent.filters)]:
+        for spec in [*dims, *(self.catalog.dimension(f.dimension) for f in filters)]:
             if spec.kind == "attribute" and spec.table and spec.table not in tables:
                 assert spec.join_key is not None
                 tables[spec.table] = spec.join_key
@@ -144,7 +179,7 @@ class IntentCompiler:
         if window is not None:
             column = f"{fact}.{metric.time_column}"
             conditions += [f"{column} >= CAST('{window.start.isoformat()}' AS DATE)", f"{column} < CAST('{window.end.isoformat()}' AS DATE)"]
-        conditions += [self._filter_sql(f) for f in intent.filters]
+        conditions += [self._filter_sql(f) for f in filters]
         if conditions:
             lines.append("WHERE " + "\n  AND ".join(conditions))
         return "\n".join(lines)
@@ -187,21 +222,122 @@ class IntentCompiler:
             sql += f"\nLIMIT {int(intent.limit)}"
         return sql
 
-    def _with(self, metric: MetricSpec, extra: list[str] | None = None) -> str:
-        ctes = [REFUND_BY_LINE_CTE] if metric.name in _NEEDS_REFUNDS else []
+    def _with(self, intent: Intent, metric: MetricSpec, extra: list[str] | None = None) -> str:
+        if self._refund_side(intent):
+            ctes = [self._refund_by_reason_cte(intent)]
+        else:
+            ctes = [REFUND_BY_LINE_CTE] if metric.name in _NEEDS_REFUNDS else []
         ctes += extra or []
         return ("WITH " + ",\n".join(ctes) + "\n") if ctes else ""
 
     def _single(self, intent: Intent, metric: MetricSpec, dims: list[DimensionSpec], unit: str | None, value_column: str) -> str:
-        select = [f"{self._dim_expr(d, metric)} AS {d.name}" for d in dims]
-        select.append(f"{self._present(self._measure(metric), metric, unit)} AS {value_column}")
-        parts = [self._with(metric) + "SELECT " + ",\n  ".join(select), self._from_where(intent, metric, dims, intent.time_window)]
-        if dims:
-            parts.append("GROUP BY " + ", ".join(self._dim_expr(d, metric) for d in dims))
+        source = self._source("window", intent, metric, dims, intent.time_window, None)
+        select = [*source.select_dims, f"{self._present(source.measure, metric, unit)} AS {value_column}"]
+        parts = [self._with(intent, metric, source.ctes) + "SELECT " + ",\n  ".join(select), source.body]
         order = self._order_by(intent, dims, value_column)
         if order:
             parts.append(order)
         return "\n".join(parts)
+
+    def _source(
+        self,
+        prefix: str,
+        intent: Intent,
+        metric: MetricSpec,
+        dims: list[DimensionSpec],
+        window: TimeWindow | None,
+        shift: tuple[str, int] | None,
+    ) -> _PeriodSource:
+        """The rows of one window: straight from the fact table, or through the refund CTEs."""
+        if self._refund_side(intent):
+            return self._refund_side_source(prefix, intent, metric, dims, window, shift)
+        exprs = [self._dim_expr(d, metric, shift if d.kind == "time" else None) for d in dims]
+        body = self._from_where(intent, metric, dims, window)
+        if dims:
+            body += "\nGROUP BY " + ", ".join(exprs)
+        return _PeriodSource([], [f"{e} AS {d.name}" for e, d in zip(exprs, dims)], self._measure(metric), body)
+
+    # ---- refund attributes (refund reason) ---------------------------------------------------
+
+    def _on_refund(self, name: str) -> bool:
+        return self.catalog.has_dimension(name) and self.catalog.dimension(name).table == _REFUND_TABLE
+
+    def _refund_side(self, intent: Intent) -> bool:
+        return any(self._on_refund(n) for n in (*intent.dimensions, *(f.dimension for f in intent.filters)))
+
+    def _refund_by_reason_cte(self, intent: Intent) -> str:
+        """Refunds per order line and refund attribute, the refund-attribute filters applied."""
+        grouped = [self.catalog.dimension(n) for n in intent.dimensions if self._on_refund(n)]
+        keys = ["order_id", "line_id", *(str(d.column) for d in grouped)]
+        select = ["order_id", "line_id", *(f"{d.column} AS {d.name}" for d in grouped), "SUM(refund_amount) AS refunded"]
+        lines = [f"  SELECT {', '.join(select)}", f"  FROM {_REFUND_TABLE}"]
+        conditions = []
+        for f in intent.filters:
+            if self._on_refund(f.dimension):
+                values = ", ".join(_literal(v) for v in f.values)
+                conditions.append(f"{self.catalog.dimension(f.dimension).column} {'NOT IN' if f.op == 'not_in' else 'IN'} ({values})")
+        if conditions:
+            lines.append("  WHERE " + "\n    AND ".join(conditions))
+        lines.append(f"  GROUP BY {', '.join(keys)}")
+        return "refund_by_reason AS (\n" + "\n".join(lines) + "\n)"
+
+    def _refund_side_source(
+        self,
+        prefix: str,
+        intent: Intent,
+        metric: MetricSpec,
+        dims: list[DimensionSpec],
+        window: TimeWindow | None,
+        shift: tuple[str, int] | None,
+    ) -> _PeriodSource:
+        """Refund amount or rate grouped or filtered by a refund attribute (see the module docstring)."""
+        line_dims = [d for d in dims if not self._on_refund(d.name)]
+        refund_dims = [d for d in dims if self._on_refund(d.name)]
+        line_filters = tuple(f for f in intent.filters if not self._on_refund(f.dimension))
+        lines_name, refunds_name, gross_name = f"{prefix}_lines", f"{prefix}_refunds", f"{prefix}_gross"
+
+        line_select = [f"{self._dim_expr(d, metric, shift if d.kind == 'time' else None)} AS {d.name}" for d in line_dims]
+        line_select += ["ol.order_id", "ol.line_id", "ol.gross_amount"]
+        lines_body = "SELECT " + ", ".join(line_select) + "\n" + self._from_where(
+            intent, metric, line_dims, window, filters=line_filters, join_refunds=False
+        )
+        line_keys = [f"l.{d.name}" for d in line_dims]
+        refund_keys = [*line_keys, *(f"rr.{d.name}" for d in refund_dims)]
+        refunds_body = (
+            "SELECT " + ", ".join([*(f"{k} AS {k.split('.')[1]}" for k in refund_keys), "SUM(rr.refunded) AS refunded"])
+            + f"\nFROM {lines_name} AS l"
+            + "\nJOIN refund_by_reason AS rr ON rr.order_id = l.order_id AND rr.line_id = l.line_id"
+            + (f"\nGROUP BY {', '.join(refund_keys)}" if refund_keys else "")
+        )
+        gross_body = (
+            "SELECT " + ", ".join([*(f"{k} AS {k.split('.')[1]}" for k in line_keys), "SUM(l.gross_amount) AS gross"])
+            + f"\nFROM {lines_name} AS l"
+            + (f"\nGROUP BY {', '.join(line_keys)}" if line_keys else "")
+        )
+        ctes = [_cte(lines_name, lines_body), _cte(refunds_name, refunds_body)]
+        needs_gross = metric.name == "refund_rate" or not refund_dims
+        if needs_gross:
+            ctes.append(_cte(gross_name, gross_body))
+
+        def on(left: str, right: str) -> str:
+            return " AND ".join(f"{left}.{d.name} = {right}.{d.name}" for d in line_dims)
+
+        if refund_dims:  # one row per group that had refunds with that attribute
+            body = f"FROM {refunds_name} AS r"
+            if needs_gross:
+                body += f"\nJOIN {gross_name} AS g ON {on('g', 'r')}" if line_dims else f"\nCROSS JOIN {gross_name} AS g"
+            select_dims = [f"r.{d.name} AS {d.name}" for d in dims]
+            refunded = "r.refunded"
+        else:  # filtered only: every group of lines, 0 where no refund matched the filter
+            body = f"FROM {gross_name} AS g"
+            body += f"\nLEFT JOIN {refunds_name} AS r ON {on('r', 'g')}" if line_dims else f"\nCROSS JOIN {refunds_name} AS r"
+            select_dims = [f"g.{d.name} AS {d.name}" for d in dims]
+            refunded = "COALESCE(r.refunded, 0)"
+        if metric.name == "refund_rate":
+            measure = f"CAST({refunded} AS DOUBLE PRECISION) / NULLIF(CAST(g.gross AS DOUBLE PRECISION), 0)"
+        else:
+            measure = refunded
+        return _PeriodSource(ctes, select_dims, measure, body)
 
     def _period_cte(
         self,
@@ -211,14 +347,11 @@ class IntentCompiler:
         dims: list[DimensionSpec],
         window: TimeWindow | None,
         shift: tuple[str, int] | None,
-    ) -> str:
-        select = [f"{self._dim_expr(d, metric, shift if d.kind == 'time' else None)} AS {d.name}" for d in dims]
-        select.append(f"{self._measure(metric)} AS metric_value")
-        body = "SELECT " + ", ".join(select) + "\n" + self._from_where(intent, metric, dims, window)
-        if dims:
-            body += "\nGROUP BY " + ", ".join(self._dim_expr(d, metric, shift if d.kind == "time" else None) for d in dims)
-        indented = "\n".join("  " + line for line in body.splitlines())
-        return f"{name} AS (\n{indented}\n)"
+    ) -> list[str]:
+        """The period's own CTEs, then ``name`` with its grouping columns and ``metric_value``."""
+        source = self._source(name.removesuffix("_period"), intent, metric, dims, window, shift)
+        body = "SELECT " + ", ".join([*source.select_dims, f"{source.measure} AS metric_value"]) + "\n" + source.body
+        return [*source.ctes, _cte(name, body)]
 
     def _comparison(self, intent: Intent, metric: MetricSpec, dims: list[DimensionSpec], unit: str | None, value_column: str) -> str:
         assert intent.comparison is not None
@@ -227,8 +360,8 @@ class IntentCompiler:
         if current is not None:
             shift = window_offset(current, previous)
         ctes = [
-            self._period_cte("current_period", intent, metric, dims, current, None),
-            self._period_cte("previous_period", intent, metric, dims, previous, shift),
+            *self._period_cte("current_period", intent, metric, dims, current, None),
+            *self._period_cte("previous_period", intent, metric, dims, previous, shift),
         ]
         change_rate = "ROUND(CAST(c.metric_value - p.metric_value AS DOUBLE PRECISION) / NULLIF(p.metric_value, 0), 4)"
         select = [f"c.{d.name} AS {d.name}" for d in dims]
@@ -243,7 +376,7 @@ class IntentCompiler:
             source = f"FROM current_period AS c\nLEFT JOIN previous_period AS p ON {on}"
         else:
             source = "FROM current_period AS c\nCROSS JOIN previous_period AS p"
-        parts = [self._with(metric, ctes) + "SELECT " + ",\n  ".join(select), source]
+        parts = [self._with(intent, metric, ctes) + "SELECT " + ",\n  ".join(select), source]
         order = self._order_by(intent, dims, value_column)
         if order:
             parts.append(order)
@@ -252,6 +385,11 @@ class IntentCompiler:
 
 def compile_intent(intent: Intent, catalog: Catalog | None = None) -> CompiledQuery:
     return IntentCompiler(catalog).compile(intent)
+
+
+def _cte(name: str, body: str) -> str:
+    indented = "\n".join("  " + line for line in body.splitlines())
+    return f"{name} AS (\n{indented}\n)"
 
 
 def _literal(value: str) -> str:

@@ -2,9 +2,12 @@
 
 The index is built from the warehouse itself (SELECT DISTINCT over each dimension's columns,
 Chinese and English) so a new product is recognised without a code change; ``EntityIndex.static``
-falls back to the values the schema contract fixes (regions, cities, channels, therapeutic areas)
-when no warehouse is reachable. Every name resolves to the warehouse's own value, so "Shanghai"
-and "上海" produce the same filter and the same cache key.
+falls back to the values the schema contract fixes (regions, cities, channels, therapeutic areas,
+refund reasons) when no warehouse is reachable. Every name resolves to the warehouse's own value,
+so "Shanghai" and "上海" produce the same filter and the same cache key.
+
+A value that is an everyday word (the refund reason 其他, "other") is recognised only by its
+aliases (其他原因, "other reasons"): on its own it would turn "其他渠道" into a refund-reason filter.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from memtool.semantic.catalog import Catalog, Lang
-from memtool.sql.schema import CHANNELS, REGIONS, THERAPEUTIC_AREAS
+from memtool.sql.schema import CHANNELS, REFUND_REASONS, REGIONS, THERAPEUTIC_AREAS
 
 
 @dataclass(frozen=True)
@@ -22,7 +25,7 @@ class EntityValue:
     dimension: str  # catalog dimension, e.g. "city"
     value: str  # the warehouse value the filter uses, e.g. "上海"
     label_en: str | None = None  # the English name, when the warehouse or catalog has one
-    names: tuple[str, ...] = ()  # every surface form: value, English name, aliases, short names
+    names: tuple[str, ...] = ()  # every surface form: value (unless an everyday word), English name, aliases, short names
 
     def label(self, lang: Lang) -> str:
         return self.label_en if lang == "en" and self.label_en else self.value
@@ -45,7 +48,7 @@ class EntityIndex:
     def __post_init__(self) -> None:
         self._by_name: dict[str, list[EntityValue]] = {}
         for entity in self.values:
-            for name in entity.names:
+            for name in (entity.value, *entity.names):  # the value itself always resolves, even when not a surface form
                 bucket = self._by_name.setdefault(_key(name), [])
                 if entity not in bucket:
                     bucket.append(entity)
@@ -76,6 +79,7 @@ class EntityIndex:
             raw.extend(("city", city, city_en) for city, city_en in cities)
         raw.extend(("channel", name, english) for name, english in CHANNELS)
         raw.extend(("therapeutic_area", area, None) for area in THERAPEUTIC_AREAS)
+        raw.extend(("refund_reason", reason, None) for reason in REFUND_REASONS if catalog.has_dimension("refund_reason"))
         return cls._assemble(raw, catalog, source="static")
 
     @classmethod
@@ -90,7 +94,7 @@ class EntityIndex:
             if (dimension, value) in seen:
                 continue
             seen.add((dimension, value))
-            names = [value]
+            names = [] if _key(value) in _EVERYDAY_WORDS else [value]
             if english:
                 names.append(english)
                 if "_" in english:  # retail_pharmacy -> "retail pharmacy"
@@ -136,6 +140,8 @@ class EntityIndex:
 
 
 _SPACES = re.compile(r"[\s_\-]+")
+# Values too common as words to recognise on their own; their catalog aliases still name them.
+_EVERYDAY_WORDS = frozenset({"其他", "其它", "other", "others", "unknown", "未知", "n/a", "none"})
 
 
 def _key(name: str) -> str:

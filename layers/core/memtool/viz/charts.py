@@ -20,11 +20,19 @@ Rule table (base confidence of the best candidate; a null-heavy measure lowers c
 
 Checkpoint: confidence ≥ 0.7 → auto_pass, < 0.3 → blocked, otherwise needs_review.
 A user's preferred chart wins when it fits the shape; a pie never draws a time series.
+
+Partial periods (``partial``: bucket labels such as "2026-11-01", from
+``memtool.semantic.periods.partial_buckets``) are marked where the chart draws time: the point or
+bar is hollow with a dashed border and a grey ``markArea`` labelled "partial period" shades it (on a
+line, the segment into it), so a month-to-date bucket does not read as a drop. A KPI card says
+"(partial)"; a table lists the partial rows. ``partial_buckets`` in the output are the labels the
+result holds.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
@@ -59,6 +67,7 @@ MAX_POINTS = 500  # points per series in an option: more is unreadable and bloat
 MAX_SERIES = 10  # lines in one time series chart; the rest are dropped by total
 SCALE_SPLIT = 10.0  # measures whose magnitudes differ by more than this get their own y-axis
 NULL_LABEL = "(null)"
+PARTIAL_LABEL = "partial period"
 
 
 class ChartType(StrEnum):
@@ -89,6 +98,7 @@ class ChartRecommendation:
     option: dict[str, Any]  # ECharts option for chart_type (kpi_card/table: see _kpi_option/_table_option)
     shape: DataShape
     notes: list[str] = field(default_factory=list)  # truncation, dropped nulls, ignored preference
+    partial_buckets: list[str] = field(default_factory=list)  # partial-period labels the result holds, in time order
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, for the Record step and the API response."""
@@ -108,6 +118,7 @@ class ChartRecommendation:
                 "reasons": list(self.shape.reasons),
             },
             "notes": list(self.notes),
+            "partial_buckets": list(self.partial_buckets),
         }
 
 
@@ -128,6 +139,10 @@ class _Context:
     shape: DataShape
     columns: list[str]
     rows: list[list[Any]]
+    partial: frozenset[str] = frozenset()  # period keys (see _period_key) of partial buckets
+
+    def is_partial(self, value: Any) -> bool:
+        return bool(self.partial) and _period_key(value) in self.partial
 
     def cells(self, name: str) -> list[Any]:
         i = self.shape.column(name).index
@@ -318,13 +333,18 @@ def recommend_chart(
     *,
     hints: ShapeHints | None = None,
     preferred: str | None = None,
+    partial: Sequence[str] = (),
 ) -> ChartRecommendation:
     """Pick a chart for a query result: the shape's rules, then the user's preference where it
-    fits, then an ECharts option for the winner. Deterministic for the same input."""
+    fits, then an ECharts option for the winner. Deterministic for the same input.
+
+    ``partial`` names the time buckets that are partial periods (their labels as the SQL returns
+    them); those the result holds are marked in the option and listed in ``partial_buckets``."""
     width = len(columns)
     rows = [list(r)[:width] + [None] * (width - len(r)) for r in rows]  # ragged rows: pad with nulls
     shape = analyze_shape(columns, rows, hints=hints)
-    ctx = _Context(shape, list(columns), rows)
+    held = _partial_held(shape, rows, partial)
+    ctx = _Context(shape, list(columns), rows, frozenset(_period_key(label) for label in held))
     notes: list[str] = []
     candidates = _rules(ctx)
 
@@ -363,6 +383,8 @@ def recommend_chart(
     best = ranked[0]
     option, option_notes = _build_option(best.chart_type, ctx)
     notes.extend(option_notes)
+    if held:
+        notes.append("partial periods marked: " + ", ".join(held))
     return ChartRecommendation(
         chart_type=best.chart_type,
         confidence=best.confidence,
@@ -371,7 +393,44 @@ def recommend_chart(
         option=option,
         shape=shape,
         notes=notes,
+        partial_buckets=held,
     )
+
+
+def _period_key(value: Any) -> str:
+    """A bucket label compared on the date it starts: date(2026, 11, 1), "2026-11-01", a midnight
+    "2026-11-01T00:00:00", "2026-11" and "2026年11月" are one key ("2026-Q4" is 2026-10-01);
+    other labels compare as text."""
+    if isinstance(value, datetime):
+        return value.date().isoformat() if value.time() == datetime.min.time() else value.isoformat()
+    if isinstance(value, date):
+        return value.isoformat()
+    text = str(value).strip()
+    parsed = parse_temporal(text)
+    if parsed is None:
+        return text
+    key, granularity = parsed
+    if granularity in ("day", "timestamp") and all(part == 0 for part in key[3:]):
+        return f"{key[0]:04d}-{key[1]:02d}-{key[2]:02d}"
+    if granularity == "month":
+        return f"{key[0]:04d}-{key[1]:02d}-01"
+    if granularity == "quarter":
+        return f"{key[0]:04d}-{3 * key[1] - 2:02d}-01"
+    return text
+
+
+def _partial_held(shape: DataShape, rows: list[list[Any]], partial: Sequence[str]) -> list[str]:
+    """The partial labels that a temporal column of the result holds, in time order, once each."""
+    if not partial:
+        return []
+    present: dict[str, Any] = {}
+    for profile in shape.columns:
+        if profile.role.value == "temporal":
+            for row in rows:
+                if not is_null(row[profile.index]):
+                    present.setdefault(_period_key(row[profile.index]), row[profile.index])
+    held = {_period_key(label): str(label) for label in partial if _period_key(label) in present}
+    return [held[key] for key in sorted(held)]
 
 
 # --------------------------------------------------------------------------- ECharts options
@@ -465,10 +524,11 @@ def _table_option(ctx: _Context) -> tuple[dict[str, Any], list[str]]:
     title: dict[str, Any] = {"text": ctx.shape.hints.metric or "result"}
     if ctx.shape.kind is ShapeKind.EMPTY:
         title["subtext"] = "no data"
-    option = {
-        "title": title,
-        "table": {"columns": list(ctx.columns), "rows": [[_json_value(v) for v in row] for row in rows]},
-    }
+    table: dict[str, Any] = {"columns": list(ctx.columns), "rows": [[_json_value(v) for v in row] for row in rows]}
+    if ctx.partial:
+        temporal = [p.index for p in ctx.shape.columns if p.role.value == "temporal"]
+        table["partial_rows"] = [i for i, row in enumerate(rows) if any(ctx.is_partial(row[t]) for t in temporal)]
+    option = {"title": title, "table": table}
     return option, notes
 
 
@@ -492,6 +552,9 @@ def _kpi_option(ctx: _Context) -> tuple[dict[str, Any], list[str]]:
     )
     formatted = _format_kpi(value)
     notes = [] if value is not None else [f"{measure} is null"]
+    partial = any(ctx.is_partial(row[p.index]) for p in s.columns if p.role.value == "temporal")
+    if partial:
+        label = f"{label} ({PARTIAL_LABEL})" if label else PARTIAL_LABEL
     option = {
         "title": {"text": s.hints.metric or measure, "subtext": label, "left": "center"},
         "tooltip": {"show": False},
@@ -505,6 +568,8 @@ def _kpi_option(ctx: _Context) -> tuple[dict[str, Any], list[str]]:
         ],
         "kpi": {"measure": measure, "value": value, "formatted": formatted, "label": label or None},
     }
+    if partial:
+        option["kpi"]["partial"] = True
     return option, notes
 
 
@@ -678,6 +743,10 @@ def _time_series_option(chart: str, ctx: _Context) -> tuple[dict[str, Any], list
             entry["yAxisIndex"] = axis_index[name]
         series.append(entry)
 
+    partial_xs = [x for x in xs if ctx.is_partial(x)]
+    if partial_xs:
+        _mark_partial(series, xs, partial_xs, bar=series_type == "bar", time_axis=time_axis)
+
     x_axis: dict[str, Any] = {"type": "time"} if time_axis else {"type": "category", "data": xs}
     if series_type == "bar" and not time_axis:
         x_axis["boundaryGap"] = True
@@ -692,6 +761,48 @@ def _time_series_option(chart: str, ctx: _Context) -> tuple[dict[str, Any], list
         "series": series,
     }
     return option, notes
+
+
+def _mark_partial(series: list[dict[str, Any]], xs: list[str], partial_xs: list[str], *, bar: bool, time_axis: bool) -> None:
+    """Partial points drawn hollow with a dashed border, and a grey band labelled "partial period":
+    over the bar, or on a line over the segment that leads into (or out of) the partial point."""
+    style: dict[str, Any] = (
+        {"opacity": 0.45, "borderType": "dashed", "borderWidth": 1, "borderColor": "#666"}
+        if bar
+        else {"borderType": "dashed", "borderWidth": 2}
+    )
+    wanted = set(partial_xs)
+    for entry in series:
+        marked: list[Any] = []
+        for index, point in enumerate(entry["data"]):
+            x, value = (point[0], point[1]) if time_axis else (xs[index], point)
+            if x not in wanted or value is None:
+                marked.append(point)
+                continue
+            item: dict[str, Any] = {"value": point, "itemStyle": dict(style), "partial": True}
+            if not bar:
+                item.update(symbol="emptyCircle", symbolSize=9)
+            marked.append(item)
+        entry["data"] = marked
+    areas = []
+    for x in partial_xs:
+        i = xs.index(x)
+        if bar or len(xs) == 1:
+            left, right = x, x
+        elif i == len(xs) - 1:
+            left, right = xs[i - 1], x
+        elif i == 0:
+            left, right = x, xs[1]
+        else:
+            left, right = xs[i - 1], xs[i + 1]
+        areas.append([{"name": PARTIAL_LABEL, "xAxis": left}, {"xAxis": right}])
+    if series:
+        series[0]["markArea"] = {
+            "silent": True,
+            "itemStyle": {"color": "rgba(160, 160, 160, 0.15)"},
+            "label": {"show": True, "position": "insideTop", "color": "#888"},
+            "data": areas,
+        }
 
 
 def _multi_measure_option(chart: str, ctx: _Context) -> tuple[dict[str, Any], list[str]]:
