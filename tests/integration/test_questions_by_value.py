@@ -315,8 +315,9 @@ CASES: list[Case] = [
         "order_count", "therapeutic_area", "last_year",
     ),
     case(
+        # on its own: the default window (the last full month) a year earlier
         "gross revenue for the same period last year",
-        f"SELECT ROUND(SUM(l.gross_amount), 2) FROM fact_order_line l WHERE {paid_in('2025-11-01', '2025-11-30')}",
+        f"SELECT ROUND(SUM(l.gross_amount), 2) FROM fact_order_line l WHERE {paid_in('2025-10-01', '2025-11-01')}",
         "gross_revenue", "same_period_last_year",
     ),
     case(

@@ -17,7 +17,7 @@ import random
 import re
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from memtool.api.identity import Identity
@@ -67,6 +67,7 @@ class AskSteps:
         planner: Any,  # planning port: plan(question, route=, context=) -> Plan
         warehouse_factory: Callable[[], Any],
         fewshot_search: Callable[[str, str], list[Any]] | None = None,  # (tenant, question) -> approved examples
+        today: Callable[[], date] | None = None,  # the data's today (MEMTOOL_TODAY), as the planner reads it
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._settings = settings
@@ -77,6 +78,7 @@ class AskSteps:
         self._planner = planner
         self._warehouse_factory = warehouse_factory
         self._fewshot_search = fewshot_search
+        self._today = today or (lambda: clock.now().date())
         self._sleep = sleep
 
     def run(self, step: str, raw_state: dict[str, Any]) -> dict[str, Any]:
@@ -214,21 +216,30 @@ class AskSteps:
         return state
 
     def step_visualize(self, state: AskState) -> AskState:
+        from memtool.semantic.intent import Intent
+        from memtool.semantic.periods import partial_buckets, partial_note
         from memtool.viz.charts import recommend_chart
 
         result = state.result or {"columns": [], "rows": []}
+        intent = (state.plan or {}).get("intent")
+        buckets = partial_buckets(Intent.model_validate(intent), self._today()) if intent else []
         chart = recommend_chart(
             result["columns"],
             result["rows"],
             hints=_shape_hints(state.plan, state.input.question),
             preferred=state.input.conditions.get("chart") or state.profile.get("chart"),
+            partial=[b.label for b in buckets],
         )
+        note = partial_note(buckets)
+        if note:
+            state.note(note)
         state.chart = {
             "type": chart.chart_type,
             "confidence": chart.confidence,
             "checkpoint_status": chart.checkpoint_status,
             "candidates": [{"type": c.chart_type, "confidence": c.confidence, "reason": c.reason} for c in chart.candidates],
             "option": chart.option,
+            "partial_buckets": list(chart.partial_buckets),
         }
         return state
 

@@ -1,0 +1,154 @@
+"""Follow-ups and clarification replies, planned by the rule planner against the session's turns and
+run on the demo warehouse: each must return the rows of the same question asked in full."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+import pytest
+
+from memtool.planning.context import PlanContext, PreviousTurn
+from memtool.planning.plan import Plan
+from memtool.planning.rule_planner import RulePlanner
+from memtool.semantic.catalog import load_catalog
+from memtool.semantic.entities import EntityIndex
+from memtool.sql.demo_warehouse import build_demo_warehouse
+from memtool.sql.duckdb_warehouse import DuckDBWarehouse
+
+ANCHOR = date(2026, 11, 29)
+
+
+@dataclass
+class Demo:
+    planner: RulePlanner
+    warehouse: DuckDBWarehouse
+
+    def rows(self, plan: Plan) -> list[tuple[Any, ...]]:
+        assert plan.status == "planned" and plan.sql, plan
+        result = self.warehouse.run(plan.sql, max_rows=5000, timeout_seconds=20)
+        return sorted(tuple(str(v) for v in row) for row in result.rows)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
+    path = tmp_path_factory.mktemp("warehouse") / "demo.duckdb"
+    build_demo_warehouse(path, seed=7, scale=0.05, anchor=ANCHOR)
+    warehouse = DuckDBWarehouse(path)
+    catalog = load_catalog()
+    try:
+        yield Demo(RulePlanner(catalog, EntityIndex.from_warehouse(warehouse, catalog), ANCHOR), warehouse)
+    finally:
+        warehouse.close()
+
+
+class Session:
+    """The turns a session's working memory would hold, fed to the planner as AskFlow does."""
+
+    def __init__(self, planner: RulePlanner) -> None:
+        self.planner = planner
+        self.turns: list[PreviousTurn] = []
+
+    def ask(self, question: str) -> Plan:
+        plan = self.planner.plan(question, context=PlanContext(turns=self.turns))
+        status = "answered" if plan.status == "planned" else plan.status
+        self.turns.append(
+            PreviousTurn(
+                episode_id=f"ep-{len(self.turns)}",
+                question=question,
+                status=status,
+                intent=plan.intent.model_dump(mode="json") if plan.intent and status == "answered" else None,
+                clarification=plan.clarification.model_dump() if plan.clarification else None,
+            )
+        )
+        return plan
+
+
+# (the conversation so far, the follow-up, the same question asked in full)
+FOLLOW_UPS = [
+    (["上个月各大区净收入"], "那按渠道拆分呢", "上个月各渠道净收入"),
+    (["上个月各大区净收入"], "只看华东", "上个月华东各大区净收入"),
+    (["上个月上海各渠道的净收入"], "换成杭州", "上个月杭州各渠道的净收入"),
+    (["上个月华东各渠道的净收入"], "换成杭州", "上个月杭州各渠道的净收入"),
+    (["net revenue by region last month"], "by product instead", "net revenue by product last month"),
+    (["net revenue by channel last month"], "only Shanghai", "net revenue by channel in Shanghai last month"),
+    (["net revenue by channel last month"], "and in September?", "net revenue by channel in September"),
+    (["上个月各大区净收入"], "去年同期呢", "2025年10月各大区净收入"),
+    (["上个月各大区净收入"], "换成处方量", "上个月各大区处方量"),
+    (["上个月各产品净收入"], "只要前3", "上个月净收入前3的产品"),
+    (["上个月电商渠道各大区的净收入"], "不限渠道", "上个月各大区的净收入"),
+    (["orders by channel last month"], "regardless of channel", "orders last month"),
+    (["上个月各渠道净收入"], "再按大区拆分", "上个月各渠道各大区净收入"),
+    (["上个月各大区净收入"], "那销售额呢", "上个月各大区销售额"),
+    (["每月净收入趋势"], "只看电商", "每月电商渠道净收入趋势"),
+    (["上个月各大区净收入", "那按渠道拆分呢"], "只看华东", "上个月华东各渠道净收入"),
+    (["上个月各大区净收入", "只看华东", "换成处方量"], "and in September?", "9月华东各大区处方量"),
+    (["上个月各产品净收入", "只要前3"], "换成销量", "上个月销量前3的产品"),
+]
+
+
+@pytest.mark.parametrize(("before", "follow_up", "in_full"), FOLLOW_UPS, ids=[f"{b[-1]} / {f}" for b, f, _ in FOLLOW_UPS])
+def test_a_follow_up_returns_the_rows_of_the_full_question(demo: Demo, before: list[str], follow_up: str, in_full: str) -> None:
+    session = Session(demo.planner)
+    for question in before:
+        assert session.ask(question).status == "planned"
+
+    plan = session.ask(follow_up)
+
+    assert demo.rows(plan) == demo.rows(demo.planner.plan(in_full)), plan.notes
+    assert plan.carried_over
+    assert any(note.startswith("carried over from the previous question") for note in plan.notes)
+
+
+@pytest.mark.parametrize(
+    "question", ["上个月各渠道销售额", "net revenue by city in September", "上个月华东的订单数"]
+)
+def test_a_question_that_stands_on_its_own_is_not_merged(demo: Demo, question: str) -> None:
+    session = Session(demo.planner)
+    session.ask("上个月杭州各大区的净收入")
+    plan = session.ask(question)
+    assert plan.carried_over == []
+    assert demo.rows(plan) == demo.rows(demo.planner.plan(question))
+
+
+def test_the_unit_of_a_this_time_condition_is_not_carried_over(demo: Demo) -> None:
+    session = Session(demo.planner)
+    session.ask("上个月各大区净收入")
+    assert session.ask("这次用分").intent.unit == "分"  # type: ignore[union-attr]
+    assert session.ask("只看华东").intent.unit is None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("pending", "reply", "in_full"),
+    [
+        ("上个月华东各渠道的收入", "净收入", "上个月华东各渠道的净收入"),
+        ("上个月华东各渠道的收入", "第一个", "上个月华东各渠道的销售额"),
+        ("上个月华东各渠道的收入", "the second one", "上个月华东各渠道的净收入"),
+        ("gross or net? revenue by channel in September", "net sales", "net revenue by channel in September"),
+        ("上个月浙北各渠道的净收入", "杭州", "上个月杭州各渠道的净收入"),
+        ("上个月西安的净收入", "上海", "上个月上海的净收入"),
+        ("上个月净收入前5", "产品", "上个月净收入前5的产品"),
+    ],
+)
+def test_a_clarification_reply_keeps_what_the_pending_question_had(demo: Demo, pending: str, reply: str, in_full: str) -> None:
+    session = Session(demo.planner)
+    asked = session.ask(pending)
+    assert asked.status == "needs_clarification", asked
+
+    plan = session.ask(reply)
+
+    assert demo.rows(plan) == demo.rows(demo.planner.plan(in_full)), plan.notes
+
+
+def test_only_a_clarified_unknown_or_ambiguous_term_is_learned(demo: Demo) -> None:
+    ambiguous = Session(demo.planner)
+    ambiguous.ask("上个月各大区的营收")
+    learned = ambiguous.ask("净收入").learned
+    assert learned is not None and (learned.term, learned.maps_to) == ("营收", {"metric": "net_revenue"})
+    assert learned.episode_id == "ep-0"
+
+    outside = Session(demo.planner)  # 西安 is a real city the data lacks: choosing 上海 teaches nothing
+    outside.ask("上个月西安的净收入")
+    assert outside.ask("上海").learned is None
