@@ -1,8 +1,10 @@
 """The record-store contract: one behaviour suite run on every adapter (DynamoDB on moto, SQLite).
 
-Versions, optimistic locking, slots, TTL, forget, listings and cursors, what the indexer needs,
-concurrency, and the two robustness rules: a record that cannot be read back is never stored, and
-one that is stored anyway (damaged beneath the store) degrades listings instead of breaking them.
+Versions, optimistic locking, slots, TTL, forget, listings and cursors, credit (usage metadata on
+the head, not a version), what the indexer needs, concurrency, and the two robustness rules: a
+record that cannot be read back is never stored, and one that is stored anyway (damaged beneath
+the store) degrades listings instead of breaking them. Credit under contention (threads, processes,
+the moto server) is in test_credit_concurrency.py.
 Assertions on raw stored state go through tests/integration/stores.py; the DynamoDB-only checks
 (items and attributes as DynamoDB holds them) are at the end of this file, the SQLite-only ones in
 test_sqlite_store.py.
@@ -11,6 +13,7 @@ test_sqlite_store.py.
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import threading
 from collections.abc import Callable
@@ -19,7 +22,16 @@ from datetime import timedelta
 import pytest
 
 from memtool.errors import NotFound, ValidationFailed, VersionConflict
-from memtool.memory.records import IndexState, MemoryDraft, MemoryKind, MemoryPatch, MemoryStatus
+from memtool.memory.credit import credit_after
+from memtool.memory.records import (
+    Credit,
+    IndexState,
+    MemoryDraft,
+    MemoryKind,
+    MemoryPatch,
+    MemoryRecord,
+    MemoryStatus,
+)
 from memtool.memory.sqlite_store import SQLiteMemoryStore
 from memtool.memory.store import MemoryStore, Partition, UndecodableRecord
 from memtool.runtime import container
@@ -522,6 +534,153 @@ def test_get_many_reads_heads_by_owner_within_one_tenant(store, clock):
     assert {k: (r.owner, r.version) for k, r in found.items()} == {mine.id: ("li", 2), theirs.id: ("wang", 1)}
 
 
+# ---- credit: usage metadata on the head, not a new version --------------------------------------
+
+ALPHA = 0.5  # with rewards of 1, -1 and 0.5 every score below is exact in binary floating point
+
+
+def rated(episode_id: str, reward: float, clock) -> Callable[[MemoryRecord], Credit]:
+    """What the learning loop hands a store: one episode's reward, applied to the head as it is."""
+    return lambda head: credit_after(head.credit, episode_id=episode_id, reward=reward, alpha=ALPHA, now=clock.now())
+
+
+def test_credit_is_kept_on_the_head_without_a_new_version(store, stored, clock):
+    # Given a memory at version 1
+    record = store.create(LI, draft(content="金额默认用元"), clock.now()).record
+    used_at = clock.now() + timedelta(minutes=1)
+    clock.advance(minutes=2)
+
+    # When two episodes that applied it are rated, a success and a failure
+    store.update_credit(LI, record.id, rated("ep-1", 1.0, clock), used_at, clock.now())
+    written = store.update_credit(LI, record.id, rated("ep-2", -0.5, clock), used_at, clock.now())
+
+    # Then the head carries both, exactly as the store returned it: score 0.5, then 0.5*0.5 - 0.5*0.5
+    head = store.get(LI, record.id, clock.now())
+    assert head == written
+    assert (head.credit.uses, head.credit.successes, head.credit.failures, head.credit.feedback_score) == (2, 1, 1, 0.0)
+    assert [(e.episode_id, e.reward, e.at) for e in head.credit.recent] == [
+        ("ep-1", 1.0, clock.now()),
+        ("ep-2", -0.5, clock.now()),
+    ]
+    assert head.last_used_at == used_at
+    # And it is not a new version: same version, content and update time, one snapshot, no change
+    assert (head.version, head.content, head.updated_at) == (1, record.content, record.updated_at)
+    assert [r.version for r in store.history(LI, record.id, clock.now())] == [1]
+    assert new_versions(stored.head_changes(record.id)) == [("INSERT", None, 1)]
+
+
+def test_a_retried_rating_counts_once_and_writes_nothing(store, stored, clock):
+    record = store.create(LI, draft(content="x"), clock.now()).record
+    store.update_credit(LI, record.id, rated("ep-1", 1.0, clock), clock.now(), clock.now())
+    stored_before = stored.everything()
+
+    again = store.update_credit(LI, record.id, rated("ep-1", 1.0, clock), clock.now(), clock.now())
+
+    assert (again.credit.uses, again.credit.successes, again.credit.feedback_score) == (1, 1, 0.5)
+    assert store.get(LI, record.id, clock.now()) == again
+    assert stored.everything() == stored_before
+
+
+def test_a_new_rating_of_the_same_episode_replaces_the_first(store, clock):
+    record = store.create(LI, draft(content="x"), clock.now()).record
+    store.update_credit(LI, record.id, rated("ep-1", 1.0, clock), clock.now(), clock.now())
+    clock.advance(minutes=5)
+
+    rerated = store.update_credit(LI, record.id, rated("ep-1", -1.0, clock), clock.now(), clock.now())
+
+    head = store.get(LI, record.id, clock.now())
+    assert head == rerated
+    assert (head.credit.uses, head.credit.successes, head.credit.failures) == (1, 0, 1)
+    assert head.credit.feedback_score == -0.5  # 0.5 + 0.5 * (-1 - 1)
+    assert [(e.episode_id, e.reward, e.at) for e in head.credit.recent] == [("ep-1", -1.0, clock.now())]
+    assert head.last_used_at == clock.now()
+
+
+def test_last_used_at_only_moves_forward(store, clock):
+    record = store.create(LI, draft(content="x"), clock.now()).record
+    late = clock.now() + timedelta(hours=1)
+    store.update_credit(LI, record.id, rated("ep-late", 1.0, clock), late, clock.now())
+
+    # An older episode rated afterwards still counts, but does not make the memory look unused since
+    head = store.update_credit(LI, record.id, rated("ep-early", 1.0, clock), clock.now(), clock.now())
+
+    assert head.credit.uses == 2 and head.last_used_at == late
+    assert store.get(LI, record.id, clock.now()).last_used_at == late
+
+
+def test_crediting_a_missing_expired_or_other_users_memory_is_not_found(store, clock):
+    mine = store.create(LI, draft(content="mine"), clock.now()).record
+    working = store.create(LI, draft(kind=MemoryKind.WORKING, content="w", session_id="s1"), clock.now()).record
+
+    with pytest.raises(NotFound):
+        store.update_credit(LI, "mem_missing", rated("ep-1", 1.0, clock), clock.now(), clock.now())
+    with pytest.raises(NotFound):  # another user's partition holds no such memory
+        store.update_credit(WANG, mine.id, rated("ep-1", 1.0, clock), clock.now(), clock.now())
+    with pytest.raises(NotFound):  # nor another tenant's
+        store.update_credit(Partition("other", "li"), mine.id, rated("ep-1", 1.0, clock), clock.now(), clock.now())
+    clock.advance(days=1, seconds=1)
+    with pytest.raises(NotFound):
+        store.update_credit(LI, working.id, rated("ep-1", 1.0, clock), clock.now(), clock.now())
+
+    assert store.get(LI, mine.id, clock.now()).credit == Credit()
+
+
+def test_crediting_an_undecodable_memory_is_refused_and_changes_nothing(store, stored, clock):
+    record = store.create(LI, draft(content="x"), clock.now()).record
+    stored.poison(LI, record.id, "json")
+    stored_before = stored.everything()
+
+    with pytest.raises(UndecodableRecord):
+        store.update_credit(LI, record.id, rated("ep-1", 1.0, clock), clock.now(), clock.now())
+
+    assert stored.everything() == stored_before
+
+
+def test_a_new_version_keeps_credit_given_after_its_read(store, stored, clock):
+    # Given a slot memory read by a writer, and then credited
+    record = store.create(LI, draft(key="display.unit", content="v1"), clock.now()).record
+    read_before_credit = store.get(LI, record.id, clock.now())
+    store.update_credit(LI, record.id, rated("ep-1", 1.0, clock), clock.now(), clock.now())
+
+    # When the writer makes version 2 from what it read: credit is not content, so no conflict
+    second = store._write_version(read_before_credit, MemoryPatch(content="v2"), clock.now()).record
+
+    # Then version 2 carries the credit, and so do versions made by update and by a same-key write
+    assert (second.version, second.content, second.credit.uses) == (2, "v2", 1)
+    store.update_credit(LI, record.id, rated("ep-2", 1.0, clock), clock.now(), clock.now())
+    third = store.update(LI, record.id, MemoryPatch(content="v3"), expected_version=2, now=clock.now()).record
+    store.update_credit(LI, record.id, rated("ep-3", -1.0, clock), clock.now(), clock.now())
+    fourth = store.create(LI, draft(key="display.unit", content="v4"), clock.now()).record
+    head = store.get(LI, record.id, clock.now())
+    assert [(r.version, r.credit.uses) for r in (third, fourth)] == [(3, 2), (4, 3)]
+    assert (head.version, head.content) == (4, "v4")
+    assert [e.episode_id for e in head.credit.recent] == ["ep-1", "ep-2", "ep-3"]
+    assert (head.credit.successes, head.credit.failures, head.credit.feedback_score) == (2, 1, -0.125)
+    # And the indexer's image of the new head reads back with the whole credit
+    assert store.record_from_image(stored.head_images(record.id)[-1]) == head
+
+
+def test_status_reason_is_kept_with_its_version_and_cleared_by_the_next_status(store, clock):
+    record = store.create(LI, draft(content="x"), clock.now()).record
+    reason = "feedback_score -0.6 after 6 uses"
+
+    archived = store.update(
+        LI, record.id, MemoryPatch(status=MemoryStatus.ARCHIVED, status_reason=reason), expected_version=1, now=clock.now()
+    ).record
+    assert (archived.status, archived.status_reason) == (MemoryStatus.ARCHIVED, reason)
+    assert store.get(LI, record.id, clock.now()).status_reason == reason
+
+    store.update(LI, record.id, MemoryPatch(status=MemoryStatus.ACTIVE), expected_version=2, now=clock.now())
+
+    assert store.get(LI, record.id, clock.now()).status_reason is None  # a reason explains one status
+    assert [(r.version, r.status, r.status_reason) for r in store.history(LI, record.id, clock.now())] == [
+        (1, MemoryStatus.SUPERSEDED, None),
+        (2, MemoryStatus.SUPERSEDED, reason),
+        (3, MemoryStatus.ACTIVE, None),
+    ]
+    assert store.get(LI, record.id, clock.now(), version=2).status_reason == reason
+
+
 # ---- what the indexer needs -----------------------------------------------------------------
 
 
@@ -705,6 +864,26 @@ def test_dynamodb_streams_the_removed_head_with_what_the_indexer_needs(store, st
     ]
     assert len(removed) == 1
     assert removed[0]["tenant"]["S"] == "acme" and removed[0]["version"]["N"] == "1"
+
+
+@pytest.mark.parametrize("store", ["dynamodb"], indirect=True)
+def test_dynamodb_items_without_the_credit_ledger_or_a_status_reason_still_decode_and_take_credit(store, clock, aws):
+    # Given a head as items were before the ledger and reasons existed: neither attribute is there
+    record = store.create(LI, draft(content="old"), clock.now()).record
+    head_item = {i["sk"]["S"]: i for i in table_items(aws)}[f"M#{record.id}"]
+    assert "credit_recent" not in head_item and "status_reason" not in head_item
+    assert store.get(LI, record.id, clock.now()).credit == Credit()
+
+    # When it is credited, then archived with a reason
+    store.update_credit(LI, record.id, rated("ep-1", 1.0, clock), clock.now(), clock.now())
+    store.update(LI, record.id, MemoryPatch(status=MemoryStatus.ARCHIVED, status_reason="low credit"), 1, clock.now())
+
+    # Then the item holds both as plain attributes, and they read back
+    head_item = {i["sk"]["S"]: i for i in table_items(aws)}[f"M#{record.id}"]
+    assert [entry["episode_id"] for entry in json.loads(head_item["credit_recent"]["S"])] == ["ep-1"]
+    assert head_item["status_reason"] == {"S": "low credit"}
+    head = store.get(LI, record.id, clock.now())
+    assert (head.credit.uses, [e.episode_id for e in head.credit.recent], head.status_reason) == (1, ["ep-1"], "low credit")
 
 
 def test_a_transaction_conflict_on_dynamodb_is_a_version_conflict():

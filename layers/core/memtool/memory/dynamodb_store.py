@@ -21,7 +21,9 @@ import base64
 import binascii
 import json
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,6 +37,7 @@ from pynamodb.attributes import (
 )
 from pynamodb.connection import Connection
 from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
+from pynamodb.expressions.condition import Condition
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
@@ -42,6 +45,7 @@ from pynamodb.transactions import TransactWrite
 from memtool.errors import NotFound, ValidationFailed, VersionConflict
 from memtool.memory.records import (
     Credit,
+    CreditEntry,
     IndexState,
     MemoryDraft,
     MemoryKind,
@@ -58,6 +62,7 @@ from memtool.memory.store import (
     Partition,
     UndecodableRecord,
     WriteOutcome,
+    credited,
     first_version,
     next_version,
     report_skipped,
@@ -69,6 +74,11 @@ from memtool.memory.store import (
 HEAD, VERSION, SLOT = "head", "version", "slot"
 _TIMES = {"created_at", "updated_at", "last_used_at", "expires_at"}
 BY_KIND_INDEX = "by_kind"
+# A head's credit is a compare-and-swap on its item: under contention a writer re-reads and tries
+# again, after a short jittered pause, this many times before it gives up with VersionConflict.
+CAS_ATTEMPTS = 20
+CAS_PAUSE_SECONDS = 0.01  # the first pause is up to this; each later one may be twice as long,
+CAS_PAUSE_DOUBLINGS = 5  # up to 2**5 times this
 
 logger = logging.getLogger("memtool.memory")
 
@@ -124,11 +134,13 @@ class MemoryItem(Model):
     source_text = UnicodeAttribute(null=True)
     scope = UnicodeAttribute(null=True)
     status = UnicodeAttribute(null=True)
+    status_reason = UnicodeAttribute(null=True)
     version = NumberAttribute(null=True)
     credit_uses = NumberAttribute(default=0)
     credit_successes = NumberAttribute(default=0)
     credit_failures = NumberAttribute(default=0)
     credit_feedback_score = NumberAttribute(default=0)
+    credit_recent = JSONAttribute(null=True)  # list of CreditEntry as JSON; absent when empty
     confidence = NumberAttribute(null=True)
     provenance = JSONAttribute(null=True)
     session_id = UnicodeAttribute(null=True)
@@ -222,12 +234,14 @@ def _decode_item(item: MemoryItem) -> MemoryRecord:
         source_text=item.source_text,
         scope=MemoryScope(item.scope),
         status=MemoryStatus(item.status),
+        status_reason=item.status_reason,
         version=int(item.version),
         credit=Credit(
             uses=int(item.credit_uses),
             successes=int(item.credit_successes),
             failures=int(item.credit_failures),
             feedback_score=float(item.credit_feedback_score),
+            recent=[CreditEntry.model_validate(entry) for entry in item.credit_recent or []],
         ),
         confidence=float(item.confidence if item.confidence is not None else 1.0),
         provenance=Provenance.model_validate(item.provenance or {}),
@@ -267,11 +281,13 @@ class DynamoMemoryStore:
             source_text=record.source_text,
             scope=record.scope.value,
             status=record.status.value,
+            status_reason=record.status_reason,
             version=record.version,
             credit_uses=record.credit.uses,
             credit_successes=record.credit.successes,
             credit_failures=record.credit.failures,
             credit_feedback_score=record.credit.feedback_score,
+            credit_recent=_recent_json(record.credit),
             confidence=record.confidence,
             provenance=record.provenance.model_dump(mode="json"),
             session_id=record.session_id,
@@ -401,6 +417,29 @@ class DynamoMemoryStore:
         return self._write_version(current, patch, now)
 
     def _write_version(self, current: MemoryRecord, patch: MemoryPatch, now: datetime) -> WriteOutcome:
+        """Write a new version on top of ``current`` as read earlier; stale → VersionConflict.
+
+        The head is put whole, credit included, so its condition holds the credit read as well as
+        the version. A credit update since the read is not a conflict (the patch does not concern
+        credit): the version is made again on the head as it is now, which keeps that credit.
+        """
+        for attempt in range(CAS_ATTEMPTS):
+            try:
+                return WriteOutcome(record=self._put_version(current, patch, now), created=False)
+            except _CreditMoved as moved:
+                current = moved.head
+            _pause(attempt)
+        raise VersionConflict(
+            f"memory {current.id} kept changing while writing version {current.version + 1}",
+            current_version=current.version,
+        )
+
+    def _put_version(self, current: MemoryRecord, patch: MemoryPatch, now: datetime) -> MemoryRecord:
+        """One transaction for the new version, which it returns.
+
+        ``_CreditMoved`` (with the head as it is now) when only the head's credit changed since
+        ``current`` was read; VersionConflict when another version was written or the head is gone.
+        """
         new = next_version(current, patch, now)
         self._ensure_storable(new)
         previous_snapshot = self._model(
@@ -411,7 +450,7 @@ class DynamoMemoryStore:
             with TransactWrite(connection=self._connection) as tx:
                 tx.save(
                     self._item(new, head_key(new.id), HEAD),
-                    condition=self._model.version == current.version,
+                    condition=(self._model.version == current.version) & self._credit_is(current.credit),
                 )
                 tx.save(self._item(new, version_key(new.id, new.version), VERSION), condition=self._model.pk.does_not_exist())
                 tx.update(
@@ -422,12 +461,76 @@ class DynamoMemoryStore:
         except TransactWriteError as exc:
             if _failed_on(exc, index=0) or _failed_on(exc, index=1) or _conflicted(exc):
                 latest = self._load(previous_snapshot.pk, head_key(current.id))
+                head_raced = _failed_on(exc, index=0) or _conflicted(exc)
+                if head_raced and latest is not None and latest.version is not None and int(latest.version) == current.version:
+                    raise _CreditMoved(_to_record(latest)) from exc
                 raise VersionConflict(
                     f"memory {current.id} changed while writing version {new.version}",
-                    current_version=int(latest.version) if latest is not None else None,
+                    current_version=int(latest.version) if latest is not None and latest.version is not None else None,
                 ) from exc
             raise
-        return WriteOutcome(record=new, created=False)
+        return new
+
+    def update_credit(
+        self,
+        where: Partition,
+        memory_id: str,
+        compute: Callable[[MemoryRecord], Credit],
+        used_at: datetime,
+        now: datetime,
+    ) -> MemoryRecord:
+        """Credit the head in place: one conditional UpdateItem per attempt (compare-and-swap).
+
+        The condition holds the version and the credit as read, so a write that raced another
+        credit update or a new version fails, and is computed again on a fresh read. Only the
+        head changes: no new version, no snapshot (the stream carries a MODIFY with the same
+        version, which the indexer ignores).
+        """
+        for attempt in range(CAS_ATTEMPTS):
+            head = self._head(where, memory_id, now)
+            current = _to_record(head)
+            written = credited(current, compute(current), used_at)
+            if written is None:
+                return current
+            self._ensure_storable(written)
+            credit = written.credit
+            try:
+                self._model(pk=partition_key(where), sk=head_key(memory_id)).update(
+                    actions=[
+                        self._model.credit_uses.set(credit.uses),
+                        self._model.credit_successes.set(credit.successes),
+                        self._model.credit_failures.set(credit.failures),
+                        self._model.credit_feedback_score.set(credit.feedback_score),
+                        self._recent_action(credit),
+                        self._model.last_used_at.set(written.last_used_at),
+                    ],
+                    condition=(self._model.version == current.version) & self._credit_is(current.credit),
+                )
+            except UpdateError as exc:
+                if exc.cause_response_code not in _RACED:
+                    raise
+                _pause(attempt)
+                continue
+            return written
+        raise VersionConflict(
+            f"memory {memory_id} kept changing while crediting it; try again",
+            current_version=current.version,
+        )
+
+    def _credit_is(self, credit: Credit) -> Condition:
+        """The head's credit attributes hold exactly ``credit`` (the compare of compare-and-swap)."""
+        recent = _recent_json(credit)
+        return (
+            (self._model.credit_uses == credit.uses)
+            & (self._model.credit_successes == credit.successes)
+            & (self._model.credit_failures == credit.failures)
+            & (self._model.credit_feedback_score == credit.feedback_score)
+            & (self._model.credit_recent.does_not_exist() if recent is None else self._model.credit_recent == recent)
+        )
+
+    def _recent_action(self, credit: Credit) -> Any:
+        recent = _recent_json(credit)
+        return self._model.credit_recent.remove() if recent is None else self._model.credit_recent.set(recent)
 
     def forget(self, where: Partition, memory_id: str) -> ForgetOutcome:
         pk = partition_key(where)
@@ -609,6 +712,28 @@ def _decodable(items: Iterable[MemoryItem], skipped: list[str] | None) -> Iterat
             yield _to_record(item)
         except UndecodableRecord as exc:
             report_skipped(exc.memory_id, exc.reason, skipped)
+
+
+def _recent_json(credit: Credit) -> list[dict[str, Any]] | None:
+    """The credit ledger as the item holds it; None (no attribute) when empty, as on old items."""
+    return [entry.model_dump(mode="json") for entry in credit.recent] or None
+
+
+class _CreditMoved(Exception):
+    """A version write lost only to a credit update: same version, so it may simply be redone."""
+
+    def __init__(self, head: MemoryRecord) -> None:
+        super().__init__(f"the credit of memory {head.id} changed")
+        self.head = head
+
+
+# A conditional write that lost to another writer of the same item.
+_RACED = frozenset({"ConditionalCheckFailedException", "TransactionConflictException"})
+
+
+def _pause(attempt: int) -> None:
+    """A short jittered backoff, so writers that raced do not race again in step."""
+    time.sleep(random.uniform(0, CAS_PAUSE_SECONDS * 2 ** min(attempt, CAS_PAUSE_DOUBLINGS)))  # noqa: S311 - not crypto
 
 
 def _conflicted(exc: TransactWriteError) -> bool:

@@ -28,7 +28,7 @@ import logging
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -38,6 +38,7 @@ from typing import Any
 from memtool.errors import NotFound, ValidationFailed, VersionConflict
 from memtool.memory.policy import policy_for
 from memtool.memory.records import (
+    Credit,
     IndexState,
     MemoryDraft,
     MemoryKind,
@@ -52,6 +53,7 @@ from memtool.memory.store import (
     Partition,
     UndecodableRecord,
     WriteOutcome,
+    credited,
     decode_record,
     first_version,
     next_version,
@@ -545,12 +547,42 @@ class SQLiteMemoryStore:
         return WriteOutcome(record=new, created=False)
 
     def _write_version(self, current: MemoryRecord, patch: MemoryPatch, now: datetime) -> WriteOutcome:
-        """Write a new version on top of ``current`` as read earlier; stale → VersionConflict."""
+        """Write a new version on top of ``current`` as read earlier; stale → VersionConflict.
+
+        A credit update since the read is not a conflict (credit is not content): the version is
+        made on the head as it is now, so the new version keeps that credit.
+        """
         with self._pool.writing() as conn:
             row = self._head_row(conn, Partition(current.tenant, current.owner), current.id)
             old_text = row.record if row is not None else storable_json(current)
+            if row is not None and row.version == current.version:
+                current = self._decode(row.tenant, row.owner, row.id, row.record)
             new = self._put_version(conn, current, old_text, patch, now)
         return WriteOutcome(record=new, created=False)
+
+    def update_credit(
+        self,
+        where: Partition,
+        memory_id: str,
+        compute: Callable[[MemoryRecord], Credit],
+        used_at: datetime,
+        now: datetime,
+    ) -> MemoryRecord:
+        """Credit the head in place, read and written under one write lock (no retry needed).
+
+        The head row's record changes and nothing else: no snapshot, no outbox entry.
+        """
+        with self._pool.writing() as conn:
+            row = self._live_head(conn, where, memory_id, now)
+            current = self._decode(row.tenant, row.owner, row.id, row.record)
+            written = credited(current, compute(current), used_at)
+            if written is None:
+                return current
+            conn.execute(
+                "UPDATE heads SET record = ? WHERE tenant = ? AND owner = ? AND id = ?",
+                (storable_json(written), row.tenant, row.owner, row.id),
+            )
+        return written
 
     def _put_version(
         self, conn: sqlite3.Connection, current: MemoryRecord, old_text: str, patch: MemoryPatch, now: datetime

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -20,6 +20,7 @@ from pydantic_core import to_jsonable_python
 from memtool.errors import ValidationFailed
 from memtool.memory.policy import expires_at, policy_for
 from memtool.memory.records import (
+    Credit,
     IndexState,
     MemoryDraft,
     MemoryKind,
@@ -108,6 +109,23 @@ class MemoryStore(Protocol):
     ) -> WriteOutcome: ...
 
     def get(self, where: Partition, memory_id: str, now: datetime, version: int | None = None) -> MemoryRecord: ...
+
+    def update_credit(
+        self,
+        where: Partition,
+        memory_id: str,
+        compute: Callable[[MemoryRecord], Credit],
+        used_at: datetime,
+        now: datetime,
+    ) -> MemoryRecord:
+        """Set the live head's credit to ``compute(head)`` and its use time; returns the head as written.
+
+        Usage metadata, not content: no new version, no snapshot, nothing the indexer acts on. Never
+        loses a concurrent update: ``compute`` sees the head as it is when the write lands, so it
+        may run more than once (it must be pure, e.g. ``credit_after``) and may run while the store
+        holds a write lock (it must be quick). ``last_used_at`` only moves forward. ``NotFound``
+        for a missing or expired head, ``UndecodableRecord`` for one that cannot be read.
+        """
 
     def history(self, where: Partition, memory_id: str, now: datetime) -> list[MemoryRecord]: ...
 
@@ -217,6 +235,18 @@ def next_version(current: MemoryRecord, patch: MemoryPatch, now: datetime) -> Me
         }
     )
     return MemoryRecord.model_validate(new.model_dump())
+
+
+def credited(current: MemoryRecord, credit: Credit, used_at: datetime) -> MemoryRecord | None:
+    """The head with a new credit and use time, or None when that changes nothing (a retry).
+
+    ``last_used_at`` keeps the later of the two times, so credits landing out of order (an old
+    episode rated late) never move it back.
+    """
+    last_used_at = used_at if current.last_used_at is None else max(current.last_used_at, used_at)
+    if credit == current.credit and last_used_at == current.last_used_at:
+        return None
+    return current.model_copy(update={"credit": credit, "last_used_at": last_used_at})
 
 
 def _json_text(value: Any) -> str:
