@@ -25,21 +25,33 @@ from memtool.api.identity import Identity
 from memtool.api.memories import CursorParam, LimitParam, MemoryIdParam
 from memtool.api.openapi import operation
 from memtool.api.resolver import caller, json_response, make_resolver
-from memtool.errors import NotImplementedYet
+from memtool.api.feedback import FeedbackAnswer, FeedbackBody, feedback_command
+from memtool.errors import ValidationFailed
 from memtool.runtime import container
 from memtool.runtime.settings import get_settings
 
 logger = Logger(service="memtool")
 app = make_resolver()
 
-# Until the learning issue defines them, these bodies are any JSON object (still parsed strictly).
-PendingBody = Annotated[dict[str, Any] | None, Body(description="its shape arrives with the learning issue")]
+@app.post(
+    "/feedback",
+    **operation(
+        "Feedback on an answer: reward, credit to the memories it applied, corrections, few-shot candidates",
+        tag="learning",
+        ok={200: FeedbackAnswer},
+        errors=(403, 404, 409, 422),
+        idempotent=True,
+    ),
+)
+def feedback(body: Annotated[FeedbackBody, Body()]):
+    if not body.says_something():
+        raise ValidationFailed("give a rating (-1, 0 or 1), signals, a comment or a correction", field="rating")
 
+    def perform(who: Identity) -> dict[str, Any]:
+        outcome = container.feedback_service().give(who, feedback_command(body))
+        return {"status_code": 200, "body": FeedbackAnswer.model_validate(outcome.as_dict()).model_dump(mode="json")}
 
-@app.post("/feedback", **operation("Feedback on an answer (not yet available)", tag="learning", ok={}, errors=(501,)))
-def feedback(body: PendingBody = None):
-    caller(app)
-    raise NotImplementedYet("feedback and credit assignment arrive with the learning issue", field="path")
+    return _write("feedback", body.model_dump(mode="json"), perform, who=caller(app))
 
 
 def _reviewer() -> Identity:
@@ -48,9 +60,9 @@ def _reviewer() -> Identity:
     return who
 
 
-def _write(operation_name: str, request: Any, perform: Callable[[Identity], dict[str, Any]]) -> Response:
+def _write(operation_name: str, request: Any, perform: Callable[[Identity], dict[str, Any]], who: Identity | None = None) -> Response:
     """Run a write once per Idempotency-Key (as /memories writes do) and answer its outcome."""
-    who = _reviewer()
+    who = who or _reviewer()
     outcome = run_once(
         idempotency_key(app.current_event.raw_event),
         who,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -54,11 +56,30 @@ def validation_failed(errors: Sequence[Mapping[str, Any]], *, prefix: str | None
     """The first pydantic (or Powertools request validation) error as a ValidationFailed on its field."""
     if not errors:
         return ValidationFailed("request is not valid", field=prefix or "body")
+    # A union (``str | Model``) reports one error per branch, each under the branch's label: name
+    # the field, and of the first field's errors prefer the deepest (the branch that got furthest).
     first = errors[0]
-    loc = [str(part) for part in first.get("loc", ()) if part != "__root__"]
+    top = _clean_loc(first)[:2]
+    same_field = [e for e in errors if _clean_loc(e)[: len(top)] == top]
+    first = max(same_field, key=lambda e: len(_clean_loc(e)))
+    loc = _clean_loc(first)
     where = loc.pop(0) if loc and loc[0] in _LOCATIONS else None
     field = ".".join(p for p in (prefix, *loc) if p) or (prefix or where or "body")
     return ValidationFailed(_message(first, where, loc), field=field)
+
+
+_BRANCH_LABEL = re.compile(r"[\[\](),]|^(?:str|int|float|bool|list|dict|none|json-or-python|function-(?:after|before|wrap|plain))$|^[A-Z][A-Za-z0-9]*$")
+
+
+def _clean_loc(error: Mapping[str, Any]) -> list[str]:
+    """The error's location without pydantic's union-branch labels ("str", "function-after[...]", "Model")."""
+    parts = []
+    for part in error.get("loc", ()):
+        text = str(part)
+        if text == "__root__" or (isinstance(part, str) and _BRANCH_LABEL.search(text)):
+            continue
+        parts.append(text)
+    return parts
 
 
 def _message(error: Mapping[str, Any], where: str | None, loc: Iterable[str]) -> str:

@@ -172,6 +172,9 @@ def recall() -> Recall:
         settings.recall_budgets,
         min_candidates=settings.recall_min_candidates,
         fallback_scan_limit=settings.recall_fallback_scan_limit,
+        min_cosine=settings.recall_min_cosine,
+        min_score=settings.recall_min_score,
+        duplicate_cosine=settings.recall_duplicate_cosine,
     )
 
 
@@ -242,6 +245,20 @@ def planner():  # -> the planning port
     return rules
 
 
+def question_parser():  # -> QuestionParser: the rule planner's (the Bedrock planner falls back to it)
+    built = planner()
+    rules = getattr(built, "fallback", built)
+    return rules.parser
+
+
+def fewshot_search(tenant: str, question: str) -> list:  # -> list[FewshotExample]
+    """Approved few-shots for a question, matched on its masked shape."""
+    from memtool.semantic.masking import mask_question
+
+    masked = mask_question(question_parser().recognise(question, today=today()))
+    return fewshot_library().search(tenant, question, masked)
+
+
 def ask_steps():  # -> AskSteps
     from memtool.flows.ask_steps import AskSteps
 
@@ -253,6 +270,21 @@ def ask_steps():  # -> AskSteps
         recall=recall(),
         planner=planner(),
         warehouse_factory=warehouse,
+        fewshot_search=fewshot_search,
+        today=today,
+    )
+
+
+def feedback_service():  # -> FeedbackService
+    from memtool.flows.feedback import FeedbackService
+
+    return FeedbackService(
+        memory_store(),
+        clock(),
+        get_settings(),
+        parser=question_parser,
+        today=today,
+        fewshots=fewshot_library,
     )
 
 

@@ -88,7 +88,9 @@ class Settings(BaseSettings):
     reward_env_weight: float = Field(0.7, ge=0, le=1, description="alpha in R = alpha*R_env + beta*R_user.")
     reward_user_weight: float = Field(0.3, ge=0, le=1, description="beta in R = alpha*R_env + beta*R_user.")
     credit_ema_alpha: float = Field(0.3, gt=0, le=1, description="Weight of a new reward in a memory's feedback_score (EMA).")
-    retire_below_score: float = Field(-0.3, ge=-1, le=1, description="A memory whose feedback_score stays below this ...")
+    retire_below_score: float = Field(
+        -0.2, ge=-1, le=1, description="A memory whose feedback_score stays below this (a thumbs-down is worth -0.3) ..."
+    )
     retire_after_uses: int = Field(5, ge=1, le=10_000, description="... after this many uses is archived.")
     clarification_confidence: float = Field(0.8, ge=0, le=1, description="Confidence of a correction learned from a clarification reply.")
     fewshot_min_similarity: float = Field(0.95, ge=0, le=1)

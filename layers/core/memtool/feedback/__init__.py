@@ -1,0 +1,1 @@
+"""Learning from what follows an answer: reward fusion, implicit signals, corrections from chat."""

@@ -1,0 +1,84 @@
+"""Corrections stated in chat: "单子数就是订单数", "开方量指的是处方量", "by takings I mean net revenue".
+
+A correction is a term and what it means. The meaning must be something the semantic layer has
+(a metric, a dimension, or a value of one); a correction that names nothing the catalog knows is
+refused, and nothing is stored.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date
+
+from memtool.semantic.parser import MappingTarget, QuestionParser, normalize
+
+_QUOTES = "「」『』\"'“”‘’`《》"
+_ZH_PATTERNS = [
+    re.compile(r"^(?:其实|我说的)?(?P<term>.+?)\s*(?:就是指|就是|指的是|是指|的意思是|意思是|其实是|应该是|等于|即|=)\s*(?P<means>.+)$"),
+    re.compile(r"^(?:把|将)(?P<term>.+?)(?:理解为|理解成|当作|当成|算作|看作)(?P<means>.+)$"),
+]
+_EN_PATTERNS = [
+    re.compile(r"^(?:by|when\s+i\s+say)\s+(?P<term>.+?),?\s+i\s+mean(?:t)?\s+(?P<means>.+)$", re.IGNORECASE),
+    re.compile(r"^(?P<term>.+?)\s+(?:means|meant|refers\s+to|should\s+be|is\s+the\s+same\s+as|=)\s+(?P<means>.+)$", re.IGNORECASE),
+]
+MAX_TERM_CHARS = 50
+
+
+@dataclass(frozen=True)
+class StatedCorrection:
+    term: str
+    means: str  # the user's words for the meaning
+
+
+class CorrectionRefused(ValueError):
+    """The correction cannot be stored; the message says why (and names the part)."""
+
+    def __init__(self, message: str, part: str) -> None:
+        super().__init__(message)
+        self.part = part
+
+
+def split_correction(text: str) -> StatedCorrection | None:
+    """(term, meaning) from a sentence, or None when it is not a correction."""
+    body = normalize(text).strip().rstrip("。.!！")
+    for pattern in (*_ZH_PATTERNS, *_EN_PATTERNS):
+        match = pattern.match(body)
+        if match:
+            term, means = _clean(match.group("term")), _clean(match.group("means"))
+            if term and means:
+                return StatedCorrection(term, means)
+    return None
+
+
+def resolve_meaning(means: str, parser: QuestionParser, today: date) -> MappingTarget | None:
+    """The catalog thing ``means`` names: exactly one metric, value, or dimension; else None."""
+    parsed = parser.recognise(means, today=today)
+    if parsed.unknown_terms:
+        return None
+    found: list[MappingTarget] = [MappingTarget(metric=m) for m in parsed.metrics]
+    found += [MappingTarget(dimension=d, value=v) for d, values in parsed.filters.items() for v in values]
+    if not found:
+        found += [MappingTarget(dimension=d) for d in parsed.group_dims]
+        if parsed.grain:
+            found.append(MappingTarget(dimension=parsed.grain))
+    return found[0] if len(found) == 1 else None
+
+
+def correction_target(term: str, means: str, parser: QuestionParser, today: date) -> MappingTarget:
+    """What ``term`` is taught to mean, or CorrectionRefused naming the part that is wrong."""
+    if not term.strip():
+        raise CorrectionRefused("the term is empty", "term")
+    if len(term) > MAX_TERM_CHARS:
+        raise CorrectionRefused(f"the term is {len(term)} characters; the limit is {MAX_TERM_CHARS}", "term")
+    target = resolve_meaning(means, parser, today)
+    if target is None:
+        raise CorrectionRefused(
+            f"{means!r} names no single metric, dimension or value the catalog has; name one (for example 订单数, 处方量, net revenue)",
+            "means",
+        )
+    return target
+
+
+def _clean(text: str) -> str:
+    return text.strip().strip(_QUOTES).strip(" ,，:：").strip(_QUOTES).strip()

@@ -1,0 +1,352 @@
+"""Feedback on an answer: the application service behind POST /feedback.
+
+One feedback names an episode (the caller's own; anyone else's is not found) and carries a
+rating, implicit signals, a comment and/or a correction. It:
+
+1. checks everything first (the episode, the correction's meaning, the caller's right to share
+   it): a refusal writes nothing;
+2. fuses the reward R = α·R_env + β·R_user and keeps it on the episode (a new version, so the
+   rating's history stays); a second rating of the same episode replaces the first;
+3. credits the memories the episode *applied* (never the ones merely recalled) and the episode
+   itself: uses, successes, failures, the EMA feedback_score and last_used_at, in one
+   conditional write per memory (``MemoryStore.update_credit``), so concurrent feedback loses no
+   update; a memory whose score stays below the retirement threshold after N uses is archived
+   with the reason in its history;
+4. turns a correction into a correction memory of the user (or, from a curator, of the tenant);
+5. records a thumbs-up on an answered episode as a few-shot candidate, pending review.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from memtool.api.identity import Identity
+from memtool.errors import Forbidden, MemtoolError, NotFound, ValidationFailed, VersionConflict
+from memtool.feedback.corrections import CorrectionRefused, correction_target, split_correction
+from memtool.feedback.reward import Reward, environment_reward, fuse
+from memtool.memory.credit import credit_after
+from memtool.memory.pii import redact
+from memtool.memory.records import (
+    MemoryDraft,
+    MemoryKind,
+    MemoryPatch,
+    MemoryRecord,
+    MemoryScope,
+    MemoryStatus,
+    Provenance,
+    SourceRef,
+    Trigger,
+)
+from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition
+from memtool.runtime.clock import Clock
+from memtool.runtime.settings import Settings
+from memtool.semantic.parser import MappingTarget, QuestionParser
+
+logger = logging.getLogger("memtool.flows")
+
+WRITE_ATTEMPTS = 5
+# Kinds feedback never archives: the session's scratchpad, and the record of what happened.
+_NEVER_RETIRED = {MemoryKind.WORKING, MemoryKind.EPISODIC}
+
+
+@dataclass(frozen=True)
+class StatedCorrection:
+    """A correction as the caller gave it: free text, or a term and what it means."""
+
+    text: str | None = None
+    term: str | None = None
+    means: str | None = None
+    scope: Literal["user", "tenant"] = "user"
+
+
+@dataclass(frozen=True)
+class FeedbackCommand:
+    episode_id: str
+    rating: int | None = None
+    comment: str | None = None
+    correction: StatedCorrection | None = None
+    signals: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CreditedMemory:
+    id: str
+    version: int
+    kind: str
+    role: Literal["applied", "episode"]
+    uses: int
+    successes: int
+    failures: int
+    feedback_score: float
+    last_used_at: datetime | None
+    status: str
+    retired: bool
+    status_reason: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "version": self.version,
+            "kind": self.kind,
+            "role": self.role,
+            "uses": self.uses,
+            "successes": self.successes,
+            "failures": self.failures,
+            "feedback_score": round(self.feedback_score, 6),
+            "last_used_at": None if self.last_used_at is None else self.last_used_at.isoformat(),
+            "status": self.status,
+            "retired": self.retired,
+            "status_reason": self.status_reason,
+        }
+
+
+@dataclass(frozen=True)
+class FeedbackOutcome:
+    episode_id: str
+    reward: Reward
+    replaced: bool  # this rating replaced an earlier one of the same episode
+    credited: list[CreditedMemory]
+    correction: MemoryRecord | None
+    fewshot_candidate: MemoryRecord | None
+    notes: list[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "episode_id": self.episode_id,
+            "reward": self.reward.as_dict(),
+            "replaced": self.replaced,
+            "credited": [c.as_dict() for c in self.credited],
+            "correction": None if self.correction is None else self.correction.model_dump(mode="json"),
+            "fewshot_candidate": None
+            if self.fewshot_candidate is None
+            else {"id": self.fewshot_candidate.id, "version": self.fewshot_candidate.version, "status": self.fewshot_candidate.status.value},
+            "notes": self.notes,
+        }
+
+
+class FeedbackService:
+    def __init__(
+        self,
+        store: MemoryStore,
+        clock: Clock,
+        settings: Settings,
+        *,
+        parser: Callable[[], QuestionParser],
+        today: Callable[[], Any],
+        fewshots: Callable[[], Any] | None = None,  # the few-shot library (record_candidate)
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._settings = settings
+        self._parser = parser
+        self._today = today
+        self._fewshots = fewshots
+
+    # ---- the service ----------------------------------------------------------------------
+
+    def give(self, who: Identity, command: FeedbackCommand) -> FeedbackOutcome:
+        mine = Partition(who.tenant, who.user)
+        now = self._clock.now()
+        episode = self._store.get_slot(mine, MemoryKind.EPISODIC, _episode_key(command.episode_id), now)
+        if episode is None:
+            raise NotFound(f"episode {command.episode_id} not found", field="episode_id")
+        taught = self._checked_correction(who, command.correction)  # refused before anything is written
+        value = episode.value if isinstance(episode.value, dict) else {}
+        error = value.get("error") if isinstance(value.get("error"), dict) else None
+        env = environment_reward(str(value.get("outcome") or "failed"), row_count=value.get("row_count"), error=(error or {}).get("error"))
+        reward = fuse(
+            env, rating=command.rating, signals=command.signals, alpha=self._settings.reward_env_weight, beta=self._settings.reward_user_weight
+        )
+        notes: list[str] = []
+        previous = value.get("feedback") if isinstance(value.get("feedback"), dict) else None
+        episode = self._keep_on_episode(mine, episode, command, reward, now)
+        credited = self._credit(who, episode, value, reward, command.episode_id, now, notes)
+        correction = self._remember_correction(who, command, taught, episode, now) if taught is not None else None
+        candidate = None
+        if command.rating == 1 and value.get("outcome") == "answered" and value.get("sql") and (value.get("row_count") or 0) > 0:
+            candidate = self._record_fewshot(who, episode, value, reward, notes)
+        return FeedbackOutcome(
+            episode_id=command.episode_id,
+            reward=reward,
+            replaced=previous is not None,
+            credited=credited,
+            correction=correction,
+            fewshot_candidate=candidate,
+            notes=notes,
+        )
+
+    # ---- pieces ---------------------------------------------------------------------------
+
+    def _checked_correction(self, who: Identity, stated: StatedCorrection | None) -> tuple[str, MappingTarget, str] | None:
+        if stated is None:
+            return None
+        if stated.scope == "tenant" and not who.is_curator:
+            raise Forbidden("only curators share a correction with the tenant", field="correction.scope")
+        if stated.text is not None:
+            split = split_correction(stated.text)
+            if split is None:
+                raise ValidationFailed(
+                    "say what a term means, e.g. 「单子数就是订单数」 or 'by takings I mean net revenue', or send {term, means}",
+                    field="correction",
+                )
+            term, means, source = split.term, split.means, stated.text
+        else:
+            term, means, source = (stated.term or "").strip(), (stated.means or "").strip(), f"{stated.term} = {stated.means}"
+        try:
+            target = correction_target(term, means, self._parser(), self._today())
+        except CorrectionRefused as exc:
+            field_name = "correction" if stated.text is not None else f"correction.{exc.part}"
+            raise ValidationFailed(str(exc), field=field_name) from exc
+        return term, target, source
+
+    def _keep_on_episode(self, mine: Partition, episode: MemoryRecord, command: FeedbackCommand, reward: Reward, now: datetime) -> MemoryRecord:
+        """The feedback as a new version of the episode: a later rating replaces this one."""
+        comment = redact(command.comment).text if command.comment else None
+        for _ in range(WRITE_ATTEMPTS):
+            value = dict(episode.value) if isinstance(episode.value, dict) else {}
+            value["feedback"] = {
+                "rating": command.rating,
+                "signals": command.signals,
+                "comment": comment,
+                "reward": reward.as_dict(),
+                "at": now.isoformat(),
+            }
+            try:
+                return self._store.update(mine, episode.id, MemoryPatch(value=value), episode.version, now).record
+            except VersionConflict:
+                episode = self._store.get(mine, episode.id, now)
+        raise VersionConflict(f"episode {command.episode_id} kept changing; send the feedback again")
+
+    def _credit(
+        self, who: Identity, episode: MemoryRecord, value: dict[str, Any], reward: Reward, episode_id: str, now: datetime, notes: list[str]
+    ) -> list[CreditedMemory]:
+        applied = [m for m in value.get("memories_used") or [] if isinstance(m, dict) and isinstance(m.get("id"), str)]
+        targets: list[tuple[str, Literal["applied", "episode"]]] = [(m["id"], "applied") for m in applied]
+        targets.append((episode.id, "episode"))
+        credited: list[CreditedMemory] = []
+        seen: set[str] = set()
+        for memory_id, role in targets:
+            if memory_id in seen:
+                continue
+            seen.add(memory_id)
+            where = self._holder(who, memory_id, now)
+            if where is None:
+                notes.append(f"memory {memory_id} the episode applied no longer exists; not credited")
+                continue
+            record = self._store.update_credit(
+                where,
+                memory_id,
+                lambda current: credit_after(current.credit, episode_id=episode_id, reward=reward.total, alpha=self._settings.credit_ema_alpha, now=now),
+                now,
+                now,
+            )
+            record, retired = self._maybe_retire(where, record, now, notes)
+            credited.append(
+                CreditedMemory(
+                    id=record.id,
+                    version=record.version,
+                    kind=record.kind.value,
+                    role=role,
+                    uses=record.credit.uses,
+                    successes=record.credit.successes,
+                    failures=record.credit.failures,
+                    feedback_score=record.credit.feedback_score,
+                    last_used_at=record.last_used_at,
+                    status=record.status.value,
+                    retired=retired,
+                    status_reason=record.status_reason,
+                )
+            )
+        return credited
+
+    def _holder(self, who: Identity, memory_id: str, now: datetime) -> Partition | None:
+        for where in (Partition(who.tenant, who.user), Partition(who.tenant, TENANT_OWNER)):
+            try:
+                self._store.get(where, memory_id, now)
+            except NotFound:
+                continue
+            return where
+        return None
+
+    def _maybe_retire(self, where: Partition, record: MemoryRecord, now: datetime, notes: list[str]) -> tuple[MemoryRecord, bool]:
+        """Archive a memory whose score stays below the threshold after enough uses."""
+        threshold, uses = self._settings.retire_below_score, self._settings.retire_after_uses
+        live = record.status in (MemoryStatus.ACTIVE, MemoryStatus.APPROVED)
+        if record.kind in _NEVER_RETIRED or not live or record.credit.uses < uses or record.credit.feedback_score >= threshold:
+            return record, False
+        reason = f"retired by feedback: feedback_score {record.credit.feedback_score:.3f} below {threshold} after {record.credit.uses} uses"
+        for _ in range(WRITE_ATTEMPTS):
+            try:
+                archived = self._store.update(
+                    where, record.id, MemoryPatch(status=MemoryStatus.ARCHIVED, status_reason=reason), record.version, now
+                ).record
+            except VersionConflict:
+                record = self._store.get(where, record.id, now)
+                if record.status not in (MemoryStatus.ACTIVE, MemoryStatus.APPROVED):
+                    return record, False
+                continue
+            notes.append(f"memory {record.id} archived: {reason}")
+            return archived, True
+        return record, False
+
+    def _remember_correction(
+        self, who: Identity, command: FeedbackCommand, taught: tuple[str, MappingTarget, str], episode: MemoryRecord, now: datetime
+    ) -> MemoryRecord:
+        term, target, source = taught
+        assert command.correction is not None
+        shared = command.correction.scope == "tenant"
+        where = Partition(who.tenant, TENANT_OWNER if shared else who.user)
+        maps_to = target.model_dump(exclude_none=True)
+        zh = re.search(r"[\u4e00-\u9fff]", term) is not None
+        content = f"「{term}」指 {target.describe()}" if zh else f"'{term}' means {target.describe()}"
+        text = redact(source).text
+        draft = MemoryDraft(
+            kind=MemoryKind.CORRECTION,
+            key=correction_key(term),
+            content=content,
+            value={"term": term, "maps_to": maps_to},
+            source_text=text,
+            scope=MemoryScope.TENANT if shared else MemoryScope.USER,
+            confidence=1.0,
+            provenance=Provenance(
+                trigger=Trigger.CORRECTION,
+                author=who.user,
+                episode_id=command.episode_id,
+                sources=[SourceRef(id=episode.id, version=episode.version)],
+            ),
+        )
+        return self._store.create(where, draft, now).record
+
+    def _record_fewshot(self, who: Identity, episode: MemoryRecord, value: dict[str, Any], reward: Reward, notes: list[str]) -> MemoryRecord | None:
+        if self._fewshots is None:
+            return None
+        try:
+            return self._fewshots().record_candidate(
+                who.tenant,
+                who.user,
+                episode_id=episode.provenance.episode_id or episode.id,
+                question=episode.content,
+                intent=value.get("intent"),
+                sql=value["sql"],
+                reward=reward.total,
+            )
+        except MemtoolError as exc:  # the rating stands; the example is a bonus
+            notes.append(f"the answer could not be recorded as an example: {exc.message}")
+            return None
+
+
+def _episode_key(episode_id: str) -> str:
+    from memtool.flows.ask_steps import episode_key
+
+    return episode_key(episode_id)
+
+
+def correction_key(term: str) -> str:
+    from memtool.flows.ask_steps import correction_key as key
+
+    return key(term)

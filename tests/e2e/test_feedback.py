@@ -1,0 +1,199 @@
+"""POST /feedback end to end: reward, credit to exactly the applied memories, replacement of a second
+rating, corrections from chat, retirement, few-shot candidates, and refusals that write nothing."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from memtool.runtime.settings import use_settings
+
+from tests.support import Api
+
+
+def ask(api: Api, question: str, **body) -> dict:
+    reply = api.call("POST", "/ask", {"question": question, **body})
+    assert reply.status == 200, reply.body
+    return reply.json()
+
+
+def remember(api: Api, body: dict, roles: str | None = None) -> dict:
+    reply = api.call("POST", "/memories", body, roles=roles)
+    assert reply.status == 201, reply.body
+    return reply.json()["memory"]
+
+
+def memory(api: Api, memory_id: str, **query) -> dict:
+    reply = api.call("GET", f"/memories/{memory_id}", query=query)
+    assert reply.status == 200, reply.body
+    return reply.json()
+
+
+def feedback(api: Api, body: dict, **kwargs):
+    return api.call("POST", "/feedback", body, **kwargs)
+
+
+TERM = {"term": "单子数", "maps_to": {"metric": "order_count"}}
+
+
+@pytest.fixture
+def taught(api: Api, drain) -> dict:
+    """A correction the planner applies (单子数 -> 订单数) and a note recall finds but nobody applies."""
+    correction = remember(api, {"kind": "correction", "content": "单子数 means the number of orders", "value": TERM})
+    note = remember(api, {"kind": "correction", "content": "单子数 and 订单数 questions come from the ops team"})
+    drain.drain()
+    return {"correction": correction, "note": note}
+
+
+def test_feedback_credits_exactly_the_applied_memories(api, taught):
+    answer = ask(api, "上个月各渠道的单子数")
+    assert {m["id"] for m in answer["memories_used"]} == {taught["correction"]["id"]}
+    assert taught["note"]["id"] in {m["id"] for m in answer["memories_recalled"]}
+
+    reply = feedback(api, {"episode_id": answer["episode_id"], "rating": 1})
+
+    assert reply.status == 200, reply.body
+    body = reply.json()
+    assert body["reward"]["total"] == pytest.approx(0.7 * 1.0 + 0.3 * 1.0)
+    assert body["reward"]["user_source"] == "rating" and body["replaced"] is False
+    roles = {(c["id"], c["role"]) for c in body["credited"]}
+    assert (taught["correction"]["id"], "applied") in roles
+    assert taught["note"]["id"] not in {c["id"] for c in body["credited"]}
+    stored = memory(api, taught["correction"]["id"])["memory"]
+    assert stored["credit"]["uses"] == 1 and stored["credit"]["successes"] == 1 and stored["credit"]["failures"] == 0
+    assert stored["credit"]["feedback_score"] > 0 and stored["last_used_at"] is not None
+    assert stored["version"] == 1  # credit is usage, not a new version of the content
+    untouched = memory(api, taught["note"]["id"])["memory"]
+    assert untouched["credit"]["uses"] == 0 and untouched["last_used_at"] is None
+
+
+def test_a_second_rating_of_an_episode_replaces_the_first(api, taught):
+    answer = ask(api, "上个月各渠道的单子数")
+    feedback(api, {"episode_id": answer["episode_id"], "rating": 1})
+
+    reply = feedback(api, {"episode_id": answer["episode_id"], "rating": -1})
+
+    assert reply.status == 200 and reply.json()["replaced"] is True
+    credit = memory(api, taught["correction"]["id"])["memory"]["credit"]
+    assert (credit["uses"], credit["successes"], credit["failures"]) == (1, 0, 1)
+    assert credit["feedback_score"] < 0
+
+
+def test_implicit_signals_count_when_there_is_no_rating(api, taught):
+    answer = ask(api, "上个月各渠道的单子数")
+    reply = feedback(api, {"episode_id": answer["episode_id"], "signals": {"copied": True, "dwell_ms": 30000}})
+    assert reply.status == 200
+    reward = reply.json()["reward"]
+    assert reward["user_source"] == "signals" and reward["user"] == pytest.approx(1.0)
+
+
+def test_feedback_on_an_unknown_or_anothers_episode_is_a_404(api, aws):
+    answer = ask(api, "上个月净收入是多少")
+    unknown = feedback(api, {"episode_id": "ep_NOPE", "rating": 1})
+    assert unknown.status == 404 and unknown.json()["field"] == "episode_id"
+    stranger = feedback(api, {"episode_id": answer["episode_id"], "rating": -1}, as_user=(api.tenant, "wang"))
+    assert stranger.status == 404 and stranger.json()["field"] == "episode_id"
+    other_tenant = feedback(api, {"episode_id": answer["episode_id"], "rating": -1}, as_user=("globex", api.user))
+    assert other_tenant.status == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"rating": 2}, "rating"),
+        ({"rating": "1"}, "rating"),
+        ({"rating": True}, "rating"),
+        ({"rating": 1, "comment": "x" * 2001}, "comment"),
+        ({"rating": 1, "mood": "happy"}, "mood"),
+        ({"rating": 1, "signals": {"dwell_ms": -1}}, "signals.dwell_ms"),
+        ({"rating": 1, "correction": {"term": "单子数"}}, "correction.means"),
+        ({"rating": 1, "correction": "利润就是毛利"}, "correction"),
+        ({"rating": 1, "correction": {"term": "开方量", "means": "毛利率"}}, "correction.means"),
+        ({"rating": 1, "correction": "this is not a correction"}, "correction"),
+        ({}, "rating"),
+    ],
+)
+def test_bad_feedback_is_a_4xx_naming_the_field_and_writes_nothing(api, taught, body, field):
+    answer = ask(api, "上个月各渠道的单子数")
+    [episode] = [e for e in api.call("GET", "/memories", query={"kind": "episodic"}).json()["items"] if e["content"] == "上个月各渠道的单子数"]
+
+    reply = feedback(api, {"episode_id": answer["episode_id"], **body})
+
+    assert 400 <= reply.status < 500, reply.body
+    assert field in reply.json()["field"], reply.json()
+    assert memory(api, taught["correction"]["id"])["memory"]["credit"]["uses"] == 0
+    assert memory(api, episode["id"])["memory"]["version"] == episode["version"]
+    corrections = api.call("GET", "/memories", query={"kind": "correction"}).json()["items"]
+    assert len(corrections) == 2
+
+
+def test_a_correction_in_chat_becomes_a_correction_memory_and_a_newer_one_supersedes_it(api, aws):
+    asked = ask(api, "上个月各渠道的开方量")
+    assert asked["status"] == "needs_clarification"
+
+    reply = feedback(api, {"episode_id": asked["episode_id"], "rating": -1, "correction": "开方量指的是处方量"})
+
+    assert reply.status == 200, reply.body
+    taught = reply.json()["correction"]
+    assert taught["value"] == {"term": "开方量", "maps_to": {"metric": "rx_volume"}}
+    assert taught["provenance"]["trigger"] == "correction" and taught["confidence"] == 1.0 and taught["scope"] == "user"
+    answer = ask(api, "9月各大区的开方量")
+    assert answer["status"] == "answered" and answer["columns"] == ["region", "rx_volume"]
+    assert [m["id"] for m in answer["memories_used"]] == [taught["id"]]
+
+    newer = feedback(api, {"episode_id": answer["episode_id"], "correction": {"term": "开方量", "means": "销量"}}).json()["correction"]
+    assert newer["id"] == taught["id"] and newer["version"] == 2
+    history = memory(api, taught["id"], history="true")["history"]
+    assert [h["value"]["maps_to"] for h in history] == [{"metric": "rx_volume"}, {"metric": "units"}]
+
+
+def test_sharing_a_correction_with_the_tenant_takes_a_curator(api, aws):
+    answer = ask(api, "上个月净收入是多少")
+    refused = feedback(api, {"episode_id": answer["episode_id"], "correction": {"term": "takings", "means": "net revenue", "scope": "tenant"}})
+    assert refused.status == 403 and refused.json()["field"] == "correction.scope"
+    shared = feedback(
+        api,
+        {"episode_id": answer["episode_id"], "correction": {"term": "takings", "means": "net revenue", "scope": "tenant"}},
+        roles="curator",
+    )
+    assert shared.status == 200 and shared.json()["correction"]["scope"] == "tenant"
+    # another user of the tenant now gets the meaning
+    other = api.call("POST", "/ask", {"question": "takings by channel last month"}, as_user=(api.tenant, "wang")).json()
+    assert other["status"] == "answered" and other["columns"] == ["channel", "net_revenue"]
+
+
+def test_a_memory_that_keeps_failing_is_archived_with_the_reason(api, aws, taught):
+    use_settings(aws.model_copy(update={"retire_after_uses": 3, "retire_below_score": -0.15}))
+    for _ in range(3):
+        answer = ask(api, "上个月各渠道的单子数")
+        reply = feedback(api, {"episode_id": answer["episode_id"], "rating": -1})
+    credited = {c["id"]: c for c in reply.json()["credited"]}[taught["correction"]["id"]]
+    assert credited["retired"] is True and credited["status"] == "archived"
+    read = memory(api, taught["correction"]["id"], history="true")
+    assert read["memory"]["status"] == "archived" and "retired by feedback" in read["memory"]["status_reason"]
+    assert [h["status"] for h in read["history"]] == ["superseded", "archived"]
+    # an archived correction is no longer applied
+    assert ask(api, "上个月各渠道的单子数")["status"] == "needs_clarification"
+
+
+def test_a_thumbs_up_records_a_fewshot_candidate_pending_review(api, taught):
+    answer = ask(api, "上个月各渠道的单子数")
+    reply = feedback(api, {"episode_id": answer["episode_id"], "rating": 1}).json()
+    candidate = reply["fewshot_candidate"]
+    assert candidate is not None and candidate["status"] == "pending_review"
+    listing = api.call("GET", "/fewshots", query={"status": "pending_review"}, roles="admin").json()["items"]
+    [entry] = [e for e in listing if e["id"] == candidate["id"]]
+    assert entry["question"] == "上个月各渠道的单子数" and entry["sql"] == answer["sql"]
+    # a thumbs-down or an answer that failed records nothing
+    down = feedback(api, {"episode_id": ask(api, "上个月各大区的单子数")["episode_id"], "rating": -1}).json()
+    assert down["fewshot_candidate"] is None
+
+
+def test_feedback_is_idempotent_for_a_request_id(api, taught):
+    answer = ask(api, "上个月各渠道的单子数")
+    key = {"Idempotency-Key": f"fb-{uuid.uuid4().hex}"}
+    first = feedback(api, {"episode_id": answer["episode_id"], "rating": 1}, headers=key)
+    again = feedback(api, {"episode_id": answer["episode_id"], "rating": 1}, headers=key)
+    assert first.status == again.status == 200 and first.json() == again.json()
+    assert memory(api, taught["correction"]["id"])["memory"]["credit"]["uses"] == 1
