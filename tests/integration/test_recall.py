@@ -159,10 +159,11 @@ def test_archived_and_expired_memories_are_never_returned(api, drain, clock):
 
 
 def test_route_budgets_cap_each_kind(api, drain):
-    for n in range(7):
-        remember(api, f"偏好 {n}: 净收入 报表 默认按月", kind="profile")
-    for n in range(3):
-        remember(api, f"纠正 {n}: 净收入 报表 口径", kind="correction")
+    # Distinct memories: near duplicates would collapse into one before the budget applies
+    for preference in ("默认按月", "用万元", "按大区拆分", "排除测试订单", "用柱状图", "同比上年", "只看线上渠道"):
+        remember(api, f"偏好: 净收入 报表 {preference}", kind="profile")
+    for rule in ("不含测试订单", "含税", "按支付日期"):
+        remember(api, f"纠正: 净收入 报表 口径 {rule}", kind="correction")
     drain.drain()
 
     kpi = search(api, "净收入 报表", route="kpi_lookup")
@@ -183,7 +184,7 @@ def test_tool_match_ranks_a_memory_whose_trajectory_used_the_tool_higher(api, dr
     plain = remember(api, "episode: 上月净收入 by channel", kind="episodic")
     with_tool = remember(
         api,
-        "episode: 上月净收入 by channel",
+        "episode: 上月净收入 by sales channel",  # not identical, or the two would collapse into one
         kind="episodic",
         value={"trajectory": [{"tool": "anomaly_detection"}]},
     )
@@ -196,7 +197,7 @@ def test_tool_match_ranks_a_memory_whose_trajectory_used_the_tool_higher(api, dr
 def test_episodic_memories_decay_with_age(api, drain, clock):
     old = remember(api, "episode: 华南 退款率 analysis", kind="episodic")
     clock.advance(days=30)
-    new = remember(api, "episode: 华南 退款率 analysis", kind="episodic")
+    new = remember(api, "episode: 华南 退款率 weekly analysis", kind="episodic")  # not a duplicate of the old one
     drain.drain()
     result = search(api, "华南 退款率", route="deep_analysis_workflow")
     assert ids(result) == [new["id"], old["id"]]
@@ -238,3 +239,193 @@ def test_an_index_that_cannot_be_built_degrades_recall_with_the_reason(api, aws)
     assert ids(result) == [memory["id"]]
     assert result["coverage"]["index_available"] is False
     assert result["coverage"]["reason"].startswith("vector index unavailable:")
+
+
+# ---- the relevance floor, near duplicates, negative examples, term corrections -------------------
+
+UNRELATED = "zzz qqq unrelated words"
+
+
+def rate(api: Api, memory_id: str, *, feedback_score: float = 0.0, successes: int = 0, failures: int = 0) -> None:
+    """Give a stored memory a credit, as the feedback loop would (through the store's credit write)."""
+    from memtool.memory.records import Credit
+    from memtool.memory.store import Partition
+
+    now = container.clock().now()
+    credit = Credit(uses=successes + failures, successes=successes, failures=failures, feedback_score=feedback_score)
+    container.memory_store().update_credit(Partition(api.tenant, api.user), memory_id, lambda _head: credit, now, now)
+
+
+def everyday_memories(api: Api) -> dict[str, dict]:
+    return {
+        "profile": remember(api, "默认图表用柱状图", kind="profile", key="display.chart"),
+        "episode": remember(api, "episode: 上月净收入 by channel", kind="episodic", value={"outcome": "answered"}),
+        "correction": remember(api, "退款率 = refunds / gross revenue", key="metric.refund_rate"),
+        "filler": remember(api, "use plain words in chart titles", kind="profile"),  # shares only a filler word
+    }
+
+
+def test_unrelated_words_recall_nothing_from_the_index_and_coverage_counts_the_drops(api, drain):
+    memories = everyday_memories(api)
+    drain.drain()
+
+    result = search(api, UNRELATED, route="deep_analysis_workflow")
+
+    assert result["items"] == []
+    coverage = result["coverage"]
+    assert coverage["index_available"] is True
+    assert coverage["candidates_seen"] == 4
+    assert coverage["dropped"] == {"below_floor": 4}
+    # and a relevant question still finds its memory, past the same floor
+    relevant = search(api, "上月净收入 by channel", route="deep_analysis_workflow")
+    assert memories["episode"]["id"] in ids(relevant)
+    assert memories["profile"]["id"] not in ids(relevant)
+
+
+def test_unrelated_words_recall_nothing_on_the_lexical_fallback(api, drain, monkeypatch):
+    memories = everyday_memories(api)
+    drain.drain()
+
+    class DownIndex:
+        def hybrid(self, query):
+            raise IndexUnavailable("connection refused by the vector index")
+
+    monkeypatch.setattr(container, "vector_index", lambda: DownIndex())
+    result = search(api, UNRELATED, route="deep_analysis_workflow")
+
+    assert result["items"] == []
+    coverage = result["coverage"]
+    assert coverage["fallback"] == "lexical_store_scan"
+    # BM25 matched the filler word "words"; the key-term rule does not count it
+    assert coverage["candidates_seen"] == 1 and coverage["dropped"] == {"below_floor": 1}
+    assert ids(search(api, "退款率怎么算", route="deep_analysis_workflow")) == [memories["correction"]["id"]]
+
+
+def test_near_duplicates_collapse_into_the_best_one(api, drain):
+    first = remember(api, "净收入 口径: 不含测试订单")
+    same_words = remember(api, "净收入 口径 —— 不含测试订单!")  # other punctuation: cosine 1.0
+    identical = remember(api, "净收入 口径: 不含测试订单", key="rule.net_revenue_scope")  # same content, other slot
+    other = remember(api, "净收入 口径: 含税")
+    drain.drain()
+
+    result = search(api, "净收入 口径")
+
+    returned = ids(result)
+    assert len(returned) == 2 and other["id"] in returned
+    assert len(set(returned) & {first["id"], same_words["id"], identical["id"]}) == 1
+    assert result["coverage"]["dropped"] == {"near_duplicate": 2}
+
+
+def test_failed_and_thumbs_down_episodes_are_never_recalled_as_examples(api, drain):
+    answered = remember(api, "episode: 华南 退款率 by week", kind="episodic", value={"outcome": "answered"})
+    failed = remember(api, "episode: 华南 退款率 by week", kind="episodic", value={"outcome": "failed"})
+    unclear = remember(api, "episode: 华南 退款率 by week", kind="episodic", value={"outcome": "needs_clarification"})
+    thumbs_down = remember(api, "episode: 华南 退款率 by week", kind="episodic", value={"outcome": "answered"})
+    often_wrong = remember(api, "episode: 华南 退款率 by week", kind="episodic", value={"outcome": "answered"})
+    rate(api, thumbs_down["id"], feedback_score=-0.5, successes=1)
+    rate(api, often_wrong["id"], successes=1, failures=2)
+    drain.drain()
+
+    result = search(api, "华南 退款率 by week", route="deep_analysis_workflow")
+
+    assert ids(result) == [answered["id"]]
+    assert result["coverage"]["dropped"] == {"negative_example": 4}
+    for bad in (failed, unclear, thumbs_down, often_wrong):
+        assert bad["id"] not in ids(result)
+
+
+def gmv_correction(api: Api, maps_to: str = "gross_revenue", **fields) -> dict:
+    return remember(api, f"毛销售额口径 = {maps_to}", value={"term": "GMV", "maps_to": {"metric": maps_to}}, **fields)
+
+
+def test_a_term_correction_is_found_by_its_term_among_many_corrections_even_when_the_index_misses_it(
+    api, drain, monkeypatch
+):
+    gmv = gmv_correction(api)
+    for n in range(30):  # unrelated terms
+        remember(api, f"代号{n} 指 region R{n}", value={"term": f"代号{n}", "dimension": "region", "value": f"R{n}"})
+    for rule in ("按渠道 口径: 渠道 = channel_name", "上月 按渠道 排除测试渠道", "按渠道 上月 口径 含线上"):
+        remember(api, rule)  # match the question's words better than the GMV correction does
+    drain.drain()
+    real_index = container.vector_index()
+
+    class MissingGmv:  # the index ranks the GMV correction nowhere
+        def hybrid(self, query):
+            return [hit for hit in real_index.hybrid(query) if hit.memory_id != gmv["id"]]
+
+    monkeypatch.setattr(container, "vector_index", lambda: MissingGmv())
+
+    kpi = search(api, "上月 gmv 按渠道", route="kpi_lookup")  # one correction fits: the term match
+    nl2sql = search(api, "上月GMV按渠道")
+
+    assert ids(kpi) == [gmv["id"]] and kpi["coverage"]["index_available"] is True
+    corrections = [item["memory"]["id"] for item in nl2sql["items"] if item["memory"]["kind"] == "correction"]
+    assert corrections[0] == gmv["id"] and len(corrections) <= 5
+    assert not any(item["memory"]["value"] and item["memory"]["value"].get("term", "").startswith("代号") for item in nl2sql["items"])
+    # a term on word boundaries: "gmvx" is not "GMV"
+    assert gmv["id"] not in ids(search(api, "上月 gmvx 按渠道", route="kpi_lookup"))
+
+
+def test_the_users_correction_of_a_term_overrides_the_tenants_then_the_newer_then_the_more_confident(api, drain, clock):
+    reply = api.call(
+        "POST",
+        "/memories",
+        {"kind": "correction", "content": "GMV = gross_revenue (tenant)", "scope": "tenant", "value": {"term": "GMV", "maps_to": {"metric": "gross_revenue"}}},
+        roles="curator",
+    )
+    assert reply.status == 201
+    tenant_wide = reply.json()["memory"]
+    unsure = gmv_correction(api, "gross_revenue", confidence=0.6)
+    sure = gmv_correction(api, "gross_amount", confidence=0.9)  # written at the same instant (frozen clock)
+    drain.drain()
+
+    both = search(api, "GMV 上月")
+    assert [i["memory"]["id"] for i in both["items"] if i["memory"]["kind"] == "correction"] == [sure["id"]]
+    assert both["coverage"]["dropped"]["overridden"] == 2
+    assert tenant_wide["id"] not in ids(both)
+
+    clock.advance(days=1)
+    newer = gmv_correction(api, "paid_amount", confidence=0.5)
+    drain.drain()
+    assert [i["memory"]["id"] for i in search(api, "GMV 上月")["items"] if i["memory"]["kind"] == "correction"] == [newer["id"]]
+
+    # a colleague sees the tenant's, since none of ours are theirs
+    theirs = search(api, "GMV 上月", as_user=(api.tenant, "wang"))
+    assert ids(theirs) == [tenant_wide["id"]]
+
+
+def test_the_floor_is_set_per_kind(api, aws, drain):
+    from memtool.retrieval.embedders import HashingEmbedder
+
+    weak_profile = remember(api, "wordsmith style for headings", kind="profile")
+    weak_episode = remember(api, "wordsmith tone in episode notes", kind="episodic")
+    refund = remember(api, "退款率 = refunds / gross revenue")
+    drain.drain()
+    # Given: both are weakly similar to the question, and neither names a key term of it
+    embedder = HashingEmbedder(aws.hashing_dimensions)
+    question, profile_vec, episode_vec = embedder.embed([UNRELATED, weak_profile["content"], weak_episode["content"]])
+    for vector in (profile_vec, episode_vec):
+        assert 0 < sum(a * b for a, b in zip(question, vector, strict=True)) < 0.5
+    assert search(api, UNRELATED, route="deep_analysis_workflow")["items"] == []
+
+    floors = dict(aws.recall_min_cosine, profile=0.0)
+    use_settings(aws.model_copy(update={"recall_min_cosine": floors}))
+    lowered = search(api, UNRELATED, route="deep_analysis_workflow")
+
+    assert ids(lowered) == [weak_profile["id"]]  # the episode's floor did not move
+    assert lowered["coverage"]["dropped"]["below_floor"] >= 2
+
+    # and a kind's score floor: a correction must now score 0.99
+    use_settings(aws.model_copy(update={"recall_min_score": dict(aws.recall_min_score, correction=0.99)}))
+    strict = search(api, "退款率怎么算", route="deep_analysis_workflow")
+    assert refund["id"] not in ids(strict) and strict["coverage"]["dropped"]["low_score"] == 1
+
+
+def test_recall_defaults_are_the_settings_defaults():
+    from memtool.retrieval import recall
+    from memtool.runtime.settings import Settings
+
+    fields = Settings.model_fields
+    assert dict(recall.DEFAULT_MIN_COSINES) == fields["recall_min_cosine"].default_factory()
+    assert dict(recall.DEFAULT_MIN_SCORES) == fields["recall_min_score"].default_factory()
+    assert recall.DEFAULT_DUPLICATE_COSINE == fields["recall_duplicate_cosine"].default

@@ -184,7 +184,16 @@ class RecallCoverageView(_Answer):
     candidates_seen: int
     returned: int
     stale_refreshed: int
-    dropped: dict[str, int]
+    dropped: dict[str, int] = Field(
+        description="candidates left out, by reason (only reasons that occurred). Source checks: missing, "
+        "other_tenant, other_owner, expired, inactive, stale_version. Relevance floor: below_floor (cosine "
+        "to the question under the kind's recall_min_cosine and no key term of the memory in the question), "
+        "low_score (final score under the kind's recall_min_score), near_duplicate (same kind, identical "
+        "normalised content or cosine at least recall_duplicate_cosine to a better-ranked kept memory), "
+        "negative_example (an episode that did not answer, was rated down or failed more than it "
+        "succeeded), overridden (a correction teaching the same term as a preferred one: the caller's over "
+        "the tenant's, then newer, then more confident)"
+    )
     skipped_undecodable: int = Field(0, description="stored records that could not be read and were left out")
     skipped_ids: list[str] = Field(default_factory=list, description="their ids")
 

@@ -1,4 +1,4 @@
-"""Route-aware hybrid recall that goes back to the source.
+"""Route-aware hybrid recall that goes back to the source, with a relevance floor.
 
 Candidates come from the index (BM25 + k-NN fused by reciprocal rank), then every candidate is
 read back from the record store by id: what is missing, expired, inactive, of another tenant or
@@ -8,6 +8,34 @@ budget per kind, and reported with a coverage that says what recall could and co
 With the index unavailable, recall falls back to BM25 over the record store and says so.
 A record the store cannot decode, or that recall cannot score, is skipped, logged and counted
 (``skipped_undecodable`` and ``skipped_ids``): one bad record never fails the whole recall.
+
+What survives the source check must also be worth injecting; each drop is counted in
+``coverage.dropped`` under its reason:
+
+- ``negative_example``: an episodic memory whose ``value.outcome`` is set and is not "answered"
+  (failed, needs_clarification, ...), whose ``credit.feedback_score`` is below 0, or that has
+  more failures than successes. A bad episode is never shown to the planner as an example.
+- ``overridden``: a live correction teaching the same ``value.term`` (normalised) as another live
+  correction that wins: the caller's own over the tenant's, then the newer ``updated_at``, then
+  the higher confidence.
+- ``below_floor``: neither the cosine similarity between the question and the memory reaches the
+  kind's ``min_cosine`` nor does the memory match the question on a key term. The key-term rule is
+  defined in :mod:`memtool.retrieval.scoring`: a word (≥ 2 characters, not filler) of the memory's
+  ``key``, ``content`` or ``source_text``, a CJK bigram of them (no particles, no filler), or a
+  correction's whole ``value.term`` occurs in the question. Where there is no cosine (the lexical
+  fallback, a hit the index found by BM25 alone) only the key-term rule admits a candidate, so
+  "zzz qqq unrelated words" recalls nothing on either path.
+- ``low_score``: the final score (relevance × decay × credit × recency × tool match) is below the
+  kind's ``min_score``.
+- ``near_duplicate``: within a kind, a candidate whose content is identical (normalised) to, or
+  whose embedding has cosine ≥ ``duplicate_cosine`` with, a better-ranked kept one. Only the
+  candidates recall walks to fill the budget are embedded (in batches of the slots still free).
+
+Term corrections are always found: every live correction of the caller and of the tenant (scope
+tenant) is read once per recall; one whose ``value.term`` occurs in the question (the key-term
+rule's phrase match) joins the candidates even when the index missed it, passes both floors, and
+ranks first within the correction budget. Kinds missing from ``min_cosine``/``min_score`` use the
+defaults (0.5 and 0.2, as in the settings).
 """
 
 from __future__ import annotations
@@ -16,7 +44,9 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from types import MappingProxyType
 
 from memtool.errors import ValidationFailed
 from memtool.memory.records import MemoryKind, MemoryRecord, MemoryScope, MemoryStatus
@@ -31,10 +61,19 @@ from memtool.retrieval.index import (
     VectorIndex,
 )
 from memtool.retrieval.lexical import bm25_scores
-from memtool.retrieval.scoring import ScoreParts, score
+from memtool.retrieval.scoring import QuestionTerms, ScoreParts, correction_term, score
+from memtool.retrieval.text import normalize
 from memtool.runtime.clock import Clock
 
 LIVE_STATUSES = (MemoryStatus.ACTIVE, MemoryStatus.APPROVED)
+ANSWERED = "answered"
+
+# The same defaults as the settings (recall_min_cosine, recall_min_score, recall_duplicate_cosine).
+DEFAULT_MIN_COSINE = 0.5
+DEFAULT_MIN_SCORE = 0.2
+DEFAULT_DUPLICATE_COSINE = 0.95
+DEFAULT_MIN_COSINES: Mapping[str, float] = MappingProxyType({kind.value: DEFAULT_MIN_COSINE for kind in MemoryKind})
+DEFAULT_MIN_SCORES: Mapping[str, float] = MappingProxyType({kind.value: DEFAULT_MIN_SCORE for kind in MemoryKind})
 
 logger = logging.getLogger("memtool.retrieval")
 
@@ -55,6 +94,7 @@ class RecalledMemory:
     parts: ScoreParts
     cosine: float | None
     refreshed: bool  # the index held an older version; this is the record as it is now
+    term_match: bool = False  # a correction whose value.term the question names
 
 
 @dataclass
@@ -110,6 +150,7 @@ class RecallResult:
 class _Candidate:
     hit: IndexHit
     lexical_share: float | None = None
+    term_match: bool = False  # a live correction whose value.term occurs in the question
 
 
 class Recall:
@@ -123,6 +164,9 @@ class Recall:
         *,
         min_candidates: int = 40,
         fallback_scan_limit: int = 2000,
+        min_cosine: Mapping[str, float] = DEFAULT_MIN_COSINES,
+        min_score: Mapping[str, float] = DEFAULT_MIN_SCORES,
+        duplicate_cosine: float = DEFAULT_DUPLICATE_COSINE,
     ) -> None:
         self._store = store
         self._index = index
@@ -131,6 +175,9 @@ class Recall:
         self._budgets = budgets
         self._min_candidates = min_candidates
         self._scan_limit = fallback_scan_limit
+        self._min_cosine = dict(min_cosine)
+        self._min_score = dict(min_score)
+        self._duplicate_cosine = duplicate_cosine
 
     def budget_for(self, route: str) -> dict[str, int]:
         if route not in self._budgets:
@@ -146,6 +193,7 @@ class Recall:
         k = max(self._min_candidates, 4 * sum(budgets.values()))
         vector: list[float] | None = None
         skipped: list[str] = []
+        scanned: Mapping[str, MemoryRecord] | None = None  # the fallback's scan, when it ran
         try:
             if self._index is None:
                 raise IndexUnavailable("no vector index is configured")
@@ -171,15 +219,24 @@ class Recall:
             coverage.fallback = "lexical_store_scan"
             coverage.reason = str(exc)
             candidates, records = self._lexical_fallback(request, kinds, k, skipped)
+            scanned = records
+        question = QuestionTerms.of(request.text)
+        winners: dict[str, str] = {}
+        if MemoryKind.CORRECTION in kinds:
+            corrections = self._live_corrections(request, scanned, skipped)
+            winners = _term_winners(request, corrections)
+            candidates, records = _with_term_corrections(question, candidates, records, corrections)
         if skipped:
             logger.warning("recall for %s/%s skipped memories the store could not read: %s", request.tenant, request.user, ", ".join(skipped))
         coverage.skip(skipped)
         coverage.candidates_seen = len(candidates)
-        survivors = self._back_to_source(request, candidates, records, vector, coverage)
+        vectors: dict[str, list[float]] = {}  # memory id -> embedding of its current text, when recall made one
+        survivors = self._back_to_source(request, question, candidates, records, vector, winners, vectors, coverage)
         chosen: list[RecalledMemory] = []
         for kind in kinds:
-            ranked = sorted((m for m in survivors if m.record.kind is kind), key=lambda m: -m.score)
-            chosen.extend(ranked[: budgets[kind.value]])
+            # Term corrections first, then by score (a stable sort: ties keep the index's order).
+            ranked = sorted((m for m in survivors if m.record.kind is kind), key=lambda m: (not m.term_match, -m.score))
+            chosen.extend(self._diverse(ranked, budgets[kind.value], vectors, coverage))
         coverage.returned = len(chosen)
         return RecallResult(chosen, coverage)
 
@@ -188,9 +245,12 @@ class Recall:
     def _back_to_source(
         self,
         request: RecallRequest,
+        question: QuestionTerms,
         candidates: Sequence[_Candidate],
         records: Mapping[str, MemoryRecord],
         vector: list[float] | None,
+        winners: Mapping[str, str],
+        vectors: dict[str, list[float]],
         coverage: RecallCoverage,
     ) -> list[RecalledMemory]:
         now = self._clock.now()
@@ -201,7 +261,7 @@ class Recall:
             if hit.memory_id in coverage.skipped_ids:
                 continue  # the store could not read it: counted as skipped, not as missing
             record = records.get(hit.memory_id)
-            reason = self._drop_reason(request, hit, record, now)
+            reason = self._drop_reason(request, hit, record, now) or _worth_reason(record, winners)
             if reason is not None:
                 coverage.dropped[reason] += 1
                 continue
@@ -211,7 +271,11 @@ class Recall:
                 if record.version > hit.version and vector is not None:
                     # The index still holds older text: judge the record by what it says now.
                     fresh = self._embedder.embed([searchable_text(record)])[0]
+                    vectors[record.id] = fresh
                     cosine, refreshed = sum(a * b for a, b in zip(vector, fresh, strict=True)), True
+                if not candidate.term_match and not self._above_floor(record, cosine, question):
+                    coverage.dropped["below_floor"] += 1
+                    continue
                 parts = score(
                     record,
                     now,
@@ -219,15 +283,91 @@ class Recall:
                     cosine=cosine,
                     lexical_share=candidate.lexical_share,
                     tool_match=bool(wanted_tools & set(tools_used(record))),
+                    term_match=candidate.term_match,
                 )
             except (ValueError, TypeError, ArithmeticError) as exc:
                 # A record stored in a shape recall cannot use degrades recall; it never breaks it.
                 logger.warning("recall skipped memory %s that it could not score: %s", record.id, exc)
                 coverage.skip([record.id])
                 continue
+            if not candidate.term_match and parts.total < self._min_score.get(record.kind.value, DEFAULT_MIN_SCORE):
+                coverage.dropped["low_score"] += 1
+                continue
             coverage.stale_refreshed += int(refreshed)
-            survivors.append(RecalledMemory(record, parts.total, parts, cosine, refreshed))
+            survivors.append(RecalledMemory(record, parts.total, parts, cosine, refreshed, candidate.term_match))
         return survivors
+
+    def _above_floor(self, record: MemoryRecord, cosine: float | None, question: QuestionTerms) -> bool:
+        """Close enough in meaning (cosine at least the kind's floor) or naming a key term."""
+        floor = self._min_cosine.get(record.kind.value, DEFAULT_MIN_COSINE)
+        if cosine is not None and cosine >= floor:
+            return True
+        return question.matches_key_term(record)
+
+    def _diverse(
+        self, ranked: Sequence[RecalledMemory], budget: int, vectors: dict[str, list[float]], coverage: RecallCoverage
+    ) -> list[RecalledMemory]:
+        """The best ``budget`` of one kind, a near duplicate of a kept one collapsed into it.
+
+        Embeds only the candidates it walks, a batch of the free slots at a time; with one slot or
+        one candidate there is nothing to compare and nothing is embedded.
+        """
+        compare = budget > 1 and len(ranked) > 1
+        kept: list[RecalledMemory] = []
+        kept_vectors: list[list[float]] = []
+        kept_contents: set[str] = set()
+        position = 0
+        while len(kept) < budget and position < len(ranked):
+            batch = ranked[position : position + budget - len(kept)]
+            position += len(batch)
+            batch_vectors = self._vectors_of(batch, vectors) if compare else [None] * len(batch)
+            for memory, memory_vector in zip(batch, batch_vectors, strict=True):
+                content = _normalised_content(memory.record)
+                if content in kept_contents or (
+                    memory_vector is not None
+                    and any(_dot(memory_vector, other) >= self._duplicate_cosine for other in kept_vectors)
+                ):
+                    coverage.dropped["near_duplicate"] += 1
+                    continue
+                kept.append(memory)
+                kept_contents.add(content)
+                if memory_vector is not None:
+                    kept_vectors.append(memory_vector)
+        return kept
+
+    def _vectors_of(self, batch: Sequence[RecalledMemory], vectors: dict[str, list[float]]) -> list[list[float] | None]:
+        """Embeddings of the batch's current text, one embedder call for those not embedded yet."""
+        missing = [m.record for m in batch if m.record.id not in vectors]
+        if missing:
+            try:
+                for record, embedded in zip(missing, self._embedder.embed([searchable_text(r) for r in missing]), strict=True):
+                    vectors[record.id] = embedded
+            except Exception as exc:  # noqa: BLE001 - an embedder outage costs diversity, never the recall
+                logger.warning("recall could not embed %d candidates to collapse near duplicates: %s", len(missing), exc)
+        return [vectors.get(m.record.id) for m in batch]
+
+    def _live_corrections(
+        self, request: RecallRequest, scanned: Mapping[str, MemoryRecord] | None, skipped: list[str]
+    ) -> list[MemoryRecord]:
+        """The caller's and the tenant's live corrections: from the fallback's scan when it ran,
+        else read once from the store."""
+        if scanned is not None:
+            pool = [r for r in scanned.values() if r.kind is MemoryKind.CORRECTION]
+        else:
+            pool = []
+            for owner in (request.user, TENANT_OWNER):
+                partition = Partition(request.tenant, owner)
+                pool.extend(self._store.heads(partition, [MemoryKind.CORRECTION], limit=self._scan_limit, skipped=skipped))
+        now = self._clock.now()
+        return [
+            r
+            for r in pool
+            if r.kind is MemoryKind.CORRECTION
+            and r.status is MemoryStatus.ACTIVE
+            and r.tenant == request.tenant
+            and _is_callers(request, r)
+            and not r.is_expired(now)
+        ]
 
     @staticmethod
     def _drop_reason(request: RecallRequest, hit: IndexHit, record: MemoryRecord | None, now) -> str | None:
@@ -237,7 +377,7 @@ class Recall:
             return "missing"
         if record.tenant != request.tenant:
             return "other_tenant"
-        if record.owner != request.user and not (record.owner == TENANT_OWNER and record.scope is MemoryScope.TENANT):
+        if not _is_callers(request, record):
             return "other_owner"
         if record.is_expired(now):
             return "expired"
@@ -270,3 +410,81 @@ class Recall:
         ]
         return candidates, records
 
+
+
+def _is_callers(request: RecallRequest, record: MemoryRecord) -> bool:
+    """The caller's own memory, or one the tenant shares."""
+    return record.owner == request.user or (record.owner == TENANT_OWNER and record.scope is MemoryScope.TENANT)
+
+
+def is_negative_example(record: MemoryRecord) -> bool:
+    """An episode that did not answer, was rated down, or failed more often than it succeeded."""
+    if record.kind is not MemoryKind.EPISODIC:
+        return False
+    outcome = record.value.get("outcome") if isinstance(record.value, dict) else None
+    credit = record.credit
+    return (outcome is not None and outcome != ANSWERED) or credit.feedback_score < 0 or credit.failures > credit.successes
+
+
+def _worth_reason(record: MemoryRecord | None, winners: Mapping[str, str]) -> str | None:
+    """Why a live record is still not recalled: a bad example, or a correction another overrides."""
+    if record is None:
+        return None
+    if is_negative_example(record):
+        return "negative_example"
+    term = correction_term(record)
+    if term is not None and winners.get(term, record.id) != record.id:
+        return "overridden"
+    return None
+
+
+def _precedence(request: RecallRequest, record: MemoryRecord) -> tuple[bool, datetime, float, str]:
+    return (record.owner == request.user, record.updated_at, record.confidence, record.id)
+
+
+def _term_winners(request: RecallRequest, corrections: Sequence[MemoryRecord]) -> dict[str, str]:
+    """Normalised term -> id of the correction that teaches it: the caller's over the tenant's,
+    then the newer, then the more confident (then the larger id, so the choice is stable)."""
+    best: dict[str, MemoryRecord] = {}
+    for record in corrections:
+        term = correction_term(record)
+        if term is None:
+            continue
+        seen = best.get(term)
+        if seen is None or _precedence(request, record) > _precedence(request, seen):
+            best[term] = record
+    return {term: record.id for term, record in best.items()}
+
+
+def _with_term_corrections(
+    question: QuestionTerms,
+    candidates: Sequence[_Candidate],
+    records: Mapping[str, MemoryRecord],
+    corrections: Sequence[MemoryRecord],
+) -> tuple[list[_Candidate], dict[str, MemoryRecord]]:
+    """Candidates plus every live correction whose term the question names (marked as term matches)."""
+    out = list(candidates)
+    found = dict(records)
+    position = {c.hit.memory_id: i for i, c in enumerate(out)}
+    for record in corrections:
+        term = correction_term(record)
+        if term is None or not question.has_phrase(term):
+            continue
+        if record.id in position:
+            out[position[record.id]] = replace(out[position[record.id]], term_match=True)
+            found.setdefault(record.id, record)
+            continue
+        hit = IndexHit(memory_id=record.id, version=record.version, owner=record.owner, kind=record.kind.value)
+        position[record.id] = len(out)
+        out.append(_Candidate(hit, term_match=True))
+        found[record.id] = record
+    return out, found
+
+
+def _normalised_content(record: MemoryRecord) -> str:
+    return " ".join(normalize(record.content).split())
+
+
+def _dot(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine of two L2-normalised vectors (the embedder port's promise)."""
+    return sum(x * y for x, y in zip(a, b, strict=True))
