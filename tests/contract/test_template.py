@@ -50,7 +50,7 @@ EXPECTED_FUNCTIONS: dict[str, tuple[str, set[tuple[str, str]]]] = {
     "AskFunction": ("functions/ask/", {("post", "/ask")}),
     "FeedbackFunction": (
         "functions/feedback/",
-        {("post", "/feedback"), ("get", "/fewshots"), ("patch", "/fewshots/{id}")},
+        {("post", "/feedback"), ("get", "/fewshots"), ("post", "/fewshots/{id}/approve"), ("post", "/fewshots/{id}/reject")},
     ),
     "MemoryWriteFunction": (
         "functions/memory_write/",
@@ -61,6 +61,7 @@ EXPECTED_FUNCTIONS: dict[str, tuple[str, set[tuple[str, str]]]] = {
             ("get", "/memories/{id}"),
             ("patch", "/memories/{id}"),
             ("delete", "/memories/{id}"),
+            ("delete", "/sessions/{id}"),
         },
     ),
     "DiagnoseFunction": ("functions/diagnose/", {("post", "/diagnose")}),

@@ -12,7 +12,7 @@ from memtool.runtime.lambda_context import LocalLambdaContext
 from tests.support import ROOT, load_event
 
 
-@pytest.mark.parametrize(("function", "event_file"), [("feedback", "feedback.json"), ("diagnose", "diagnose.json")])
+@pytest.mark.parametrize(("function", "event_file"), [("diagnose", "diagnose.json")])
 def test_api_handlers_answer_501_to_an_authenticated_caller(aws, function, event_file):
     from memtool.runtime.settings import use_settings
 
@@ -22,7 +22,18 @@ def test_api_handlers_answer_501_to_an_authenticated_caller(aws, function, event
     assert json.loads(reply["body"])["error"] == "not_implemented"
 
 
-def test_api_placeholders_still_require_identity(aws):
+def test_the_feedback_event_reaches_the_flow_as_its_authorizer_says(aws):
+    """events/feedback.json, as `sam local invoke -e` sends it: the tenant comes from the authorizer
+    (the spoofed header is ignored) and its episode is not that caller's, so a 404 naming the field."""
+    from memtool.runtime.settings import use_settings
+
+    use_settings(aws.model_copy(update={"runtime": "aws"}))
+    reply = function_handler(ROOT, "feedback")(load_event("feedback.json"), LocalLambdaContext())
+    assert reply["statusCode"] == 404
+    assert json.loads(reply["body"])["field"] == "episode_id"
+
+
+def test_api_handlers_still_require_identity(aws):
     from memtool.runtime.settings import use_settings
 
     use_settings(aws.model_copy(update={"runtime": "aws"}))
