@@ -97,6 +97,7 @@ class ListMemoriesQuery(_Body):
 # ---- parameters, as the routes declare them (Powertools validates and documents them) ---------
 
 MemoryIdParam = Annotated[str, Path(pattern=ID_PATTERN, description="the memory's id")]
+SessionIdParam = Annotated[str, Path(pattern=ID_PATTERN, description="the session's id (session_id of POST /ask)")]
 KindParam = Annotated[MemoryKind | None, Query(description="only memories of this kind")]
 StatusParam = Annotated[MemoryStatus | None, Query(description="only memories in this status")]
 ScopeParam = Annotated[MemoryScope, Query(description="user: the caller's own; tenant: shared ones")]
