@@ -152,3 +152,26 @@ def test_only_a_clarified_unknown_or_ambiguous_term_is_learned(demo: Demo) -> No
     outside = Session(demo.planner)  # 西安 is a real city the data lacks: choosing 上海 teaches nothing
     outside.ask("上个月西安的净收入")
     assert outside.ask("上海").learned is None
+
+
+def test_a_reply_that_leads_to_another_clarification_keeps_the_original_question_waiting(demo: Demo) -> None:
+    session = Session(demo.planner)
+    assert session.ask("江浙沪9月的营收").clarification.term == "营收"  # type: ignore[union-attr]
+    second = session.ask("净收入")
+    assert second.status == "needs_clarification" and second.clarification.term == "江浙沪"  # type: ignore[union-attr]
+    assert second.learned is not None and second.learned.term == "营收"
+
+    answer = session.ask("华东")
+
+    assert demo.rows(answer) == demo.rows(demo.planner.plan("9月华东的净收入"))  # the window 9月 is kept
+    assert answer.learned is not None and answer.learned.maps_to == {"dimension": "region", "value": "华东"}
+
+
+def test_with_two_unknown_words_and_no_metric_the_metric_word_is_asked_about_first(demo: Demo) -> None:
+    session = Session(demo.planner)
+    first = session.ask("魔都上个月的单子数")
+    assert first.clarification is not None and first.clarification.term == "单子数"
+    assert "订单数" in first.clarification.options
+    assert session.ask("订单数").clarification.term == "魔都"  # type: ignore[union-attr]
+    answer = session.ask("上海")
+    assert demo.rows(answer) == demo.rows(demo.planner.plan("上个月上海的订单数"))

@@ -255,12 +255,21 @@ def test_ask_parses_its_body_strictly(api, aws, raw, field):
     assert _stored(aws) == []
 
 
-@pytest.mark.parametrize("path", ["/feedback", "/diagnose"])
+@pytest.mark.parametrize("path", ["/diagnose"])
 def test_placeholder_routes_parse_their_bodies_strictly_too(api, aws, path):
     assert api.call("POST", path, raw='{"rating": NaN}').json()["field"] == "rating"
     assert api.call("POST", path, raw="[1]").json()["field"] == "body"
     assert api.call("POST", path, {"episode_id": "ep_1", "rating": 1}).status == 501
     assert api.call("POST", path).status == 501
+
+
+def test_feedback_parses_its_body_strictly(api, aws):
+    assert api.call("POST", "/feedback", raw='{"episode_id": "ep_1", "rating": NaN}').json()["field"] == "rating"
+    assert api.call("POST", "/feedback", raw="[1]").json()["field"] == "body"
+    assert api.call("POST", "/feedback", raw='{"episode_id": "ep_1", "rating": 1, "rating": -1}').status == 400
+    assert api.call("POST", "/feedback").status == 400
+    unknown = api.call("POST", "/feedback", {"episode_id": "ep_1", "rating": 1})
+    assert unknown.status == 404 and unknown.json()["field"] == "episode_id"
 
 
 @pytest.mark.parametrize("tenant", ["acme\n", "acme\x00", "ac#me", ""])

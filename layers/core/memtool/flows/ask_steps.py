@@ -119,8 +119,15 @@ class AskSteps:
         return state
 
     def step_recall(self, state: AskState) -> AskState:
+        text = state.input.question
+        last = state.working[-1] if state.working else None
+        if isinstance(last, dict) and last.get("status") == "needs_clarification":
+            # A reply to a clarification answers the question left waiting: recall for both.
+            waiting = (last.get("clarification") or {}).get("pending_question") or last.get("question")
+            if isinstance(waiting, str) and waiting:
+                text = f"{waiting} {text}"
         result = self._recall.recall(
-            RecallRequest(tenant=state.caller.tenant, user=state.caller.user, text=state.input.question, route=state.route or "nl2sql_query")
+            RecallRequest(tenant=state.caller.tenant, user=state.caller.user, text=text, route=state.route or "nl2sql_query")
         )
         state.memories_recalled = [
             MemoryUse(id=m.record.id, version=m.record.version, kind=m.record.kind.value, score=round(m.score, 6), content=m.record.content)

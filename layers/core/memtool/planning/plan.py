@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,6 +20,8 @@ class Clarification(BaseModel):
     options: list[str] = Field(default_factory=list)  # choices the user can pick from
     reason: str | None = None  # ambiguous_metric, unknown_term, outside_value, ...
     targets: list[dict[str, str]] = Field(default_factory=list)  # what each option means (metric, dimension/value, window)
+    pending_question: str | None = None  # the question still waiting, when a reply led to this clarification
+    choices: list[dict[str, Any]] = Field(default_factory=list)  # replies already given to it: {reason, term, target}
 
 
 class Citation(BaseModel):

@@ -76,7 +76,8 @@ class RulePlanner:
         notes: list[str] = []
         corrections = self._usable_corrections(context.corrections, notes)
         pending, choice = self._clarification_reply(question, context, corrections, today)
-        asked = pending.question if pending is not None and choice is not None else question
+        earlier = _earlier_choices(pending) if choice is not None else []
+        asked = _pending_question(pending) if pending is not None and choice is not None else question
         if pending is not None and choice is not None:
             chosen: Route = classify_route(asked)  # the reply answers the pending question, on its route
         elif route is not None:
@@ -89,7 +90,8 @@ class RulePlanner:
             chosen = "nl2sql_query"
         preference = self.standing_preference(question, today)
         previous = self._previous_intent(context, before=pending)
-        result = self.parser.parse(asked, today=today, route=chosen, corrections=corrections, previous=previous, choice=choice)
+        choices = [*earlier, choice] if choice is not None else None
+        result = self.parser.parse(asked, today=today, route=chosen, corrections=corrections, previous=previous, choice=choices)
         if preference is not None and not _asks_for_data(result.parsed):
             notes.append(f"remembered: {preference.text}")
             return Plan(status="remembered", route=chosen, remember=preference, planner=self.name, notes=notes)
@@ -115,6 +117,9 @@ class RulePlanner:
                     options=need.options,
                     reason=need.reason,
                     targets=[t.as_json() for t in need.targets],
+                    # A reply that led to another question keeps the original one waiting, with its answers.
+                    pending_question=asked if choices else None,
+                    choices=[{"reason": c.reason, "term": c.term, "target": c.target.as_json()} for c in choices or []],
                 ),
                 citations=citations,
                 planner=self.name,
@@ -371,6 +376,21 @@ class RulePlanner:
             if any(term in haystack for term in terms if len(term) >= 2):
                 relevant.append(item)
         return relevant
+
+
+def _pending_question(turn: PreviousTurn) -> str:
+    """The question a clarification turn left waiting (the original one, across several replies)."""
+    waiting = (turn.clarification or {}).get("pending_question")
+    return waiting if isinstance(waiting, str) and waiting.strip() else turn.question
+
+
+def _earlier_choices(turn: PreviousTurn | None) -> list[Choice]:
+    made: list[Choice] = []
+    for item in (turn.clarification or {}).get("choices") or [] if turn is not None else []:
+        target = ChoiceTarget.from_json(item.get("target")) if isinstance(item, dict) else None
+        if target is not None:
+            made.append(Choice(reason=str(item.get("reason") or ""), term=item.get("term"), target=target))
+    return made
 
 
 def _asks_for_data(parsed: ParsedQuestion) -> bool:

@@ -34,7 +34,7 @@ What survives the source check must also be worth injecting; each drop is counte
 Term corrections are always found: every live correction of the caller and of the tenant (scope
 tenant) is read once per recall; one whose ``value.term`` occurs in the question (the key-term
 rule's phrase match) joins the candidates even when the index missed it, passes both floors, and
-ranks first within the correction budget. Kinds missing from ``min_cosine``/``min_score`` use the
+comes first, on top of the correction budget (every term the question names keeps its meaning). Kinds missing from ``min_cosine``/``min_score`` use the
 defaults (0.5 and 0.2, as in the settings).
 """
 
@@ -234,9 +234,12 @@ class Recall:
         survivors = self._back_to_source(request, question, candidates, records, vector, winners, vectors, coverage)
         chosen: list[RecalledMemory] = []
         for kind in kinds:
-            # Term corrections first, then by score (a stable sort: ties keep the index's order).
+            # Corrections of terms the question names all come first, on top of the budget: each one
+            # changes what the question means, so none may be cut ("江浙沪9月的营收" needs both). The
+            # rest fill the budget by score (a stable sort: ties keep the index's order).
             ranked = sorted((m for m in survivors if m.record.kind is kind), key=lambda m: (not m.term_match, -m.score))
-            chosen.extend(self._diverse(ranked, budgets[kind.value], vectors, coverage))
+            named = sum(1 for m in ranked if m.term_match)
+            chosen.extend(self._diverse(ranked, budgets[kind.value] + named, vectors, coverage))
         coverage.returned = len(chosen)
         return RecallResult(chosen, coverage)
 

@@ -611,17 +611,18 @@ class QuestionParser:
         route: ParseRoute | None = None,
         corrections: Sequence[TermMapping] = (),
         previous: Intent | None = None,
-        choice: Choice | None = None,
+        choice: Choice | Sequence[Choice] | None = None,
     ) -> ParseResult:
         """The intent of ``question``; with ``previous`` (the session's last intent) a follow-up
-        is read against it, and with ``choice`` the question is a pending one, now clarified."""
+        is read against it, and with ``choice`` (one, or every reply so far) the question is a
+        pending one, now clarified."""
         parsed = self.recognise(question, today=today, corrections=corrections)
         result = ParseResult(parsed)
         for mapping in parsed.corrections_used:
             result.notes.append(f"correction {mapping.term!r} -> {_describe(mapping.maps_to)} ({mapping.source})")
-        if choice is not None:
-            self._apply_choice(parsed, choice)
-            result.notes.append(f"clarified: {choice.term or choice.reason} -> {_describe_target(choice.target)}")
+        for made in [choice] if isinstance(choice, Choice) else list(choice or ()):
+            self._apply_choice(parsed, made)
+            result.notes.append(f"clarified: {made.term or made.reason} -> {_describe_target(made.target)}")
         if previous is not None and is_follow_up(parsed):
             result.carried_over = merge_previous(parsed, previous, self.catalog)
             if result.carried_over:
@@ -766,7 +767,9 @@ class QuestionParser:
             question = f"「{term}」是指哪个指标？" if zh else f"Which metric do you mean by '{term}'?"
             return ClarificationNeed(question, term, options, "ambiguous_metric")
         if parsed.unknown_terms:
-            term = parsed.unknown_terms[0]
+            # With no metric, ask about the word most likely to be the metric: Chinese puts it last
+            # ("魔都上个月的单子数"), English first; the other word is asked about next.
+            term = parsed.unknown_terms[-1] if zh and not parsed.metrics else parsed.unknown_terms[0]
             if parsed.metrics:
                 options = [
                     *self.entities.labels("region", parsed.lang),
