@@ -24,7 +24,7 @@ CORRECTION = {
 }
 
 
-@pytest.mark.parametrize(("store", "feedbacks"), [("sqlite", 20), ("dynamodb", 12)])
+@pytest.mark.parametrize(("store", "feedbacks"), [("sqlite", 20), ("dynamodb", 6)])
 def test_concurrent_feedback_loses_no_update_and_credit_survives_a_restart(tmp_path, store, feedbacks):
     home = tmp_path / "home"
     with LocalRuntime(home=home, port=0, root=ROOT, store=store, warehouse_scale=0.05) as runtime:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import threading
 import time
 import traceback
@@ -84,6 +85,31 @@ def enable_execution_in_moto() -> None:
 
     default_user_config["stepfunctions"] = {"execute_state_machine": True}
     _cache_json_path_parsing()
+    _cache_definition_parsing()
+
+
+def _cache_definition_parsing() -> None:
+    """moto parses a definition's whole ASL (an ANTLR grammar) when the machine is created and
+    again at every execution: about as long as the rest of an ask's flow overhead. The program it
+    builds from Task, Choice, Pass, Succeed and Fail states holds no execution state (that lives in
+    the execution's Environment), so a definition without Map or Parallel states is parsed once;
+    one with them is parsed afresh each time, as moto does."""
+    from functools import lru_cache
+
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+
+    if getattr(AmazonStateLanguageParser.parse, "memtool_cached", False):
+        return
+    original = AmazonStateLanguageParser.parse
+    cached = lru_cache(maxsize=16)(original)
+
+    def parse(definition: str):  # type: ignore[no-untyped-def]
+        if re.search(r'"Type"\s*:\s*"(?:Map|Parallel)"', definition):
+            return original(definition)
+        return cached(definition)
+
+    parse.memtool_cached = True  # type: ignore[attr-defined]
+    AmazonStateLanguageParser.parse = staticmethod(parse)  # type: ignore[method-assign]
 
 
 def _cache_json_path_parsing() -> None:
