@@ -151,3 +151,44 @@ def test_ending_a_session_clears_its_working_memory(api, aws):
     assert ask(api, "只看华东", session)["status"] == "needs_clarification"  # nothing to follow up on
     gone = api.call("DELETE", f"/sessions/{session}-never")
     assert gone.status == 404 and gone.json()["field"] == "id"
+
+
+def test_unrelated_words_recall_no_memory(api, drain):
+    api.call("POST", "/memories", {"kind": "profile", "content": "likes net revenue by region, monthly"})
+    ask(api, "上个月各大区净收入")
+    drain.drain()
+    answer = ask(api, "zzz qqq unrelated words")
+    assert answer["memories_recalled"] == [] and answer["memories_used"] == []
+    assert answer["recall_coverage"]["dropped"].get("below_floor", 0) >= 1
+
+
+def test_an_approved_fewshot_plans_a_question_the_rules_cannot_and_a_pending_one_never_does(api, drain):
+    # user li teaches 动销 through a clarification and likes the answer
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    ask(api, "上个月华东的动销", session)
+    answered = ask(api, "销量", session)
+    assert answered["status"] == "answered"
+    liked = api.call("POST", "/feedback", {"episode_id": answered["episode_id"], "rating": 1}).json()
+    candidate = liked["fewshot_candidate"]
+    assert candidate["status"] == "pending_review"
+
+    # another user of the tenant, who taught nothing: a pending example steers nothing
+    wang = (api.tenant, "wang")
+    pending = api.call("POST", "/ask", {"question": "上周华南的动销"}, as_user=wang).json()
+    assert pending["status"] == "needs_clarification"
+    assert all(m["kind"] != "fewshot" for m in pending["memories_used"])
+    # the author may not approve it; an admin may
+    assert api.call("POST", f"/fewshots/{candidate['id']}/approve", roles="admin").status == 403
+    assert api.call("POST", f"/fewshots/{candidate['id']}/approve", as_user=(api.tenant, "boss"), roles="admin").status == 200
+
+    planned = api.call("POST", "/ask", {"question": "上周华南的动销"}, as_user=wang).json()
+
+    assert planned["status"] == "answered", planned["notes"]
+    assert [m["id"] for m in planned["memories_used"]] == [candidate["id"]]
+    assert "华南" in planned["sql"] and "华东" not in planned["sql"]
+    assert rows(planned) == rows(ask(api, "上周华南的销量"))
+    # a thumbs-down on an answer that used it counts against the example (its fail_count)
+    api.call("POST", "/feedback", {"episode_id": planned["episode_id"], "rating": -1}, as_user=wang)
+    listing = api.call("GET", "/fewshots", query={"status": "approved"}, as_user=(api.tenant, "boss"), roles="admin").json()
+    [entry] = [e for e in listing["items"] if e["id"] == candidate["id"]]
+    assert entry["fail_count"] == 1

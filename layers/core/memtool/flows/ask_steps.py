@@ -305,6 +305,7 @@ class AskSteps:
             "route": state.route,
             "sql": state.sql,
             "intent": plan.get("intent"),
+            "asked": plan.get("resolved_question") or state.input.question,  # a reply answers the pending question
             "outcome": state.status,
             "row_count": (state.result or {}).get("row_count"),
             "error": error,

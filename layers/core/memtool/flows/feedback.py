@@ -330,7 +330,7 @@ class FeedbackService:
                 who.tenant,
                 who.user,
                 episode_id=episode.provenance.episode_id or episode.id,
-                question=episode.content,
+                question=str(value.get("asked") or episode.content),
                 intent=value.get("intent"),
                 sql=value["sql"],
                 reward=reward.total,

@@ -77,5 +77,6 @@ class Plan(BaseModel):
     notes: list[str] = Field(default_factory=list)  # what the planner applied (profile unit, corrections, ...)
     applied: list[AppliedMemory] = Field(default_factory=list)  # memories that shaped this plan
     carried_over: list[str] = Field(default_factory=list)  # parts taken from the previous turn
+    resolved_question: str | None = None  # the question planned, when a reply answered a pending one
     learned: LearnedTerm | None = None  # a clarification reply that taught what a term means
     remember: Preference | None = None  # a standing preference the question stated ("以后默认用万元")

@@ -157,6 +157,7 @@ class RulePlanner:
             notes=notes,
             applied=[a for a in applied if a.id],
             carried_over=result.carried_over,
+            resolved_question=asked if asked != question else None,
             learned=learned,
             remember=preference,
         )
