@@ -237,6 +237,8 @@ class RulePlanner:
 
         A this-time condition ("这次用分") is never one: it applies to its own question only.
         """
+        if not self.parser.states_lasting(question):  # most questions: no parse needed
+            return None
         parsed = self.parser.recognise(question, today=today)
         if not parsed.lasting or parsed.this_time:
             return None

@@ -371,6 +371,10 @@ class QuestionParser:
         self._charts = [(chart, re.compile(p, re.IGNORECASE)) for chart, p in _CHARTS]
         self._filler_zh = re.compile("|".join(re.escape(f) for f in _FILLER_ZH))
 
+    def states_lasting(self, question: str) -> bool:
+        """Whether the question has a word of a standing preference ("以后", "from now on")."""
+        return self._lasting.search(normalize(question)) is not None
+
     # ---- recognition --------------------------------------------------------------------
 
     def recognise(self, question: str, *, today: date, corrections: Sequence[TermMapping] = ()) -> ParsedQuestion:
