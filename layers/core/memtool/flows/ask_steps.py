@@ -27,7 +27,7 @@ from memtool.flows.ask_state import STATE_ROW_CAP, AskState, MemoryUse, answer_e
 from memtool.flows.memory_write import MemoryService
 from memtool.feedback.reward import environment_reward
 from memtool.memory.records import MemoryKind, MemoryRecord, SourceRef, Trigger
-from memtool.memory.slots import CHART, CURRENCY_UNIT, SESSION_TURNS
+from memtool.memory.slots import CHART, CURRENCY_UNIT, SESSION_TURNS, correction_key, episode_key
 from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition, UndecodableRecord
 from memtool.retrieval.recall import Recall, RecallRequest
 from memtool.runtime.clock import Clock
@@ -269,6 +269,7 @@ class AskSteps:
                 "AskFlow episode %s failed at %s: %s", state.episode_id, public.step, json.dumps(raw, ensure_ascii=False, default=str)
             )
             state.error = {"Error": public.error, "Cause": public.model_dump_json()}  # type: ignore[attr-defined]
+        self._remember_learned(state)
         episode = self._remember_episode(state)
         self._remember_turn(state)
         self._credit_failure(state, episode)
@@ -580,16 +581,6 @@ def _outcome(state: AskState) -> str:
     if state.plan_status == "remembered":
         return "remembered"
     return "answered"
-
-
-def episode_key(episode_id: str) -> str:
-    """The slot that finds an episode's memory by its episode id (feedback names episodes)."""
-    return f"episode.{episode_id}"
-
-
-def correction_key(term: str) -> str:
-    """One correction per term and owner: a newer one supersedes the older, with history."""
-    return "term." + re.sub(r"[\s#]+", "_", term.strip().lower())[:180]
 
 
 def _is_zh(text: str) -> bool:

@@ -42,6 +42,7 @@ from memtool.memory.records import (
     SourceRef,
     Trigger,
 )
+from memtool.memory.slots import correction_key, episode_key
 from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition
 from memtool.runtime.clock import Clock
 from memtool.runtime.settings import Settings
@@ -152,7 +153,7 @@ class FeedbackService:
     def give(self, who: Identity, command: FeedbackCommand) -> FeedbackOutcome:
         mine = Partition(who.tenant, who.user)
         now = self._clock.now()
-        episode = self._store.get_slot(mine, MemoryKind.EPISODIC, _episode_key(command.episode_id), now)
+        episode = self._store.get_slot(mine, MemoryKind.EPISODIC, episode_key(command.episode_id), now)
         if episode is None:
             raise NotFound(f"episode {command.episode_id} not found", field="episode_id")
         taught = self._checked_correction(who, command.correction)  # refused before anything is written
@@ -338,15 +339,3 @@ class FeedbackService:
         except MemtoolError as exc:  # the rating stands; the example is a bonus
             notes.append(f"the answer could not be recorded as an example: {exc.message}")
             return None
-
-
-def _episode_key(episode_id: str) -> str:
-    from memtool.flows.ask_steps import episode_key
-
-    return episode_key(episode_id)
-
-
-def correction_key(term: str) -> str:
-    from memtool.flows.ask_steps import correction_key as key
-
-    return key(term)

@@ -125,3 +125,13 @@ def check_slot_value(kind: MemoryKind, key: str | None, value: Any) -> None:
 def _show(value: Any, limit: int = 80) -> str:
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def episode_key(episode_id: str) -> str:
+    """The slot that finds an episode's memory by its episode id (feedback names episodes)."""
+    return f"episode.{episode_id}"
+
+
+def correction_key(term: str) -> str:
+    """One correction per term and owner: a newer one supersedes the older, with history."""
+    return "term." + re.sub(r"[\s#]+", "_", term.strip().lower())[:180]
