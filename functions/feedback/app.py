@@ -10,6 +10,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.logging import correlation_paths
 
+from memtool.api.feedback import FeedbackAnswer, FeedbackBody, feedback_command
 from memtool.api.fewshots import (
     FewshotListing,
     FewshotStatus,
@@ -20,15 +21,13 @@ from memtool.api.fewshots import (
     memory_status,
     require_reviewer,
 )
-from memtool.api.idempotency import idempotency_key, run_once
 from memtool.api.identity import Identity
 from memtool.api.memories import CursorParam, LimitParam, MemoryIdParam
 from memtool.api.openapi import operation
 from memtool.api.resolver import caller, json_response, make_resolver
-from memtool.api.feedback import FeedbackAnswer, FeedbackBody, feedback_command
 from memtool.errors import ValidationFailed
 from memtool.runtime import container
-from memtool.runtime.settings import get_settings
+from memtool.runtime.api_writes import idempotent_write
 
 logger = Logger(service="memtool")
 app = make_resolver()
@@ -62,18 +61,7 @@ def _reviewer() -> Identity:
 
 def _write(operation_name: str, request: Any, perform: Callable[[Identity], dict[str, Any]], who: Identity | None = None) -> Response:
     """Run a write once per Idempotency-Key (as /memories writes do) and answer its outcome."""
-    who = who or _reviewer()
-    outcome = run_once(
-        idempotency_key(app.current_event.raw_event),
-        who,
-        operation_name,
-        request,
-        lambda: perform(who),
-        persistence=container.idempotency_store(),
-        ttl_seconds=get_settings().idempotency_ttl_seconds,
-        lambda_context=app.lambda_context,
-    )
-    return json_response(outcome["status_code"], outcome["body"])
+    return idempotent_write(app, who or _reviewer(), operation_name, request, perform)
 
 
 ReviewBodyParam = Annotated[ReviewBody | None, Body(description="why (optional); the body may be left out")]

@@ -10,7 +10,6 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 
-from memtool.api.idempotency import idempotency_key, run_once
 from memtool.api.memories import (
     CreateMemoryBody,
     CursorParam,
@@ -41,7 +40,7 @@ from memtool.api.resolver import caller, json_response, make_resolver
 from memtool.memory.records import MemoryScope
 from memtool.retrieval.recall import RecallRequest
 from memtool.runtime import container
-from memtool.runtime.settings import get_settings
+from memtool.runtime.api_writes import idempotent_write
 
 logger = Logger(service="memtool")
 tracer = Tracer(service="memtool")
@@ -50,19 +49,7 @@ app = make_resolver()
 
 
 def _write(operation_name: str, request: Any, perform) -> Any:
-    who = caller(app)
-    settings = get_settings()
-    outcome = run_once(
-        idempotency_key(app.current_event.raw_event),
-        who,
-        operation_name,
-        request,
-        lambda: perform(who),
-        persistence=container.idempotency_store(),
-        ttl_seconds=settings.idempotency_ttl_seconds,
-        lambda_context=app.lambda_context,
-    )
-    return json_response(outcome["status_code"], outcome["body"])
+    return idempotent_write(app, caller(app), operation_name, request, perform)
 
 
 @app.post(

@@ -320,38 +320,24 @@ class AskSteps:
             "memories_used": [{"id": m.id, "version": m.version, "kind": m.kind} for m in state.memories_used],
             "trajectory": [{"step": step, "ms": ms} for step, ms in state.timings.items()],
         }
-        try:
-            result = self._memories.remember(
-                self._who(state),
-                CreateMemoryBody(
-                    kind=MemoryKind.EPISODIC,
-                    key=episode_key(state.episode_id),
-                    content=state.input.question,
-                    source_text=state.input.question,
-                    value=value,
-                    session_id=state.input.session_id,
-                    provenance=ProvenanceIn(
-                        trigger=Trigger.INTERACTION,
-                        episode_id=state.episode_id,
-                        sources=[SourceRef(id=m.id, version=m.version) for m in state.memories_used],
-                    ),
-                ),
+        sources = [SourceRef(id=m.id, version=m.version) for m in state.memories_used]
+
+        def episode(value: dict[str, Any], sources: list[SourceRef]) -> CreateMemoryBody:
+            return CreateMemoryBody(
+                kind=MemoryKind.EPISODIC,
+                key=episode_key(state.episode_id),
+                content=state.input.question,
+                source_text=state.input.question,
+                value=value,
+                session_id=state.input.session_id,
+                provenance=ProvenanceIn(trigger=Trigger.INTERACTION, episode_id=state.episode_id, sources=sources),
             )
+
+        try:
+            result = self._memories.remember(self._who(state), episode(value, sources))
         except ValidationFailed as exc:  # e.g. an oversize SQL: keep the episode without it
             logger.warning("episode %s could not be kept in full: %s", state.episode_id, exc.message)
-            value = {**value, "sql": None, "trajectory": []}
-            result = self._memories.remember(
-                self._who(state),
-                CreateMemoryBody(
-                    kind=MemoryKind.EPISODIC,
-                    key=episode_key(state.episode_id),
-                    content=state.input.question,
-                    source_text=state.input.question,
-                    value=value,
-                    session_id=state.input.session_id,
-                    provenance=ProvenanceIn(trigger=Trigger.INTERACTION, episode_id=state.episode_id),
-                ),
-            )
+            result = self._memories.remember(self._who(state), episode({**value, "sql": None, "trajectory": []}, []))
         return result.record
 
     def _remember_learned(self, state: AskState) -> None:

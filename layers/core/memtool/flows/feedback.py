@@ -23,11 +23,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from memtool.api.identity import Identity
 from memtool.errors import Forbidden, MemtoolError, NotFound, ValidationFailed, VersionConflict
 from memtool.feedback.corrections import CorrectionRefused, correction_target, split_correction
+from memtool.feedback.corrections import StatedCorrection as SplitCorrection
 from memtool.feedback.reward import Reward, environment_reward, fuse
 from memtool.memory.credit import credit_after
 from memtool.memory.pii import redact
@@ -51,6 +52,12 @@ from memtool.semantic.parser import MappingTarget, QuestionParser
 logger = logging.getLogger("memtool.flows")
 
 WRITE_ATTEMPTS = 5
+
+
+class CorrectionSplitter(Protocol):
+    """Splits a sentence into (term, what it means); the Bedrock planner does it when configured."""
+
+    def split_correction(self, text: str) -> SplitCorrection | None: ...
 # Kinds feedback never archives: the session's scratchpad, and the record of what happened.
 _NEVER_RETIRED = {MemoryKind.WORKING, MemoryKind.EPISODIC}
 
@@ -140,6 +147,7 @@ class FeedbackService:
         parser: Callable[[], QuestionParser],
         today: Callable[[], Any],
         fewshots: Callable[[], Any] | None = None,  # the few-shot library (record_candidate)
+        splitter: Callable[[], CorrectionSplitter | None] | None = None,  # the LLM, for what the rules cannot split
     ) -> None:
         self._store = store
         self._clock = clock
@@ -147,6 +155,7 @@ class FeedbackService:
         self._parser = parser
         self._today = today
         self._fewshots = fewshots
+        self._splitter = splitter
 
     # ---- the service ----------------------------------------------------------------------
 
@@ -188,22 +197,31 @@ class FeedbackService:
             return None
         if stated.scope == "tenant" and not who.is_curator:
             raise Forbidden("only curators share a correction with the tenant", field="correction.scope")
-        if stated.text is not None:
-            split = split_correction(stated.text)
+        if stated.text is None:
+            term, means = (stated.term or "").strip(), (stated.means or "").strip()
+            try:
+                return term, correction_target(term, means, self._parser(), self._today()), f"{stated.term} = {stated.means}"
+            except CorrectionRefused as exc:
+                raise ValidationFailed(str(exc), field=f"correction.{exc.part}") from exc
+        # Free text: the rules first; when they cannot split it, or their split names nothing the
+        # catalog has, the LLM (when configured) splits it, and the rules still resolve the meaning.
+        refused: CorrectionRefused | None = None
+        for split in (split_correction(stated.text), None):
             if split is None:
-                raise ValidationFailed(
-                    "say what a term means, e.g. 「单子数就是订单数」 or 'by takings I mean net revenue', or send {term, means}",
-                    field="correction",
-                )
-            term, means, source = split.term, split.means, stated.text
-        else:
-            term, means, source = (stated.term or "").strip(), (stated.means or "").strip(), f"{stated.term} = {stated.means}"
-        try:
-            target = correction_target(term, means, self._parser(), self._today())
-        except CorrectionRefused as exc:
-            field_name = "correction" if stated.text is not None else f"correction.{exc.part}"
-            raise ValidationFailed(str(exc), field=field_name) from exc
-        return term, target, source
+                splitter = self._splitter() if self._splitter is not None else None
+                split = splitter.split_correction(stated.text) if splitter is not None else None
+            if split is None:
+                continue
+            try:
+                return split.term, correction_target(split.term, split.means, self._parser(), self._today()), stated.text
+            except CorrectionRefused as exc:
+                refused = exc
+        if refused is not None:
+            raise ValidationFailed(str(refused), field="correction") from refused
+        raise ValidationFailed(
+            "say what a term means, e.g. 「单子数就是订单数」 or 'by takings I mean net revenue', or send {term, means}",
+            field="correction",
+        )
 
     def _keep_on_episode(self, mine: Partition, episode: MemoryRecord, command: FeedbackCommand, reward: Reward, now: datetime) -> MemoryRecord:
         """The feedback as a new version of the episode: a later rating replaces this one."""

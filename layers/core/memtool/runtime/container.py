@@ -285,7 +285,13 @@ def feedback_service():  # -> FeedbackService
         parser=question_parser,
         today=today,
         fewshots=fewshot_library,
+        splitter=correction_splitter,
     )
+
+
+def correction_splitter():  # -> CorrectionSplitter | None: the Bedrock planner, when it is the planner
+    built = planner()
+    return built if hasattr(built, "split_correction") else None
 
 
 @once

@@ -202,7 +202,12 @@ def merge_previous(parsed: ParsedQuestion, previous: Intent, catalog: Catalog) -
         parsed.order = previous.order
     for dim in dropped:
         parsed.group_dims = [d for d in parsed.group_dims if d != dim]
-    # What the merged metric cannot be grouped or filtered by, afresh.
+    mark_incompatible(parsed, catalog)  # what the merged metric cannot be grouped or filtered by
+    return carried
+
+
+def mark_incompatible(parsed: ParsedQuestion, catalog: Catalog) -> None:
+    """List afresh the dimensions a question names that its metric has not."""
     parsed.incompatible = []
     for metric in parsed.metrics:
         if catalog.has_metric(metric):
@@ -210,7 +215,6 @@ def merge_previous(parsed: ParsedQuestion, previous: Intent, catalog: Catalog) -
             for dim in [*parsed.group_dims, *parsed.filters, *parsed.exclusions]:
                 if dim not in spec.dimensions and dim not in parsed.incompatible:
                     parsed.incompatible.append(dim)
-    return carried
 
 
 def _filter_family(catalog: Catalog, dimension: str) -> str:
@@ -231,6 +235,7 @@ __all__ = [
     "FOLLOW_UP_PATTERNS",
     "drop_patterns",
     "is_follow_up",
+    "mark_incompatible",
     "merge_previous",
     "option_label",
     "ordinal_choice",

@@ -28,7 +28,15 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from memtool.semantic.catalog import Catalog, Lang
 from memtool.semantic.entities import EntityIndex, EntityValue
-from memtool.semantic.followup import FOLLOW_UP_PATTERNS, ChoiceTarget, drop_patterns, is_follow_up, merge_previous, shifted_year_back
+from memtool.semantic.followup import (
+    FOLLOW_UP_PATTERNS,
+    ChoiceTarget,
+    drop_patterns,
+    is_follow_up,
+    mark_incompatible,
+    merge_previous,
+    shifted_year_back,
+)
 from memtool.semantic.intent import Comparison, Filter, Intent, TimeWindow
 from memtool.semantic.time_expressions import (
     EN_NUMBER,
@@ -563,12 +571,7 @@ class QuestionParser:
                 parsed.this_time = True
             elif kind == "chart":
                 parsed.chart = parsed.chart or span.payload
-        for metric in parsed.metrics:
-            if self.catalog.has_metric(metric):
-                spec = self.catalog.metric(metric)
-                for dim in [*parsed.group_dims, *parsed.filters, *parsed.exclusions]:
-                    if dim not in spec.dimensions and dim not in parsed.incompatible:
-                        parsed.incompatible.append(dim)
+        mark_incompatible(parsed, self.catalog)
 
     @staticmethod
     def _extend_negation(text: str, spans: list[Span], index: int) -> int:
@@ -698,13 +701,7 @@ class QuestionParser:
             _add_unique(parsed.group_dims, target.dimension)
         elif target.window is not None:
             parsed.times = [t for t in parsed.times if t.window.label == target.window] or parsed.times[:1]
-        parsed.incompatible = []
-        for metric in parsed.metrics:
-            if self.catalog.has_metric(metric):
-                spec = self.catalog.metric(metric)
-                for dim in [*parsed.group_dims, *parsed.filters, *parsed.exclusions]:
-                    if dim not in spec.dimensions and dim not in parsed.incompatible:
-                        parsed.incompatible.append(dim)
+        mark_incompatible(parsed, self.catalog)
 
     def _clarification(self, parsed: ParsedQuestion) -> ClarificationNeed | None:
         need = self._clarification_need(parsed)
