@@ -26,7 +26,7 @@ from memtool.semantic.time_expressions import ZH_NUMBER, parse_number
 
 if TYPE_CHECKING:
     from memtool.semantic.catalog import Catalog
-    from memtool.semantic.parser import ParsedQuestion
+    from memtool.semantic.parsed import ParsedQuestion
 
 MarkerKind = Literal["replace", "extend", "narrow", "weak"]
 
