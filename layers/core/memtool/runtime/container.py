@@ -11,7 +11,7 @@ from functools import lru_cache, wraps
 from typing import TYPE_CHECKING, TypeVar
 
 from memtool.runtime.clock import Clock, SystemClock
-from memtool.runtime.settings import get_settings
+from memtool.runtime.settings import get_settings, on_settings_change
 
 if TYPE_CHECKING:
     from memtool.flows.indexing import MemoryIndexer
@@ -367,17 +367,15 @@ def fewshot_library() -> FewshotLibrary:
     with _building:
         if _fewshot_library_held and all(a is b for a, b in zip(_fewshot_library_held[0][0], parts, strict=True)):
             return _fewshot_library_held[0][1]
-        parsers: list[QuestionParser] = []
 
         def mask(question: str) -> str:
             from memtool.semantic.masking import mask_question
-            from memtool.semantic.parser import QuestionParser
 
-            if not parsers:
-                built = planner()
-                parsers.append(QuestionParser(built.catalog, built.entities))
-            return mask_question(parsers[0].recognise(question, today=today())).text
+            return mask_question(question_parser().recognise(question, today=today())).text
 
         library = FewshotLibrary(parts[0], parts[1], clock(), parts[3], masker=mask)
         _fewshot_library_held[:] = [(parts, library)]
         return library
+
+
+on_settings_change(reset)  # new settings: forget every adapter built under the old ones

@@ -6,6 +6,7 @@ Nothing else in memtool reads ``os.environ``. Tests and the local runtime build 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from datetime import date
 from pathlib import Path
@@ -141,10 +142,19 @@ def get_settings() -> Settings:
     return _override if _override is not None else _from_environment()
 
 
+# Called after new settings are installed: the container registers its reset here, so that what it
+# built under the old settings goes (settings, the ground floor, never imports the container).
+_on_change: list[Callable[[], None]] = []
+
+
+def on_settings_change(callback: Callable[[], None]) -> None:
+    if callback not in _on_change:
+        _on_change.append(callback)
+
+
 def use_settings(settings: Settings | None) -> None:
     """Install settings for this process (local runtime, tests); ``None`` restores the environment."""
     global _override
     _override = settings
-    from memtool.runtime import container
-
-    container.reset()
+    for callback in _on_change:
+        callback()
