@@ -232,15 +232,31 @@ def test_shared_memories_are_written_by_curators_and_read_by_the_tenant(api, aws
     assert api.call("GET", f"/memories/{memory['id']}", as_user=("tenant-b", "wang")).status == 404
 
 
-def test_fewshot_review_statuses(api, aws):
-    shot = api.call(
-        "POST", "/memories", {"kind": "fewshot", "content": "上月净收入 → SELECT ..."}, roles="curator"
-    ).json()["memory"]
-    assert shot["status"] == "pending_review" and shot["expires_at"] is None
-    approved = api.call(
-        "PATCH", f"/memories/{shot['id']}", {"expected_version": 1, "status": "approved"}, roles="curator"
+def test_fewshots_and_episodes_are_not_written_through_the_memory_api(api, aws):
+    from memtool.runtime import container
+
+    # Given a few-shot candidate, as a thumbs-up records it
+    shot = container.fewshot_library().record_candidate(
+        api.tenant, "li", episode_id="ep_x", question="上月净收入", intent=None, sql="SELECT 1", reward=1.0
     )
-    assert approved.json()["memory"]["status"] == "approved"
+    for roles in ("curator", "admin"):
+        made = api.call("POST", "/memories", {"kind": "fewshot", "content": "上月净收入 → SELECT ..."}, roles=roles)
+        assert made.status == 403 and made.json()["field"] == "kind"
+        approved = api.call("PATCH", f"/memories/{shot.id}", {"expected_version": 1, "status": "approved"}, roles=roles)
+        assert approved.status == 403 and approved.json()["field"] == "kind"
+    # the review queue holds other users' questions: admins only
+    assert api.call("GET", "/memories", query={"kind": "fewshot", "scope": "tenant"}, as_user=(api.tenant, "wang")).status == 403
+    listed = api.call("GET", "/memories", query={"scope": "tenant"}, as_user=(api.tenant, "wang")).json()["items"]
+    assert shot.id not in [m["id"] for m in listed]
+    assert api.call("GET", f"/memories/{shot.id}", as_user=(api.tenant, "wang")).status == 403
+    assert api.call("GET", f"/memories/{shot.id}", roles="admin").status == 200
+    # an episode slot belongs to the ask flow
+    forged = api.call("POST", "/memories", {"kind": "episodic", "key": "episode.ep_FAKE", "content": "fake", "value": {"outcome": "answered"}})
+    assert forged.status == 403 and forged.json()["field"] == "key"
+    answer = api.call("POST", "/ask", {"question": "上个月净收入是多少"}).json()
+    [episode] = [m for m in api.call("GET", "/memories", query={"kind": "episodic"}).json()["items"] if m["key"] == f"episode.{answer['episode_id']}"]
+    edited = api.call("PATCH", f"/memories/{episode['id']}", {"expected_version": episode["version"], "value": {"outcome": "answered", "memories_used": []}})
+    assert edited.status == 403 and edited.json()["field"] == "key"
 
 
 def test_idempotency_key_replays_the_first_response(api, aws):

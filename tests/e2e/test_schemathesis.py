@@ -47,7 +47,6 @@ SEEDS = [
     ({"kind": "correction", "content": "净收入 excludes test lines"}, None),
     ({"kind": "working", "content": "这次用分", "session_id": "s-1"}, None),
     ({"kind": "knowledge", "content": "净收入 = Σ(gross − discount) − refunds"}, "curator"),
-    ({"kind": "fewshot", "content": "上月净收入 → SELECT ..."}, "curator"),
 ]
 
 

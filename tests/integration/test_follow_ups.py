@@ -86,6 +86,12 @@ FOLLOW_UPS = [
     (["上个月各大区净收入", "那按渠道拆分呢"], "只看华东", "上个月华东各渠道净收入"),
     (["上个月各大区净收入", "只看华东", "换成处方量"], "and in September?", "9月华东各大区处方量"),
     (["上个月各产品净收入", "只要前3"], "换成销量", "上个月销量前3的产品"),
+    (["上个月各渠道的销售额", "只看华东"], "那北京呢", "上个月北京各渠道的销售额"),
+    (["net revenue by channel in Shanghai last month"], "what about Hangzhou?", "net revenue by channel in Hangzhou last month"),
+    (["上个月各渠道的销售额"], "不看电商", "上个月除了电商各渠道的销售额"),
+    (["2026年Q1华东各渠道的销售额"], "那订单数按大区呢", "2026年Q1华东各大区的订单数"),
+    (["2026年Q1华东各渠道的销售额"], "也看一下订单数", "2026年Q1华东各渠道的订单数"),
+    (["net revenue by channel in Shanghai last month"], "also Hangzhou", "net revenue by channel in Shanghai and Hangzhou last month"),
 ]
 
 
@@ -175,3 +181,36 @@ def test_with_two_unknown_words_and_no_metric_the_metric_word_is_asked_about_fir
     assert session.ask("订单数").clarification.term == "魔都"  # type: ignore[union-attr]
     answer = session.ask("上海")
     assert demo.rows(answer) == demo.rows(demo.planner.plan("上个月上海的订单数"))
+
+
+def test_excluding_words_exclude_in_a_question_too(demo: Demo) -> None:
+    plan = demo.planner.plan("上个月各渠道的销售额，不看电商")
+    assert [(f.dimension, f.op, f.values) for f in plan.intent.filters] == [("channel", "not_in", ("电商",))]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("reply", ["第三个", "都要", "neither"])
+def test_a_reply_that_picks_no_option_asks_again_and_keeps_the_question_waiting(demo: Demo, reply: str) -> None:
+    session = Session(demo.planner)
+    session.ask("上个月华东各渠道的收入")
+    again = session.ask(reply)
+    assert again.status == "needs_clarification" and again.learned is None
+    assert again.clarification.term == "收入" and again.clarification.pending_question == "上个月华东各渠道的收入"  # type: ignore[union-attr]
+    answer = session.ask("净收入")
+    assert demo.rows(answer) == demo.rows(demo.planner.plan("上个月华东各渠道的净收入"))
+    assert answer.learned is not None and answer.learned.term == "收入"
+
+
+def test_a_reply_may_settle_the_other_open_question_first(demo: Demo) -> None:
+    session = Session(demo.planner)
+    assert session.ask("上个月西安各渠道的收入").clarification.term == "西安"  # type: ignore[union-attr]
+    second = session.ask("净收入")
+    assert second.status == "needs_clarification" and second.clarification.term == "西安"  # type: ignore[union-attr]
+    answer = session.ask("北京")
+    assert demo.rows(answer) == demo.rows(demo.planner.plan("上个月北京各渠道的净收入"))
+
+
+def test_a_preference_said_in_a_session_is_remembered_not_merged(demo: Demo) -> None:
+    session = Session(demo.planner)
+    session.ask("上个月各大区净收入")
+    plan = session.ask("以后默认用万元")
+    assert plan.status == "remembered" and plan.remember is not None and plan.remember.unit == "万元"

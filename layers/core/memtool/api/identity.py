@@ -39,6 +39,10 @@ class Identity:
     def is_curator(self) -> bool:
         return bool(self.roles & CURATOR_ROLES)
 
+    @property
+    def is_admin(self) -> bool:
+        return "admin" in self.roles
+
 
 def identity_from_event(event: Mapping[str, Any], settings: Settings) -> Identity:
     claims = ((event.get("requestContext") or {}).get("authorizer") or {}).get("claims") or {}

@@ -334,10 +334,10 @@ class AskSteps:
             )
 
         try:
-            result = self._memories.remember(self._who(state), episode(value, sources))
+            result = self._memories.remember(self._who(state), episode(value, sources), system=True)
         except ValidationFailed as exc:  # e.g. an oversize SQL: keep the episode without it
             logger.warning("episode %s could not be kept in full: %s", state.episode_id, exc.message)
-            result = self._memories.remember(self._who(state), episode({**value, "sql": None, "trajectory": []}, []))
+            result = self._memories.remember(self._who(state), episode({**value, "sql": None, "trajectory": []}, []), system=True)
         return result.record
 
     def _remember_learned(self, state: AskState) -> None:

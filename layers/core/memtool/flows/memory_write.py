@@ -31,6 +31,8 @@ from memtool.runtime.clock import Clock
 from memtool.runtime.settings import Settings
 
 PII_KINDS = ("phone", "email", "cn_id", "bank_card")
+# Slots that only memtool writes: an episode is the record of what happened (feedback trusts it).
+SYSTEM_KEY_PREFIXES = ("episode.",)
 
 logger = logging.getLogger("memtool.flows")
 
@@ -52,7 +54,11 @@ class MemoryService:
 
     # ---- writes -------------------------------------------------------------------------
 
-    def remember(self, who: Identity, body: CreateMemoryBody) -> MemoryWriteResult:
+    def remember(self, who: Identity, body: CreateMemoryBody, *, system: bool = False) -> MemoryWriteResult:
+        """Store a memory for ``who``; ``system`` is memtool itself (the ask flow recording an
+        episode), which may write what the API refuses to callers."""
+        if not system:
+            self._refuse_reserved(body.kind, body.key)
         policy = policy_for(body.kind)
         scope = body.scope or policy.default_scope
         if scope not in policy.allowed_scopes:
@@ -88,6 +94,7 @@ class MemoryService:
     def revise(self, who: Identity, memory_id: str, body: PatchMemoryBody) -> MemoryWriteResult:
         where, current = self._locate(who, memory_id)
         self._require_write_access(who, current.scope)
+        self._refuse_reserved(current.kind, current.key)
         if body.status is not None and body.status not in policy_for(current.kind).allowed_statuses:
             allowed = ", ".join(sorted(s.value for s in policy_for(current.kind).allowed_statuses))
             raise ValidationFailed(f"{current.kind.value} memories take status {allowed}", field="status")
@@ -140,21 +147,28 @@ class MemoryService:
 
     def recall_one(self, who: Identity, memory_id: str, version: int | None = None) -> MemoryRecord:
         where, current = self._locate(who, memory_id)
+        self._require_reviewer_for(who, current.kind)
         if version is None:
             return current
         return self._store.get(where, memory_id, self._clock.now(), version=version)
 
     def history(self, who: Identity, memory_id: str) -> list[MemoryRecord]:
-        where, _ = self._locate(who, memory_id)
+        where, current = self._locate(who, memory_id)
+        self._require_reviewer_for(who, current.kind)
         return self._store.history(where, memory_id, self._clock.now())
 
     def browse(self, who: Identity, query: ListMemoriesQuery) -> MemoryPage:
         """A page of the caller's memories; records the store cannot read are left out (and
         named in ``page.skipped``), so one bad record never hides the rest."""
         where = self._partition(who, query.scope, writing=False)
+        if query.kind is not None:
+            self._require_reviewer_for(who, query.kind)
         page = self._store.list(
             where, self._clock.now(), kind=query.kind, status=query.status, cursor=query.cursor, limit=query.limit
         )
+        if not who.is_admin and any(r.kind is MemoryKind.FEWSHOT for r in page.items):
+            # The review queue holds other users' questions: only admins read it (at /fewshots).
+            page = MemoryPage([r for r in page.items if r.kind is not MemoryKind.FEWSHOT], page.next_cursor, page.skipped)
         skipped = page.skipped
         if skipped:
             logger.warning(
@@ -197,6 +211,19 @@ class MemoryService:
                 continue
             return where
         raise NotFound(f"memory {memory_id} not found", field="id")
+
+    @staticmethod
+    def _refuse_reserved(kind: MemoryKind, key: str | None) -> None:
+        """What only memtool writes: few-shots (from feedback, reviewed at /fewshots) and episodes."""
+        if kind is MemoryKind.FEWSHOT:
+            raise Forbidden("few-shots are recorded from thumbs-up feedback and reviewed at /fewshots/{id}/approve|reject", field="kind")
+        if key is not None and key.startswith(SYSTEM_KEY_PREFIXES):
+            raise Forbidden("keys starting with 'episode.' hold the ask flow's record of what happened", field="key")
+
+    @staticmethod
+    def _require_reviewer_for(who: Identity, kind: MemoryKind) -> None:
+        if kind is MemoryKind.FEWSHOT and not who.is_admin:
+            raise Forbidden("the few-shot library is read by admins, at /fewshots", field="kind")
 
     @staticmethod
     def _require_write_access(who: Identity, scope: MemoryScope) -> None:

@@ -88,6 +88,7 @@ from memtool.runtime.aws import BEDROCK_RETRYABLE_ERRORS
 from memtool.semantic.catalog import Catalog, Lang
 from memtool.semantic.compiler import CompileError, IntentCompiler
 from memtool.semantic.entities import EntityIndex
+from memtool.semantic.followup import declines_to_choose
 from memtool.semantic.intent import Comparison, Filter, Intent, TimeWindow
 from memtool.semantic.parser import QuestionParser, TermMapping, language_of, normalize
 from memtool.semantic.time_expressions import previous_window
@@ -400,9 +401,13 @@ class BedrockPlanner:
         """
         today = self.today()
         corrections = self.fallback._usable_corrections(context.corrections, [])
-        _, choice = self.fallback._clarification_reply(question, context, corrections, today)
+        pending, choice = self.fallback._clarification_reply(question, context, corrections, today)
         if choice is not None:
             return "a reply to the pending clarification is resolved by the rule planner"
+        if pending is not None:
+            count = len((pending.clarification or {}).get("options") or [])
+            if declines_to_choose(question, count) or self.fallback._other_issue(question, pending, corrections, today) is not None:
+                return "a reply to the pending clarification is resolved by the rule planner"
         if self.fallback.standing_preference(question, today) is not None:
             parsed = self.fallback.parser.recognise(question, today=today)
             if not (parsed.metrics or parsed.ambiguous or parsed.group_dims or parsed.times or parsed.filters):

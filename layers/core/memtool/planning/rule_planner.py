@@ -27,7 +27,7 @@ from memtool.planning.routes import classify_route, parse_forced_route
 from memtool.semantic.catalog import Catalog, Lang
 from memtool.semantic.compiler import IntentCompiler
 from memtool.semantic.entities import EntityIndex
-from memtool.semantic.followup import ChoiceTarget, option_label, ordinal_choice, plain_reply
+from memtool.semantic.followup import ChoiceTarget, declines_to_choose, option_label, ordinal_choice, plain_reply
 from memtool.semantic.intent import Intent
 from memtool.semantic.parser import Choice, ParsedQuestion, ParseResult, QuestionParser, TermMapping, language_of
 
@@ -76,6 +76,10 @@ class RulePlanner:
         notes: list[str] = []
         corrections = self._usable_corrections(context.corrections, notes)
         pending, choice = self._clarification_reply(question, context, corrections, today)
+        if pending is not None and choice is None and declines_to_choose(question, len((pending.clarification or {}).get("options") or [])):
+            return self._ask_again(question, pending, route, notes)
+        if pending is not None and choice is None:
+            choice = self._other_issue(question, pending, corrections, today)
         earlier = _earlier_choices(pending) if choice is not None else []
         asked = _pending_question(pending) if pending is not None and choice is not None else question
         if pending is not None and choice is not None:
@@ -92,7 +96,8 @@ class RulePlanner:
         previous = self._previous_intent(context, before=pending)
         choices = [*earlier, choice] if choice is not None else None
         result = self.parser.parse(asked, today=today, route=chosen, corrections=corrections, previous=previous, choice=choices)
-        if preference is not None and not _asks_for_data(result.parsed):
+        if preference is not None and not _asks_for_data(self.parser.recognise(question, today=today, corrections=corrections)):
+            # Said on its own (in a session too): remembered, not a follow-up of the last question.
             notes.append(f"remembered: {preference.text}")
             return Plan(status="remembered", route=chosen, remember=preference, planner=self.name, notes=notes)
         notes.extend(result.notes)
@@ -205,6 +210,41 @@ class RulePlanner:
         target = targets[index]
         assert target is not None
         return last, Choice(reason=str(asked.get("reason") or ""), term=asked.get("term"), target=target)
+
+    def _ask_again(self, reply: str, pending: PreviousTurn, route: Route | str | None, notes: list[str]) -> Plan:
+        """The same clarification again, the question still waiting: nothing is guessed or stored."""
+        asked = Clarification.model_validate(pending.clarification)
+        zh = language_of(reply) == "zh" or language_of(asked.question) == "zh"
+        count = len(asked.options)
+        prefix = f"请从这 {count} 个选项里选一个：" if zh else f"Please pick one of the {count} options: "
+        notes.append(f"the reply {reply!r} picks none of the options; the question is still waiting")
+        chosen = parse_forced_route(route) if route is not None else classify_route(_pending_question(pending))
+        return Plan(
+            status="needs_clarification",
+            route=chosen,
+            clarification=asked.model_copy(
+                update={
+                    "question": prefix + asked.question.removeprefix(prefix),
+                    "pending_question": _pending_question(pending),
+                }
+            ),
+            planner=self.name,
+            notes=notes,
+        )
+
+    def _other_issue(
+        self, reply: str, pending: PreviousTurn, corrections: list[TermMapping], today: date
+    ) -> Choice | None:
+        """A reply that settles another open question of the pending one: "净收入" when 西安 was
+        asked about first and 收入 is ambiguous too. The clarification about 西安 then comes again."""
+        said = self.parser.recognise(reply, today=today, corrections=corrections)
+        if len(said.metrics) != 1 or said.unknown_terms or said.filters or said.group_dims or said.times:
+            return None
+        waiting = self.parser.recognise(_pending_question(pending), today=today, corrections=corrections)
+        for term, candidates in waiting.ambiguous:
+            if said.metrics[0] in candidates:
+                return Choice(reason="ambiguous_metric", term=term, target=ChoiceTarget(metric=said.metrics[0]))
+        return None
 
     def _choice_by_meaning(
         self, reply: str, targets: list[ChoiceTarget | None], corrections: list[TermMapping], today: date

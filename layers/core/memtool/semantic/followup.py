@@ -42,7 +42,7 @@ FOLLOW_UP_PATTERNS: list[tuple[MarkerKind, str]] = [
     ("extend", rf"{_B}(?:also|too|as\s+well|additionally|in\s+addition){_E}"),
     ("narrow", r"只看|仅看|只要|仅要|只需要|单看|只查|只算|只保留|仅限|只限"),
     ("narrow", rf"{_B}(?:only|just){_E}"),
-    ("weak", r"^(?:那么|那)|呢\s*[?？。!！]*\s*$|怎么样\s*[?？]*\s*$"),
+    ("weak", r"^(?:那么|那)|呢\s*[?？。!！]*\s*$|怎么样\s*[?？]*\s*$|也看|也要看|还要看|还想看|再看看|顺便看"),
     ("weak", rf"^\s*(?:and|what\s+about|how\s+about|now|then|ok(?:ay)?,?)\s*{_E}"),
 ]
 
@@ -72,6 +72,31 @@ _ORDINAL_EN = re.compile(
 )
 _REPLY_FILLER = re.compile(r"^(?:就是|就|是|选|要|用|看|指的是|指|我说的是|i\s+mean|i\s+meant|use|the)\s*|\s*(?:吧|啊|呀|的|就行|即可|please)\s*$", re.IGNORECASE)
 _PUNCTUATION = re.compile(r"[\s,，。.!！?？、:：;；\"'“”‘’()（）]+")
+
+
+_NO_CHOICE = re.compile(r"^(?:都要|都行|都可以|两个都要|全部都要|都不是|都不要|都不对|都不|both|all\s+of\s+them|neither|none(?:\s+of\s+them)?)$", re.IGNORECASE)
+
+
+def declines_to_choose(reply: str, count: int) -> bool:
+    """A reply that answers the clarification without picking one option: "都要", "neither",
+    or a position there is no option for ("第三个" of two)."""
+    text = _PUNCTUATION.sub(" ", reply).strip()
+    if _NO_CHOICE.match(text):
+        return True
+    return ordinal_position(reply) is not None and ordinal_choice(reply, count) is None
+
+
+def ordinal_position(reply: str) -> int | None:
+    """The position a reply names ("第三个" -> 3, "the last" -> -1), whether or not it exists."""
+    text = _PUNCTUATION.sub(" ", reply).strip()
+    match = _ORDINALS_ZH.match(text.replace(" ", ""))
+    if match:
+        return parse_number(match.group("n"))
+    match = _ORDINAL_EN.match(text)
+    if match:
+        word = match.group("n").lower()
+        return int(word) if word.isdigit() else _ORDINALS_EN.get(word)
+    return None
 
 
 def ordinal_choice(reply: str, count: int) -> int | None:
@@ -141,7 +166,9 @@ def is_follow_up(parsed: ParsedQuestion) -> bool:
     own_scope = bool(parsed.has_grouping or parsed.times or parsed.filters or parsed.exclusions)
     if not has_metric:
         return bool(own_scope or parsed.follow_up_markers or parsed.top_n is not None or parsed.unit is not None)
-    return "weak" in parsed.follow_up_markers and not own_scope
+    # "那订单数按大区呢", "what about order count by city?": another metric in the same context,
+    # unless the question names its own window (then it stands alone).
+    return "weak" in parsed.follow_up_markers and not parsed.times
 
 
 def merge_previous(parsed: ParsedQuestion, previous: Intent, catalog: Catalog) -> list[str]:
@@ -171,13 +198,16 @@ def merge_previous(parsed: ParsedQuestion, previous: Intent, catalog: Catalog) -
     if parsed.grain is None and not parsed.trend and previous_grain is not None:
         parsed.grain = previous_grain
         carried.append(f"grain {previous_grain}")
-    # Filters: the previous ones, minus dropped dimensions and the ones the question replaces.
-    replace = "replace" in parsed.follow_up_markers
+    # Filters: the previous ones, minus dropped dimensions and the ones the question replaces: a new
+    # place replaces the old one, city or region ("那北京呢" after 华东, "换成杭州" after 上海);
+    # with 再/also the values of the same dimension add up ("also Beijing").
     named = set(parsed.filters) | set(parsed.exclusions)
-    if replace and named:
-        # "换成杭州" after 上海 (or after 华东): a new place replaces the old one, city or region.
-        families = {_filter_family(catalog, d) for d in named}
-        named |= {f.dimension for f in previous.filters if _filter_family(catalog, f.dimension) in families}
+    if extend:
+        for item in previous.filters:
+            if item.op == "in" and item.dimension in parsed.filters:
+                parsed.filters[item.dimension] = list(dict.fromkeys([*item.values, *parsed.filters[item.dimension]]))
+    families = {_filter_family(catalog, d) for d in named}
+    named |= {f.dimension for f in previous.filters if _filter_family(catalog, f.dimension) in families}
     kept_filters: list[str] = []
     for item in previous.filters:
         if item.dimension in dropped or item.dimension in named:
@@ -233,6 +263,7 @@ def shifted_year_back(window: TimeWindow, label: str) -> TimeWindow:
 __all__ = [
     "ChoiceTarget",
     "FOLLOW_UP_PATTERNS",
+    "declines_to_choose",
     "drop_patterns",
     "is_follow_up",
     "mark_incompatible",
