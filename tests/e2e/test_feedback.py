@@ -111,6 +111,11 @@ BAD_FEEDBACK = [
     ({"rating": 1, "correction": "this is not a correction"}, "correction"),
     ({"rating": 1, "correction": {"term": "x" * 51, "means": "订单数"}}, "correction.term"),
     ({}, "rating"),
+    ({"comment": "  "}, "rating"),
+    ({"signals": {"copied": False}}, "rating"),
+    ({"correction": "订单数就是销售额"}, "correction"),
+    ({"correction": "上个月就是订单数"}, "correction"),
+    ({"correction": {"term": "单子\u200b数", "means": "订单数"}}, "correction.term"),
 ]
 
 
@@ -198,3 +203,39 @@ def test_feedback_is_idempotent_for_a_request_id(api, taught):
     again = feedback(api, {"episode_id": answer["episode_id"], "rating": 1}, headers=key)
     assert first.status == again.status == 200 and first.json() == again.json()
     assert memory(api, taught["correction"]["id"])["memory"]["credit"]["uses"] == 1
+
+
+def test_a_comment_keeps_the_rating_and_a_correction_alone_says_the_answer_was_wrong(api, taught):
+    answer = ask(api, "上个月各渠道的单子数")
+    feedback(api, {"episode_id": answer["episode_id"], "rating": 1})
+    kept = feedback(api, {"episode_id": answer["episode_id"], "comment": "thanks"}).json()
+    assert kept["reward"]["total"] == pytest.approx(1.0)
+    credit = memory(api, taught["correction"]["id"])["memory"]["credit"]
+    assert (credit["uses"], credit["successes"]) == (1, 1)
+
+    wrong = feedback(api, {"episode_id": answer["episode_id"], "correction": "单子数指的是销量"}).json()
+    assert wrong["reward"]["total"] < 0 and wrong["reward"]["user"] == -1.0
+    credit = memory(api, taught["correction"]["id"])["memory"]["credit"]
+    assert (credit["uses"], credit["successes"], credit["failures"]) == (1, 0, 1)  # the contradicted meaning failed
+
+
+def test_changing_a_thumbs_up_withdraws_its_fewshot_candidate(api, taught):
+    answer = ask(api, "上个月各渠道的单子数")
+    candidate = feedback(api, {"episode_id": answer["episode_id"], "rating": 1}).json()["fewshot_candidate"]
+    feedback(api, {"episode_id": answer["episode_id"], "rating": -1})
+    read = api.call("GET", f"/memories/{candidate['id']}", roles="admin").json()["memory"]
+    assert read["status"] == "archived" and "withdrawn" in read["status_reason"]
+    assert api.call("POST", f"/fewshots/{candidate['id']}/approve", as_user=(api.tenant, "boss"), roles="admin").status == 409
+
+
+def test_one_users_thumbs_downs_never_archive_a_shared_correction(api, aws, drain):
+    use_settings(aws.model_copy(update={"retire_after_uses": 2, "retire_below_score": -0.1}))
+    shared = remember(api, {"kind": "correction", "scope": "tenant", "content": "开方量 = 处方量", "value": {"term": "开方量", "maps_to": {"metric": "rx_volume"}}}, roles="curator")
+    drain.drain()
+    for _ in range(3):
+        answer = ask(api, "上个月各大区的开方量")
+        reply = feedback(api, {"episode_id": answer["episode_id"], "rating": -1}).json()
+    assert any("a curator should review it" in note for note in reply["notes"])
+    assert memory(api, shared["id"])["memory"]["status"] == "active"
+    other = api.call("POST", "/ask", {"question": "上个月各大区的开方量"}, as_user=(api.tenant, "wang")).json()
+    assert other["status"] == "answered"  # everyone else still gets the shared meaning

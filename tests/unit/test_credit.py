@@ -70,9 +70,10 @@ def test_a_replacement_to_neutral_only_removes_the_old_class():
     neutral = credit(rated, "ep-1", 0.0, minutes=2)
 
     assert (neutral.uses, neutral.successes, neutral.failures) == (2, 1, 0)
-    assert neutral.feedback_score == 0.28125  # 0.15625 + 0.25 * (0 - -0.5)
-    # The re-rated episode moves to the end: the ledger is ordered by when each rating came
-    assert [(e.episode_id, e.reward) for e in neutral.recent] == [("ep-2", 1.0), ("ep-1", 0.0)]
+    # 0.15625 + 0.25 * 0.75 * (0 - -0.5): ep-2 came after ep-1, so ep-1's step is worth 0.75 of what it was
+    assert neutral.feedback_score == 0.25
+    assert neutral.feedback_score == credit(credit(Credit(), "ep-1", 0.0), "ep-2", 1.0).feedback_score
+    assert [(e.episode_id, e.reward) for e in neutral.recent] == [("ep-1", 0.0), ("ep-2", 1.0)]
 
 
 def test_the_ledger_keeps_the_newest_episodes_and_a_forgotten_one_counts_again():

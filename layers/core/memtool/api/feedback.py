@@ -54,7 +54,11 @@ class FeedbackBody(_Body):
         return rating
 
     def says_something(self) -> bool:
-        return not (self.rating is None and self.correction is None and self.comment is None and not (self.signals and self.signals.model_dump(exclude_none=True)))
+        """A rating, a correction, a comment with words in it, or a signal that says something
+        (a flag that is true, or a dwell time): anything else is an empty feedback."""
+        signals = self.signals.model_dump(exclude_none=True) if self.signals is not None else {}
+        signalled = any(value is True for value in signals.values()) or "dwell_ms" in signals
+        return self.rating is not None or self.correction is not None or bool((self.comment or "").strip()) or signalled
 
 
 class CreditedView(BaseModel):

@@ -8,6 +8,7 @@ refused, and nothing is stored.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from datetime import date
 
@@ -65,12 +66,25 @@ def resolve_meaning(means: str, parser: QuestionParser, today: date) -> MappingT
     return found[0] if len(found) == 1 else None
 
 
+# What a question's words already mean: a term taught to mean something else would change them.
+_MEANINGFUL_SPANS = {"metric", "entity", "time", "group", "noun", "grain", "top_n", "compare", "unit", "trend", "share"}
+
+
 def correction_target(term: str, means: str, parser: QuestionParser, today: date) -> MappingTarget:
     """What ``term`` is taught to mean, or CorrectionRefused naming the part that is wrong."""
     if not term.strip():
         raise CorrectionRefused("the term is empty", "term")
     if len(term) > MAX_TERM_CHARS:
         raise CorrectionRefused(f"the term is {len(term)} characters; the limit is {MAX_TERM_CHARS}", "term")
+    if any(unicodedata.category(ch) in ("Cf", "Cc", "Co", "Cn") for ch in term):
+        raise CorrectionRefused("the term has invisible characters; type it as it is said", "term")
+    if sum(1 for ch in term if ch.isalnum()) < 2:
+        raise CorrectionRefused("the term needs at least two letters, digits or characters", "term")
+    taken = [s for s in parser.recognise(term, today=today).spans if s.kind in _MEANINGFUL_SPANS]
+    if taken:
+        raise CorrectionRefused(
+            f"{taken[0].text!r} already means something to memtool ({taken[0].kind}); a correction teaches a new word", "term"
+        )
     target = resolve_meaning(means, parser, today)
     if target is None:
         raise CorrectionRefused(

@@ -369,6 +369,10 @@ class AskSteps:
             state.note(f"the meaning of {term!r} was used for this question but could not be remembered: {exc.message}")
             return
         state.note(f"remembered: {term} -> {target} (memory:{result.record.id}@v{result.record.version})")
+        # The choice shaped this answer: feedback on it credits (or blames) the correction it made.
+        state.memories_used.append(
+            MemoryUse(id=result.record.id, version=result.record.version, kind=MemoryKind.CORRECTION.value, score=1.0, content=result.record.content)
+        )
 
     def _remember_preference(self, state: AskState, preference: dict[str, Any]) -> None:
         """A standing preference stated in chat supersedes the profile slot (its history stays)."""

@@ -169,17 +169,24 @@ class FeedbackService:
         value = episode.value if isinstance(episode.value, dict) else {}
         error = value.get("error") if isinstance(value.get("error"), dict) else None
         env = environment_reward(str(value.get("outcome") or "failed"), row_count=value.get("row_count"), error=(error or {}).get("error"))
-        reward = fuse(
-            env, rating=command.rating, signals=command.signals, alpha=self._settings.reward_env_weight, beta=self._settings.reward_user_weight
-        )
         notes: list[str] = []
         previous = value.get("feedback") if isinstance(value.get("feedback"), dict) else None
-        episode = self._keep_on_episode(mine, episode, command, reward, now)
-        credited = self._credit(who, episode, value, reward, command.episode_id, now, notes)
+        rating, signals = self._verdict(command, previous, notes)
+        reward = fuse(env, rating=rating, signals=signals, alpha=self._settings.reward_env_weight, beta=self._settings.reward_user_weight)
+        candidate_id = (previous or {}).get("fewshot_candidate")
+        episode = self._keep_on_episode(mine, episode, command, rating, signals, reward, now, candidate_id)
+        says = rating is not None or reward.user is not None
+        credited = self._credit(who, episode, value, reward, command.episode_id, now, notes) if says else []
+        if not says:
+            notes.append("a comment alone credits nothing; rate the answer to credit the memories it used")
         correction = self._remember_correction(who, command, taught, episode, now) if taught is not None else None
         candidate = None
-        if command.rating == 1 and value.get("outcome") == "answered" and value.get("sql") and (value.get("row_count") or 0) > 0:
+        if rating == 1 and value.get("outcome") == "answered" and value.get("sql") and (value.get("row_count") or 0) > 0:
             candidate = self._record_fewshot(who, episode, value, reward, notes)
+            if candidate is not None and candidate.id != candidate_id:
+                episode = self._note_candidate(mine, episode, candidate.id, now)
+        elif candidate_id and rating != 1:
+            self._withdraw_candidate(who, str(candidate_id), command.episode_id, rating, now, notes)
         return FeedbackOutcome(
             episode_id=command.episode_id,
             reward=reward,
@@ -191,6 +198,25 @@ class FeedbackService:
         )
 
     # ---- pieces ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _verdict(command: FeedbackCommand, previous: dict[str, Any] | None, notes: list[str]) -> tuple[int | None, dict[str, Any]]:
+        """The rating and signals this feedback stands for.
+
+        A correction without a rating says the answer was wrong (-1). A comment alone keeps the
+        episode's earlier rating and signals rather than erasing them.
+        """
+        if command.rating is not None:
+            return command.rating, command.signals
+        if command.correction is not None:
+            notes.append("a correction without a rating counts as a thumbs-down: the answer was wrong")
+            return -1, command.signals
+        if command.signals:
+            return None, command.signals
+        if previous is not None:
+            kept = previous.get("rating")
+            return (kept if kept in (-1, 0, 1) else None), dict(previous.get("signals") or {})
+        return None, {}
 
     def _checked_correction(self, who: Identity, stated: StatedCorrection | None) -> tuple[str, MappingTarget, str] | None:
         if stated is None:
@@ -223,17 +249,28 @@ class FeedbackService:
             field="correction",
         )
 
-    def _keep_on_episode(self, mine: Partition, episode: MemoryRecord, command: FeedbackCommand, reward: Reward, now: datetime) -> MemoryRecord:
+    def _keep_on_episode(
+        self,
+        mine: Partition,
+        episode: MemoryRecord,
+        command: FeedbackCommand,
+        rating: int | None,
+        signals: dict[str, Any],
+        reward: Reward,
+        now: datetime,
+        candidate_id: Any,
+    ) -> MemoryRecord:
         """The feedback as a new version of the episode: a later rating replaces this one."""
         comment = redact(command.comment).text if command.comment else None
         for _ in range(WRITE_ATTEMPTS):
             value = dict(episode.value) if isinstance(episode.value, dict) else {}
             value["feedback"] = {
-                "rating": command.rating,
-                "signals": command.signals,
+                "rating": rating,
+                "signals": signals,
                 "comment": comment,
                 "reward": reward.as_dict(),
                 "at": now.isoformat(),
+                "fewshot_candidate": candidate_id,
             }
             try:
                 return self._store.update(mine, episode.id, MemoryPatch(value=value), episode.version, now).record
@@ -293,10 +330,17 @@ class FeedbackService:
         return None
 
     def _maybe_retire(self, where: Partition, record: MemoryRecord, now: datetime, notes: list[str]) -> tuple[MemoryRecord, bool]:
-        """Archive a memory whose score stays below the threshold after enough uses."""
+        """Archive a user's memory whose score stays below the threshold after enough uses.
+
+        A shared (tenant) memory is never archived by one user's feedback: it is left for a
+        curator (a few-shot leaves search by its fail_count instead).
+        """
         threshold, uses = self._settings.retire_below_score, self._settings.retire_after_uses
         live = record.status in (MemoryStatus.ACTIVE, MemoryStatus.APPROVED)
         if record.kind in _NEVER_RETIRED or not live or record.credit.uses < uses or record.credit.feedback_score >= threshold:
+            return record, False
+        if record.scope is MemoryScope.TENANT:
+            notes.append(f"shared memory {record.id} is below the retirement threshold; a curator should review it")
             return record, False
         reason = f"retired by feedback: feedback_score {record.credit.feedback_score:.3f} below {threshold} after {record.credit.uses} uses"
         for _ in range(WRITE_ATTEMPTS):
@@ -340,6 +384,35 @@ class FeedbackService:
             ),
         )
         return self._store.create(where, draft, now).record
+
+    def _note_candidate(self, mine: Partition, episode: MemoryRecord, candidate_id: str, now: datetime) -> MemoryRecord:
+        """Keep the candidate's id with the feedback, so a later rating can withdraw it."""
+        for _ in range(WRITE_ATTEMPTS):
+            value = dict(episode.value) if isinstance(episode.value, dict) else {}
+            value["feedback"] = {**(value.get("feedback") or {}), "fewshot_candidate": candidate_id}
+            try:
+                return self._store.update(mine, episode.id, MemoryPatch(value=value), episode.version, now).record
+            except VersionConflict:
+                episode = self._store.get(mine, episode.id, now)
+        return episode
+
+    def _withdraw_candidate(self, who: Identity, candidate_id: str, episode_id: str, rating: int | None, now: datetime, notes: list[str]) -> None:
+        """The example this episode's thumbs-up made stops steering: its author no longer vouches for it."""
+        shared = Partition(who.tenant, TENANT_OWNER)
+        reason = f"withdrawn: the rating of episode {episode_id} changed to {rating if rating is not None else 'none'}"
+        for _ in range(WRITE_ATTEMPTS):
+            try:
+                current = self._store.get(shared, candidate_id, now)
+            except NotFound:
+                return
+            if current.status not in (MemoryStatus.PENDING_REVIEW, MemoryStatus.APPROVED):
+                return
+            try:
+                self._store.update(shared, candidate_id, MemoryPatch(status=MemoryStatus.ARCHIVED, status_reason=reason), current.version, now)
+            except VersionConflict:
+                continue
+            notes.append(f"few-shot candidate {candidate_id} {reason}")
+            return
 
     def _record_fewshot(self, who: Identity, episode: MemoryRecord, value: dict[str, Any], reward: Reward, notes: list[str]) -> MemoryRecord | None:
         if self._fewshots is None:

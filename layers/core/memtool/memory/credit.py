@@ -24,14 +24,16 @@ def credit_after(credit: Credit, *, episode_id: str, reward: float, alpha: float
     A success is a reward above 0, a failure one below 0; 0 counts as a use and nothing else.
     The same episode with the same reward changes nothing (``credit`` itself comes back). The
     same episode with another reward replaces its rating: uses stay, the old class count moves
-    to the new class, and the score moves by ``alpha * (new - old)`` (exactly the EMA step the
-    new reward would have made, when no other reward came in between). An episode the ledger
-    has forgotten (older than the newest ``CREDIT_RECENT_KEPT``) counts as a new one.
+    to the new class, and the score moves by ``alpha * (1 - alpha)**k * (new - old)``, where k
+    is the number of episodes credited after it: exactly the score the new reward would have
+    given in its place (the entry keeps its place in the ledger). An episode the ledger has
+    forgotten (older than the newest ``CREDIT_RECENT_KEPT``) counts as a new one.
     """
     _check_reward(reward)
     if not 0 < alpha <= 1:
         raise ValidationFailed("alpha must be in (0, 1]", field="alpha")
-    earlier = next((entry for entry in credit.recent if entry.episode_id == episode_id), None)
+    position = next((i for i, entry in enumerate(credit.recent) if entry.episode_id == episode_id), None)
+    earlier = credit.recent[position] if position is not None else None
     entry = CreditEntry(episode_id=episode_id, reward=reward, at=now)
     others = [e for e in credit.recent if e.episode_id != episode_id]
     if earlier is None:
@@ -45,15 +47,18 @@ def credit_after(credit: Credit, *, episode_id: str, reward: float, alpha: float
         )
     if earlier.reward == reward:
         return credit  # a retried rating
+    assert position is not None
     successes, failures = _counted(credit.successes, credit.failures, earlier.reward, -1)
     successes, failures = _counted(successes, failures, reward, +1)
+    later = len(credit.recent) - position - 1  # EMA steps made since this episode's own
+    recent = list(credit.recent)
+    recent[position] = entry  # in its place: the ledger stays in the order the episodes first counted
     return Credit(
         uses=credit.uses,
         successes=successes,
         failures=failures,
-        feedback_score=_clamped(credit.feedback_score + alpha * (reward - earlier.reward)),
-        # The re-rated episode moves to the end: the ledger stays ordered by when each rating came.
-        recent=[*others, entry][-CREDIT_RECENT_KEPT:],
+        feedback_score=_clamped(credit.feedback_score + alpha * (1 - alpha) ** later * (reward - earlier.reward)),
+        recent=recent,
     )
 
 
