@@ -23,7 +23,7 @@ PendingBody = Annotated[dict[str, Any] | None, Body(description="its shape arriv
 )
 def diagnose(body: PendingBody = None):
     caller(app)
-    raise NotImplementedYet("diagnosis arrives with the learning issue", field="path")
+    raise NotImplementedYet("diagnosis (classify, test a repair, keep the lesson) arrives with the diagnosis release", field="path")
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)

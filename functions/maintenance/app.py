@@ -11,4 +11,4 @@ logger = Logger(service="memtool")
 
 @logger.inject_lambda_context
 def lambda_handler(event: dict, context) -> dict:
-    return not_implemented("maintenance", event, "memory maintenance arrives with the learning issue")
+    return not_implemented("maintenance", event, "memory maintenance (decay, consolidation, archive, index reconciliation) arrives with a later release")

@@ -92,6 +92,8 @@ FOLLOW_UPS = [
     (["2026年Q1华东各渠道的销售额"], "那订单数按大区呢", "2026年Q1华东各大区的订单数"),
     (["2026年Q1华东各渠道的销售额"], "也看一下订单数", "2026年Q1华东各渠道的订单数"),
     (["net revenue by channel in Shanghai last month"], "also Hangzhou", "net revenue by channel in Shanghai and Hangzhou last month"),
+    # a carried grouping the new metric lacks is dropped, with a word
+    (["上个月各渠道的净收入"], "换成处方量", "上个月处方量"),
 ]
 
 

@@ -211,7 +211,7 @@ class AskSteps:
         return state
 
     def step_diagnose(self, state: AskState) -> AskState:
-        # The learning issue fills this in: classify the error, test a repair, keep the lesson.
+        # The diagnosis work fills this in: classify the error, test a repair, keep the lesson.
         state.repair_attempts += 1
         state.repair_status = "not_repaired"
         return state
@@ -322,11 +322,13 @@ class AskSteps:
         }
         sources = [SourceRef(id=m.id, version=m.version) for m in state.memories_used]
 
+        asked = value["asked"]  # a reply to a clarification is an episode of the question it answered
+
         def episode(value: dict[str, Any], sources: list[SourceRef]) -> CreateMemoryBody:
             return CreateMemoryBody(
                 kind=MemoryKind.EPISODIC,
                 key=episode_key(state.episode_id),
-                content=state.input.question,
+                content=asked,
                 source_text=state.input.question,
                 value=value,
                 session_id=state.input.session_id,

@@ -178,6 +178,7 @@ def merge_previous(parsed: ParsedQuestion, previous: Intent, catalog: Catalog) -
     not name come from ``previous``.
     """
     carried: list[str] = []
+    own = {*parsed.group_dims, *parsed.filters, *parsed.exclusions}  # what the question names itself
     if not (parsed.metrics or parsed.ambiguous or parsed.unsupported):
         parsed.metrics = [previous.metric]
         carried.append(f"metric {previous.metric}")
@@ -233,6 +234,16 @@ def merge_previous(parsed: ParsedQuestion, previous: Intent, catalog: Catalog) -
     for dim in dropped:
         parsed.group_dims = [d for d in parsed.group_dims if d != dim]
     mark_incompatible(parsed, catalog)  # what the merged metric cannot be grouped or filtered by
+    # A grouping or filter carried over that the new metric lacks is dropped, with a word ("换成处方量"
+    # after a channel grouping); one the question names itself still gets the clarification.
+    dropped_here = [d for d in parsed.incompatible if d not in own]
+    for dim in dropped_here:
+        parsed.group_dims = [d for d in parsed.group_dims if d != dim]
+        parsed.filters.pop(dim, None)
+        parsed.exclusions.pop(dim, None)
+        carried.append(f"not {dim}: {'/'.join(parsed.metrics)} has no {dim} dimension")
+    if dropped_here:
+        mark_incompatible(parsed, catalog)
     return carried
 
 

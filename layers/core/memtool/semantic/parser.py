@@ -574,8 +574,10 @@ class QuestionParser:
             limit=limit,
             unit=parsed.unit if self.catalog.metric(metric).kind == "money" else None,
         )
-        if parsed.unit is not None:
+        if parsed.unit is not None and self.catalog.metric(metric).kind == "money":
             result.notes.append(f"unit {parsed.unit} from the question")
+        elif parsed.unit is not None:
+            result.notes.append(f"unit {parsed.unit} ignored: {metric} is not an amount of money")
         if parsed.share:
             result.notes.append("share: the question asks for shares of a total (占比)")
         if parsed.ignored_words:
