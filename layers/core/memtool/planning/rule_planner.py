@@ -147,6 +147,9 @@ class RulePlanner:
             notes.append(f"chart {chart} from {chart_source}")
             if chart_source == "the profile" and "chart" in context.profile_sources:
                 applied.append(_applied_source(context.profile_sources["chart"], "profile", f"chart {chart}"))
+        if chosen == "kpi_lookup" and intent.dimensions and result.carried_over:
+            chosen = "nl2sql_query"  # "换成处方量" reads as one number, but it carries a grouping
+            notes.append("route nl2sql_query: the follow-up carries a grouping")
         compiled = self.compiler.compile(intent)
         citations.append(Citation(source=f"catalog:metric/{metric.name}", text=metric.definition(result.parsed.lang)))
         notes.append(f"model_version {self.catalog.model_version_for(intent)}")
