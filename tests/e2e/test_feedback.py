@@ -213,10 +213,14 @@ def test_a_comment_keeps_the_rating_and_a_correction_alone_says_the_answer_was_w
     credit = memory(api, taught["correction"]["id"])["memory"]["credit"]
     assert (credit["uses"], credit["successes"]) == (1, 1)
 
-    wrong = feedback(api, {"episode_id": answer["episode_id"], "correction": "单子数指的是销量"}).json()
+    # a correction after a rating keeps that rating; on an episode never rated it says "wrong"
+    later = feedback(api, {"episode_id": answer["episode_id"], "correction": "单据数就是订单数"}).json()
+    assert later["reward"]["total"] == pytest.approx(1.0)
+    second = ask(api, "上个月各大区的单子数")
+    wrong = feedback(api, {"episode_id": second["episode_id"], "correction": "单子数指的是销量"}).json()
     assert wrong["reward"]["total"] < 0 and wrong["reward"]["user"] == -1.0
     credit = memory(api, taught["correction"]["id"])["memory"]["credit"]
-    assert (credit["uses"], credit["successes"], credit["failures"]) == (1, 0, 1)  # the contradicted meaning failed
+    assert (credit["uses"], credit["successes"], credit["failures"]) == (2, 1, 1)  # the contradicted meaning failed
 
 
 def test_changing_a_thumbs_up_withdraws_its_fewshot_candidate(api, taught):
@@ -239,3 +243,54 @@ def test_one_users_thumbs_downs_never_archive_a_shared_correction(api, aws, drai
     assert memory(api, shared["id"])["memory"]["status"] == "active"
     other = api.call("POST", "/ask", {"question": "上个月各大区的开方量"}, as_user=(api.tenant, "wang")).json()
     assert other["status"] == "answered"  # everyone else still gets the shared meaning
+
+
+def test_signals_after_a_rating_keep_it_and_another_users_rerating_never_withdraws_an_example(api, taught):
+    answer = ask(api, "上个月各渠道的单子数")
+    candidate = feedback(api, {"episode_id": answer["episode_id"], "rating": 1}).json()["fewshot_candidate"]
+    kept = feedback(api, {"episode_id": answer["episode_id"], "signals": {"copied": True}}).json()
+    assert kept["reward"]["user_source"] == "rating" and kept["reward"]["total"] == pytest.approx(1.0)
+    assert api.call("POST", f"/fewshots/{candidate['id']}/approve", as_user=(api.tenant, "boss"), roles="admin").status == 200
+
+    # another user likes the same question, then changes their mind: the approved example stays
+    wang = (api.tenant, "wang")
+    api.call("POST", "/memories", {"kind": "correction", "content": "单子数 = 订单数", "value": TERM}, as_user=wang)
+    theirs = api.call("POST", "/ask", {"question": "上个月各渠道的单子数"}, as_user=wang).json()
+    api.call("POST", "/feedback", {"episode_id": theirs["episode_id"], "rating": 1}, as_user=wang)
+    api.call("POST", "/feedback", {"episode_id": theirs["episode_id"], "rating": -1}, as_user=wang)
+    assert api.call("GET", f"/memories/{candidate['id']}", roles="admin").json()["memory"]["status"] == "approved"
+
+
+def test_an_answer_reached_by_choosing_a_place_is_not_recorded_as_an_example(api, aws):
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    asked = ask(api, "上个月西安各渠道的净收入", session_id=session)
+    assert asked["status"] == "needs_clarification"
+    answer = ask(api, "北京", session_id=session)
+    assert answer["status"] == "answered"
+    reply = feedback(api, {"episode_id": answer["episode_id"], "rating": 1}).json()
+    assert reply["fewshot_candidate"] is None
+    assert any("not recorded as an example" in note for note in reply["notes"])
+
+
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [
+        ({"term": "销售额", "maps_to": {"metric": "refund_amount"}}, "value.term"),
+        ({"term": "上个月", "maps_to": {"dimension": "region", "value": "华北"}}, "value.term"),
+        ({"term": "\u200b单子", "maps_to": {"metric": "order_count"}}, "value.term"),
+        ({"term": "单子数", "maps_to": {"metric": "no_such"}}, "value.maps_to"),
+        ({"term": "火星站", "maps_to": {"dimension": "city", "value": "火星"}}, "value.maps_to"),
+    ],
+)
+def test_a_correction_written_through_the_memory_api_is_checked_like_one_from_chat(api, aws, value, field):
+    reply = api.call("POST", "/memories", {"kind": "correction", "content": "taught", "value": value, "scope": "tenant"}, roles="curator")
+    assert reply.status == 400 and reply.json()["field"] == field, reply.body
+    assert api.call("GET", "/memories", query={"kind": "correction", "scope": "tenant"}).json()["items"] == []
+
+
+def test_only_admins_delete_fewshots(api, aws):
+    from memtool.runtime import container
+
+    shot = container.fewshot_library().record_candidate(api.tenant, "li", episode_id="ep_y", question="上月净收入", intent=None, sql="SELECT 1", reward=1.0)
+    assert api.call("DELETE", f"/memories/{shot.id}", roles="curator").status == 403
+    assert api.call("DELETE", f"/memories/{shot.id}", roles="admin").status == 204

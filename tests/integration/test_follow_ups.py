@@ -94,6 +94,9 @@ FOLLOW_UPS = [
     (["net revenue by channel in Shanghai last month"], "also Hangzhou", "net revenue by channel in Shanghai and Hangzhou last month"),
     # a carried grouping the new metric lacks is dropped, with a word
     (["上个月各渠道的净收入"], "换成处方量", "上个月处方量"),
+    (["上个月上海各渠道的净收入"], "也看一下北京", "上个月上海和北京各渠道的净收入"),
+    (["今年每月的销售额"], "by city instead", "gross revenue by city this year"),
+    (["本月华东的销售额"], "那上个月的订单数呢", "上个月华东的订单数"),
 ]
 
 
@@ -216,3 +219,26 @@ def test_a_preference_said_in_a_session_is_remembered_not_merged(demo: Demo) -> 
     session.ask("上个月各大区净收入")
     plan = session.ask("以后默认用万元")
     assert plan.status == "remembered" and plan.remember is not None and plan.remember.unit == "万元"
+
+
+def test_a_preference_said_while_a_clarification_waits_leaves_it_waiting(demo: Demo) -> None:
+    session = Session(demo.planner)
+    session.ask("上个月各大区的收入")
+    assert session.ask("以后默认用万元").status == "remembered"
+    answer = session.ask("第二个")
+    assert demo.rows(answer) == demo.rows(demo.planner.plan("上个月各大区的净收入"))
+
+
+@pytest.mark.parametrize("reply", ["两个都不要", "全要", "都可以吧"])
+def test_more_ways_of_declining_ask_again(demo: Demo, reply: str) -> None:
+    session = Session(demo.planner)
+    session.ask("上个月各大区的收入")
+    again = session.ask(reply)
+    assert again.status == "needs_clarification" and again.clarification.term == "收入"  # type: ignore[union-attr]
+
+
+def test_words_of_the_conversation_are_never_learned_as_terms(demo: Demo) -> None:
+    session = Session(demo.planner)
+    first = session.ask("第二个")  # nothing waits: "第二" is asked about
+    assert first.status == "needs_clarification"
+    assert session.ask("订单数").learned is None

@@ -343,7 +343,8 @@ def test_a_term_correction_is_found_by_its_term_among_many_corrections_even_when
 ):
     gmv = gmv_correction(api)
     for n in range(30):  # unrelated terms
-        remember(api, f"代号{n} 指 region R{n}", value={"term": f"代号{n}", "dimension": "region", "value": f"R{n}"})
+        region = ("华东", "华北", "华南", "西南", "华中")[n % 5]
+        remember(api, f"代号{n} 指 region {region}", value={"term": f"代号{n}", "dimension": "region", "value": region})
     for rule in ("按渠道 口径: 渠道 = channel_name", "上月 按渠道 排除测试渠道", "按渠道 上月 口径 含线上"):
         remember(api, rule)  # match the question's words better than the GMV correction does
     drain.drain()
@@ -377,7 +378,7 @@ def test_the_users_correction_of_a_term_overrides_the_tenants_then_the_newer_the
     assert reply.status == 201
     tenant_wide = reply.json()["memory"]
     unsure = gmv_correction(api, "gross_revenue", confidence=0.6)
-    sure = gmv_correction(api, "gross_amount", confidence=0.9)  # written at the same instant (frozen clock)
+    sure = gmv_correction(api, "net_revenue", confidence=0.9)  # written at the same instant (frozen clock)
     drain.drain()
 
     both = search(api, "GMV 上月")
@@ -386,7 +387,7 @@ def test_the_users_correction_of_a_term_overrides_the_tenants_then_the_newer_the
     assert tenant_wide["id"] not in ids(both)
 
     clock.advance(days=1)
-    newer = gmv_correction(api, "paid_amount", confidence=0.5)
+    newer = gmv_correction(api, "units", confidence=0.5)
     drain.drain()
     assert [i["memory"]["id"] for i in search(api, "GMV 上月")["items"] if i["memory"]["kind"] == "correction"] == [newer["id"]]
 

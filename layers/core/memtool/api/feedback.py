@@ -58,7 +58,8 @@ class FeedbackBody(_Body):
         (a flag that is true, or a dwell time): anything else is an empty feedback."""
         signals = self.signals.model_dump(exclude_none=True) if self.signals is not None else {}
         signalled = any(value is True for value in signals.values()) or "dwell_ms" in signals
-        return self.rating is not None or self.correction is not None or bool((self.comment or "").strip()) or signalled
+        worded = any(ch.isalnum() for ch in self.comment or "")
+        return self.rating is not None or self.correction is not None or worded or signalled
 
 
 class CreditedView(BaseModel):

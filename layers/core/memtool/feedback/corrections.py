@@ -12,6 +12,7 @@ import unicodedata
 from dataclasses import dataclass
 from datetime import date
 
+from memtool.semantic.followup import usable_term
 from memtool.semantic.parser import MappingTarget, QuestionParser, normalize
 
 _QUOTES = "「」『』\"'“”‘’`《》"
@@ -38,6 +39,52 @@ class CorrectionRefused(ValueError):
     def __init__(self, message: str, part: str) -> None:
         super().__init__(message)
         self.part = part
+
+
+def check_term(term: str, parser: QuestionParser, today: date) -> None:
+    """Refuse a term that cannot be taught: too short, invisible characters, a position or a
+    refusal, or a word that already means something as a whole (订单数, 华东, 上个月, 各渠道).
+    A compound that only contains known words (华东大区) may be taught."""
+    if not term.strip():
+        raise CorrectionRefused("the term is empty", "term")
+    if len(term) > MAX_TERM_CHARS:
+        raise CorrectionRefused(f"the term is {len(term)} characters; the limit is {MAX_TERM_CHARS}", "term")
+    if any(unicodedata.category(ch) in ("Cf", "Cc", "Co", "Cn") or (ch.isspace() and ch != " ") for ch in term):
+        raise CorrectionRefused("the term has invisible characters or odd spaces; type it as it is said", "term")
+    if sum(1 for ch in term if ch.isalnum()) < 2:
+        raise CorrectionRefused("the term needs at least two letters, digits or characters", "term")
+    if not usable_term(term):
+        raise CorrectionRefused("the term is not a word a question would use (a position, a refusal, or spaces inside Chinese)", "term")
+    parsed = parser.recognise(term, today=today)
+    whole = len(parsed.text.strip())
+    taken = [s for s in parsed.spans if s.kind in _MEANINGFUL_SPANS and s.end - s.start >= whole]
+    if taken:
+        raise CorrectionRefused(
+            f"{taken[0].text!r} already means something to memtool ({taken[0].kind}); a correction teaches a new word", "term"
+        )
+
+
+def check_taught_meaning(value: object, parser: QuestionParser, today: date) -> None:
+    """A correction memory's ``{term, maps_to}`` (or flat ``{term, metric|dimension, value}``), as
+    the memory API receives it: the term can be taught and the meaning is in the catalog."""
+    if not isinstance(value, dict) or not isinstance(value.get("term"), str):
+        return  # a free-text correction note: nothing to apply, nothing to check
+    check_term(value["term"].strip(), parser, today)
+    raw = value.get("maps_to")
+    if raw is None:
+        raw = {k: value[k] for k in ("metric", "dimension", "value") if value.get(k) is not None}
+    try:
+        target = MappingTarget.model_validate(raw)
+    except ValueError as exc:
+        raise CorrectionRefused(f"maps_to needs a metric, or a dimension (and a value of it): {exc}", "maps_to") from exc
+    catalog = parser.catalog
+    if target.metric is not None and not catalog.has_metric(target.metric):
+        raise CorrectionRefused(f"no metric {target.metric!r} in the catalog", "maps_to")
+    if target.dimension is not None and not catalog.has_dimension(target.dimension):
+        raise CorrectionRefused(f"no dimension {target.dimension!r} in the catalog", "maps_to")
+    if target.value is not None and target.dimension is not None and parser.entities.of(target.dimension):
+        if parser.entities.resolve(target.dimension, target.value) is None:
+            raise CorrectionRefused(f"no {target.dimension} {target.value!r} in the data", "maps_to")
 
 
 def split_correction(text: str) -> StatedCorrection | None:
@@ -72,19 +119,7 @@ _MEANINGFUL_SPANS = {"metric", "entity", "time", "group", "noun", "grain", "top_
 
 def correction_target(term: str, means: str, parser: QuestionParser, today: date) -> MappingTarget:
     """What ``term`` is taught to mean, or CorrectionRefused naming the part that is wrong."""
-    if not term.strip():
-        raise CorrectionRefused("the term is empty", "term")
-    if len(term) > MAX_TERM_CHARS:
-        raise CorrectionRefused(f"the term is {len(term)} characters; the limit is {MAX_TERM_CHARS}", "term")
-    if any(unicodedata.category(ch) in ("Cf", "Cc", "Co", "Cn") for ch in term):
-        raise CorrectionRefused("the term has invisible characters; type it as it is said", "term")
-    if sum(1 for ch in term if ch.isalnum()) < 2:
-        raise CorrectionRefused("the term needs at least two letters, digits or characters", "term")
-    taken = [s for s in parser.recognise(term, today=today).spans if s.kind in _MEANINGFUL_SPANS]
-    if taken:
-        raise CorrectionRefused(
-            f"{taken[0].text!r} already means something to memtool ({taken[0].kind}); a correction teaches a new word", "term"
-        )
+    check_term(term, parser, today)
     target = resolve_meaning(means, parser, today)
     if target is None:
         raise CorrectionRefused(

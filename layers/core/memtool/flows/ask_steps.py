@@ -307,6 +307,7 @@ class AskSteps:
             "sql": state.sql,
             "intent": plan.get("intent"),
             "asked": plan.get("resolved_question") or state.input.question,  # a reply answers the pending question
+            "clarified": plan.get("clarified") or [],  # the kinds of clarification choices it took
             "outcome": state.status,
             "row_count": (state.result or {}).get("row_count"),
             "error": error,

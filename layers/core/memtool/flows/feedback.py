@@ -183,7 +183,10 @@ class FeedbackService:
         candidate = None
         if rating == 1 and value.get("outcome") == "answered" and value.get("sql") and (value.get("row_count") or 0) > 0:
             candidate = self._record_fewshot(who, episode, value, reward, notes)
-            if candidate is not None and candidate.id != candidate_id:
+            ours = candidate is not None and candidate.provenance.episode_id == command.episode_id
+            if ours and candidate is not None and candidate.id != candidate_id:
+                # Only the candidate this episode recorded is its to withdraw later (an equal example
+                # someone else recorded, or one an admin approved, is not).
                 episode = self._note_candidate(mine, episode, candidate.id, now)
         elif candidate_id and rating != 1:
             self._withdraw_candidate(who, str(candidate_id), command.episode_id, rating, now, notes)
@@ -203,20 +206,20 @@ class FeedbackService:
     def _verdict(command: FeedbackCommand, previous: dict[str, Any] | None, notes: list[str]) -> tuple[int | None, dict[str, Any]]:
         """The rating and signals this feedback stands for.
 
-        A correction without a rating says the answer was wrong (-1). A comment alone keeps the
-        episode's earlier rating and signals rather than erasing them.
+        An explicit rating is the verdict. Otherwise an earlier rating of the episode stands (new
+        signals join the earlier ones); a correction on an episode never rated says the answer was
+        wrong (-1); signals alone are the verdict of an episode never rated.
         """
         if command.rating is not None:
             return command.rating, command.signals
+        earlier = previous.get("rating") if previous is not None and previous.get("rating") in (-1, 0, 1) else None
+        signals = {**dict((previous or {}).get("signals") or {}), **command.signals}
+        if earlier is not None:
+            return earlier, signals
         if command.correction is not None:
             notes.append("a correction without a rating counts as a thumbs-down: the answer was wrong")
-            return -1, command.signals
-        if command.signals:
-            return None, command.signals
-        if previous is not None:
-            kept = previous.get("rating")
-            return (kept if kept in (-1, 0, 1) else None), dict(previous.get("signals") or {})
-        return None, {}
+            return -1, signals
+        return None, signals
 
     def _checked_correction(self, who: Identity, stated: StatedCorrection | None) -> tuple[str, MappingTarget, str] | None:
         if stated is None:
@@ -262,6 +265,8 @@ class FeedbackService:
     ) -> MemoryRecord:
         """The feedback as a new version of the episode: a later rating replaces this one."""
         comment = redact(command.comment).text if command.comment else None
+        if comment is None and isinstance(episode.value, dict):
+            comment = (episode.value.get("feedback") or {}).get("comment")  # a rating keeps the earlier comment
         for _ in range(WRITE_ATTEMPTS):
             value = dict(episode.value) if isinstance(episode.value, dict) else {}
             value["feedback"] = {
@@ -405,8 +410,8 @@ class FeedbackService:
                 current = self._store.get(shared, candidate_id, now)
             except NotFound:
                 return
-            if current.status not in (MemoryStatus.PENDING_REVIEW, MemoryStatus.APPROVED):
-                return
+            if current.status is not MemoryStatus.PENDING_REVIEW or current.provenance.episode_id != episode_id:
+                return  # reviewed already (an admin's call now), or recorded by another episode
             try:
                 self._store.update(shared, candidate_id, MemoryPatch(status=MemoryStatus.ARCHIVED, status_reason=reason), current.version, now)
             except VersionConflict:
@@ -416,6 +421,12 @@ class FeedbackService:
 
     def _record_fewshot(self, who: Identity, episode: MemoryRecord, value: dict[str, Any], reward: Reward, notes: list[str]) -> MemoryRecord | None:
         if self._fewshots is None:
+            return None
+        unlearned = [r for r in value.get("clarified") or [] if r not in ("ambiguous_metric", "unknown_term", "ambiguous_value")]
+        if unlearned:
+            # A choice the question's words do not carry (a place the data lacks, one of several
+            # windows): the example would answer the next asker with this user's choice.
+            notes.append("an answer reached through a clarification choice is not recorded as an example")
             return None
         try:
             return self._fewshots().record_candidate(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,10 +48,18 @@ class MemoryWriteResult:
 
 
 class MemoryService:
-    def __init__(self, store: MemoryStore, clock: Clock, settings: Settings) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        clock: Clock,
+        settings: Settings,
+        *,
+        check_correction: Callable[[Any], None] | None = None,  # raises CorrectionRefused for a meaning that cannot be taught
+    ) -> None:
         self._store = store
         self._clock = clock
         self._settings = settings
+        self._check_correction = check_correction
 
     # ---- writes -------------------------------------------------------------------------
 
@@ -67,6 +76,8 @@ class MemoryService:
         if body.kind is MemoryKind.WORKING and not body.session_id:
             raise ValidationFailed("working memory belongs to a session", field="session_id")
         check_slot_value(body.kind, body.key, body.value)
+        if body.kind is MemoryKind.CORRECTION:
+            self._checked_meaning(body.value)
         where = self._partition(who, scope, writing=True)
         self._check_sizes(content=body.content, source_text=body.source_text, value=body.value)
         content, source_text, value, counts = self._scrub(body.content, body.source_text, body.value)
@@ -103,6 +114,8 @@ class MemoryService:
             raise ValidationFailed("nothing to change", field="body")
         if "value" in fields:
             check_slot_value(current.kind, current.key, fields["value"])
+            if current.kind is MemoryKind.CORRECTION:
+                self._checked_meaning(fields["value"])
         self._check_sizes(
             content=fields.get("content"), source_text=fields.get("source_text"), value=fields.get("value")
         )
@@ -127,6 +140,7 @@ class MemoryService:
             logger.warning("deleting undecodable memory %s of %s/%s at the request of %s", memory_id, where.tenant, where.owner, who.user)
             return self._store.delete_by_id(where, memory_id)
         self._require_write_access(who, current.scope)
+        self._require_reviewer_for(who, current.kind)
         return self._store.forget(where, memory_id)
 
     def end_session(self, who: Identity, session_id: str) -> ForgetOutcome:
@@ -211,6 +225,16 @@ class MemoryService:
                 continue
             return where
         raise NotFound(f"memory {memory_id} not found", field="id")
+
+    def _checked_meaning(self, value: Any) -> None:
+        if self._check_correction is None:
+            return
+        from memtool.feedback.corrections import CorrectionRefused
+
+        try:
+            self._check_correction(value)
+        except CorrectionRefused as exc:
+            raise ValidationFailed(str(exc), field=f"value.{exc.part}") from exc
 
     @staticmethod
     def _refuse_reserved(kind: MemoryKind, key: str | None) -> None:

@@ -78,5 +78,6 @@ class Plan(BaseModel):
     applied: list[AppliedMemory] = Field(default_factory=list)  # memories that shaped this plan
     carried_over: list[str] = Field(default_factory=list)  # parts taken from the previous turn
     resolved_question: str | None = None  # the question planned, when a reply answered a pending one
+    clarified: list[str] = Field(default_factory=list)  # the reasons of the clarification choices applied
     learned: LearnedTerm | None = None  # a clarification reply that taught what a term means
     remember: Preference | None = None  # a standing preference the question stated ("以后默认用万元")

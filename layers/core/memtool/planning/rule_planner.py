@@ -27,7 +27,7 @@ from memtool.planning.routes import classify_route, parse_forced_route
 from memtool.semantic.catalog import Catalog, Lang
 from memtool.semantic.compiler import IntentCompiler
 from memtool.semantic.entities import EntityIndex
-from memtool.semantic.followup import ChoiceTarget, declines_to_choose, option_label, ordinal_choice, plain_reply
+from memtool.semantic.followup import ChoiceTarget, declines_to_choose, option_label, ordinal_choice, plain_reply, usable_term
 from memtool.semantic.intent import Intent
 from memtool.semantic.parser import Choice, ParsedQuestion, ParseResult, QuestionParser, TermMapping, language_of
 
@@ -166,6 +166,7 @@ class RulePlanner:
             applied=[a for a in applied if a.id],
             carried_over=result.carried_over,
             resolved_question=asked if asked != question else None,
+            clarified=[c.reason for c in choices or []],
             learned=learned,
             remember=preference,
         )
@@ -192,9 +193,11 @@ class RulePlanner:
         self, reply: str, context: PlanContext, corrections: list[TermMapping], today: date
     ) -> tuple[PreviousTurn | None, Choice | None]:
         """When the last turn asked for a clarification and ``reply`` picks one of its options."""
-        if not context.turns:
+        # A preference said meanwhile ("以后默认用万元", answered `remembered`) leaves the question waiting.
+        waiting = [t for t in context.turns if t.status != "remembered"]
+        if not waiting:
             return None, None
-        last = context.turns[-1]
+        last = waiting[-1]
         asked = last.clarification or {}
         if last.status != "needs_clarification" or not asked.get("options"):
             return None, None
@@ -266,6 +269,8 @@ class RulePlanner:
     def _learned(pending: PreviousTurn | None, choice: Choice | None) -> LearnedTerm | None:
         if pending is None or choice is None or not choice.term or choice.reason not in LEARNABLE_REASONS:
             return None
+        if not usable_term(choice.term):
+            return None  # "第二", "都不要": words of the conversation, not terms of the business
         target = choice.target
         if target.metric is not None:
             maps_to = {"metric": target.metric}

@@ -86,7 +86,14 @@ def memory_store() -> MemoryStore:
 def memory_service() -> MemoryService:
     from memtool.flows.memory_write import MemoryService
 
-    return MemoryService(memory_store(), clock(), get_settings())
+    return MemoryService(memory_store(), clock(), get_settings(), check_correction=check_correction)
+
+
+def check_correction(value: object) -> None:
+    """A correction memory's meaning checked against the catalog (the parser is built on first need)."""
+    from memtool.feedback.corrections import check_taught_meaning
+
+    check_taught_meaning(value, question_parser(), today())
 
 
 @once
@@ -348,7 +355,6 @@ def _reset() -> None:
 
 if TYPE_CHECKING:
     from memtool.cache.fewshots import FewshotLibrary
-    from memtool.semantic.parser import QuestionParser
 
 # The few-shot library caches the embeddings of approved examples, so it lives as long as the
 # adapters it was built on: reset(), new settings or another clock build a new one.

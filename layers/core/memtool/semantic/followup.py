@@ -38,11 +38,11 @@ _E = r"(?![A-Za-z0-9])"
 FOLLOW_UP_PATTERNS: list[tuple[MarkerKind, str]] = [
     ("replace", r"换成|换为|换到|改成|改为|改看|切换到|切换成"),
     ("replace", rf"{_B}(?:instead(?:\s+of)?|rather\s+than|switch\s+to|change\s+(?:it\s+)?to){_E}"),
-    ("extend", r"再按|也按|同时按|再加上|加上|另外再|再细分|再拆分"),
+    ("extend", r"再按|也按|同时按|再加上|加上|另外再|再细分|再拆分|也看|也要看|还要看|还想看|再看看|顺便看"),
     ("extend", rf"{_B}(?:also|too|as\s+well|additionally|in\s+addition){_E}"),
     ("narrow", r"只看|仅看|只要|仅要|只需要|单看|只查|只算|只保留|仅限|只限"),
     ("narrow", rf"{_B}(?:only|just){_E}"),
-    ("weak", r"^(?:那么|那)|呢\s*[?？。!！]*\s*$|怎么样\s*[?？]*\s*$|也看|也要看|还要看|还想看|再看看|顺便看"),
+    ("weak", r"^(?:那么|那)|呢\s*[?？。!！]*\s*$|怎么样\s*[?？]*\s*$"),
     ("weak", rf"^\s*(?:and|what\s+about|how\s+about|now|then|ok(?:ay)?,?)\s*{_E}"),
 ]
 
@@ -74,16 +74,37 @@ _REPLY_FILLER = re.compile(r"^(?:就是|就|是|选|要|用|看|指的是|指|�
 _PUNCTUATION = re.compile(r"[\s,，。.!！?？、:：;；\"'“”‘’()（）]+")
 
 
-_NO_CHOICE = re.compile(r"^(?:都要|都行|都可以|两个都要|全部都要|都不是|都不要|都不对|都不|both|all\s+of\s+them|neither|none(?:\s+of\s+them)?)$", re.IGNORECASE)
+# Replies that take every option or none: "都要", "两个都不要", "全要", "都可以吧", "neither".
+_NO_CHOICE = re.compile(
+    r"^(?:两个|全部|所有)?(?:都要|全要|全都要|都行|都可以|都不是|都不要|都不对|都不)(?:吧|啊|呀)?$"
+    r"|^(?:both(?:\s+of\s+them)?|all\s+of\s+them|neither(?:\s+of\s+them)?|none(?:\s+of\s+them)?)$",
+    re.IGNORECASE,
+)
 
 
 def declines_to_choose(reply: str, count: int) -> bool:
     """A reply that answers the clarification without picking one option: "都要", "neither",
     or a position there is no option for ("第三个" of two)."""
     text = _PUNCTUATION.sub(" ", reply).strip()
-    if _NO_CHOICE.match(text):
+    if _NO_CHOICE.match(text.replace(" ", "") if not text.isascii() else text):
         return True
     return ordinal_position(reply) is not None and ordinal_choice(reply, count) is None
+
+
+def usable_term(term: str) -> bool:
+    """Whether a word can be taught a meaning: two or more letters or characters, nothing
+    invisible, no odd spaces, and not a position or a refusal ("第二", "都不要")."""
+    import unicodedata
+
+    if sum(1 for ch in term if ch.isalnum()) < 2:
+        return False
+    if any(unicodedata.category(ch) in ("Cf", "Cc", "Co", "Cn") or (ch.isspace() and ch != " ") for ch in term):
+        return False
+    if re.search(r"[\u4e00-\u9fff]\s+[\u4e00-\u9fff]", term):
+        return False
+    if re.fullmatch(rf"第\s*(?:\d+|{ZH_NUMBER})\s*(?:个|项|种|条|名)?", term) or _NO_CHOICE.match(term.replace(" ", "")):
+        return False
+    return True
 
 
 def ordinal_position(reply: str) -> int | None:
@@ -166,9 +187,9 @@ def is_follow_up(parsed: ParsedQuestion) -> bool:
     own_scope = bool(parsed.has_grouping or parsed.times or parsed.filters or parsed.exclusions)
     if not has_metric:
         return bool(own_scope or parsed.follow_up_markers or parsed.top_n is not None or parsed.unit is not None)
-    # "那订单数按大区呢", "what about order count by city?": another metric in the same context,
-    # unless the question names its own window (then it stands alone).
-    return "weak" in parsed.follow_up_markers and not parsed.times
+    # "那订单数按大区呢", "那上个月的订单数呢", "what about order count by city?": another metric in
+    # the same context (what the question names replaces the previous parts).
+    return "weak" in parsed.follow_up_markers
 
 
 def merge_previous(parsed: ParsedQuestion, previous: Intent, catalog: Catalog) -> list[str]:
@@ -196,7 +217,8 @@ def merge_previous(parsed: ParsedQuestion, previous: Intent, catalog: Catalog) -
         parsed.group_dims = kept
         if kept:
             carried.append("grouping " + ", ".join(kept))
-    if parsed.grain is None and not parsed.trend and previous_grain is not None:
+    regroup = "replace" in parsed.follow_up_markers and bool(parsed.group_dims)  # "by city instead": the grain goes too
+    if parsed.grain is None and not parsed.trend and previous_grain is not None and not regroup:
         parsed.grain = previous_grain
         carried.append(f"grain {previous_grain}")
     # Filters: the previous ones, minus dropped dimensions and the ones the question replaces: a new
@@ -244,6 +266,8 @@ def merge_previous(parsed: ParsedQuestion, previous: Intent, catalog: Catalog) -
         carried.append(f"not {dim}: {'/'.join(parsed.metrics)} has no {dim} dimension")
     if dropped_here:
         mark_incompatible(parsed, catalog)
+        gone = set(dropped_here)
+        carried = [c for c in carried if not (c.startswith(("grouping ", "filter ")) and any(d in c for d in gone))]
     return carried
 
 
@@ -275,6 +299,7 @@ __all__ = [
     "ChoiceTarget",
     "FOLLOW_UP_PATTERNS",
     "declines_to_choose",
+    "usable_term",
     "drop_patterns",
     "is_follow_up",
     "mark_incompatible",
