@@ -295,6 +295,7 @@ class Ledger:
     memories: dict[str, set[tuple[str, str]]] = field(default_factory=lambda: defaultdict(set))  # tenant -> (user, memory id)
     questions: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     counts: Counter[str] = field(default_factory=Counter)
+    ignored: Counter[str] = field(default_factory=Counter)  # answered questions whose notes say words were ignored
     ask_outcomes: list[tuple[float, str, bool]] = field(default_factory=list)  # (at, status, applied memories)
     taught_asks: list[tuple[float, bool]] = field(default_factory=list)  # a taught term asked again: answered without asking?
     untaught_asks: list[tuple[float, bool]] = field(default_factory=list)  # an untaught term: clarification asked?
@@ -341,6 +342,7 @@ class Member:
         self.taught: dict[str, str] = {}  # term -> its correction memory id
         self.rated: list[tuple[str, int | None]] = []  # (episode, last rating)
         self.episode_memories: list[str] = []
+        self.meaning: Term | None = None  # the term the current question is about, while ask_term runs
 
     # ---- one request ------------------------------------------------------------------------
 
@@ -362,6 +364,13 @@ class Member:
             ledger.questions[self.tenant].append(question)
             if answer.get("episode_id"):
                 ledger.episodes[self.tenant].append((self.user, answer["episode_id"]))
+        for note in answer.get("notes") or []:
+            if answer.get("status") == "answered" and note.startswith("ignored words:"):
+                with ledger.lock:
+                    ledger.ignored[f"「{question}」: {note}"] += 1
+                self.team.traffic.anomaly(
+                    "answered with words ignored", self.tenant, self.user, "POST", "/ask", {"question": question, "session_id": session}, 200, answer
+                )
         if answer.get("status") == "failed":
             self.team.traffic.anomaly("ask failed", self.tenant, self.user, "POST", "/ask", {"question": question, "session_id": session}, status, answer)
         for note in answer.get("notes") or []:
@@ -426,6 +435,13 @@ class Member:
 
     def ask_term(self, session: str, term: Term, question: str) -> None:
         """A question with a term the catalog lacks: asked about until this user has taught it."""
+        self.meaning = term
+        try:
+            self._ask_term(session, term, question)
+        finally:
+            self.meaning = None
+
+    def _ask_term(self, session: str, term: Term, question: str) -> None:
         taught_before = term.term in self.taught
         answer = self.ask(session, question)
         asked = answer.get("status") == "needs_clarification"
@@ -470,6 +486,8 @@ class Member:
         if not options:
             return None
         known = BY_TERM.get(clarification.get("term") or "")
+        if known is None and not clarification.get("term") and self.meaning is not None and "metric" in self.meaning.target:
+            known = self.meaning  # "Which metric do you want to see?" about a question with a metric term: the user picks its meaning
         if known is not None:
             index = next((i for i, t in enumerate(targets) if all(t.get(k) == v for k, v in known.target.items())), None)
             if index is None:
@@ -970,6 +988,9 @@ def report(
     for title, values in figures.items():
         for name, count in values.items():
             lines.append(f"| {title}: {name} | {count:,} |")
+    if ledger.ignored:
+        lines += ["", "Answered questions whose notes say words were ignored (question: note → times):", ""]
+        lines += [f"- {text} → {n}" for text, n in ledger.ignored.most_common(30)]
     lines += ["", "## What looked wrong", ""]
     wrong = False
     if traffic.server_errors:
