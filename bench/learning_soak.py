@@ -296,6 +296,7 @@ class Ledger:
     questions: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     counts: Counter[str] = field(default_factory=Counter)
     ignored: Counter[str] = field(default_factory=Counter)  # answered questions whose notes say words were ignored
+    step_ms: list[tuple[float, dict[str, float]]] = field(default_factory=list)  # (at, the answer's timings per AskFlow step)
     ask_outcomes: list[tuple[float, str, bool]] = field(default_factory=list)  # (at, status, applied memories)
     taught_asks: list[tuple[float, bool]] = field(default_factory=list)  # a taught term asked again: answered without asking?
     untaught_asks: list[tuple[float, bool]] = field(default_factory=list)  # an untaught term: clarification asked?
@@ -360,6 +361,9 @@ class Member:
         ledger = self.team.ledger
         with ledger.lock:
             ledger.ask_outcomes.append((self.team.traffic.now(), str(answer.get("status")), bool(answer.get("memories_used"))))
+            timings = answer.get("timings")
+            if isinstance(timings, dict):
+                ledger.step_ms.append((self.team.traffic.now(), {k: v for k, v in timings.items() if isinstance(v, (int, float))}))
             ledger.live.add((self.tenant, self.user, session))
             ledger.questions[self.tenant].append(question)
             if answer.get("episode_id"):
@@ -862,6 +866,31 @@ def mb(n: int) -> str:
     return f"{n / 1024 / 1024:.2f}"
 
 
+def step_table(ledger: Ledger, samples: list[Sample]) -> list[str]:
+    """Where an ask's time goes as the store grows: each AskFlow step's p50 (from the answers'
+    ``timings``) in the first, the middle and the last minute."""
+    if not samples or not ledger.step_ms:
+        return []
+    minutes = sorted({1, (len(samples) + 1) // 2, len(samples)})
+    seen = set().union(*(t for _, t in ledger.step_ms))  # every step any answer timed, in AskFlow's order
+    order = ["Prepare", "Recall", "Plan", "Guard", "Execute", "Diagnose", "Analyze", "Visualize", "Record"]
+    steps = [k for k in order if k in seen] + sorted(seen - {*order, "flow_overhead", "total"}) + ["flow_overhead", "total"]
+    lines = [
+        "",
+        "AskFlow steps, p50 ms of the answers' `timings` (the server's own clock), by minute:",
+        "",
+        "| step | " + " | ".join(f"minute {m}" for m in minutes) + " |",
+        "|---|" + "---|" * len(minutes),
+    ]
+    for step in steps:
+        cells = []
+        for m in minutes:
+            values = [t[step] for at, t in ledger.step_ms if m - 1 <= at / 60 < m and step in t]
+            cells.append(ms(pct(values, 50)))
+        lines.append(f"| {step} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def report(
     args: argparse.Namespace,
     traffic: Traffic,
@@ -946,9 +975,9 @@ def report(
         "",
         "Requests in the minute they started; RSS, SQLite and the outbox sampled at the minute's end.",
         "",
-        "| min | asks | clarif. | applied memory | taught term answered | /feedback | /fewshots | /memories | /sessions | 4xx | 5xx | /ask p50/p95 ms | /feedback p50/p95 | "
+        "| min | asks | clarif. | applied memory | taught term answered | Recall step p50 ms | /feedback | /fewshots | /memories | /sessions | 4xx | 5xx | /ask p50/p95 ms | /feedback p50/p95 | "
         "/fewshots p50/p95 | /memories p50/p95 | RSS MB | SQLite+WAL MB | outbox pending |",
-        "|" + "---|" * 18,
+        "|" + "---|" * 19,
     ]
     for s in samples:
         window = [c for c in load if s.minute - 1 <= c.at / 60 < s.minute]
@@ -965,15 +994,17 @@ def report(
         clar = sum(1 for o in outcomes if o[1] == "needs_clarification")
         applied = sum(1 for o in outcomes if o[2])
         taught = [ok for at, ok in ledger.taught_asks if s.minute - 1 <= at / 60 < s.minute]
+        recall = [t["Recall"] for at, t in ledger.step_ms if s.minute - 1 <= at / 60 < s.minute and "Recall" in t]
         lines.append(
             f"| {s.minute} | {n_asks:,} | {clar / max(1, len(outcomes)):.0%} | {applied / max(1, len(outcomes)):.0%} | {sum(taught)}/{len(taught)} | "
-            f"{len(of('/feedback')):,} | "
+            f"{ms(pct(recall, 50))} | {len(of('/feedback')):,} | "
             f"{len(of('/fewshots')):,} | {len(of('/memories')):,} | {len(of('/sessions')):,} | "
             f"{sum(1 for c in window if c.status is not None and 400 <= c.status < 500):,} | "
             f"{sum(1 for c in window if c.status is not None and (c.status >= 500 or c.status < 0))} | "
             f"{p('/ask')} | {p('/feedback')} | {p('/fewshots')} | {p('/memories')} | {s.rss:.0f} | "
             f"{(s.sqlite_bytes + s.wal_bytes) / 1024 / 1024:.1f} | {s.health.get('indexer', {}).get('pending')} |"
         )
+    lines += step_table(ledger, samples)
     lines += ["", "## Invariants (read back through the API after the load)", "", "| invariant | checked | result |", "|---|---|---|"]
     for inv in invariants:
         lines.append(f"| {inv.name} | {inv.checked:,} | {'holds' if inv.ok else f'**FAILS** ({len(inv.failures)})'} |")
