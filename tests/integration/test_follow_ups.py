@@ -242,3 +242,12 @@ def test_words_of_the_conversation_are_never_learned_as_terms(demo: Demo) -> Non
     first = session.ask("第二个")  # nothing waits: "第二" is asked about
     assert first.status == "needs_clarification"
     assert session.ask("订单数").learned is None
+
+
+@pytest.mark.parametrize(("question", "term"), [("takings by region in September 2026", "takings"), ("今年各品牌的动销", "动销")])
+def test_a_question_whose_unknown_word_may_be_its_metric_is_asked_about_not_merged(demo: Demo, question: str, term: str) -> None:
+    session = Session(demo.planner)
+    session.ask("上个月各大区处方量")
+    asked = session.ask(question)
+    assert asked.status == "needs_clarification" and asked.clarification.term == term  # type: ignore[union-attr]
+    assert "销量" in asked.clarification.options or "units sold" in asked.clarification.options  # type: ignore[union-attr]

@@ -185,6 +185,8 @@ def is_follow_up(parsed: ParsedQuestion) -> bool:
         return True  # "去年同期呢": the previous question, a year earlier
     has_metric = bool(parsed.metrics or parsed.ambiguous or parsed.unsupported)
     own_scope = bool(parsed.has_grouping or parsed.times or parsed.filters or parsed.exclusions)
+    if not has_metric and (parsed.unknown_terms or parsed.ignored_words):
+        return False  # "今年各品牌的动销", "takings by region": the unknown word is likely its metric: ask
     if not has_metric:
         return bool(own_scope or parsed.follow_up_markers or parsed.top_n is not None or parsed.unit is not None)
     # "那订单数按大区呢", "那上个月的订单数呢", "what about order count by city?": another metric in

@@ -589,6 +589,7 @@ class QuestionParser:
         target, term = choice.target, choice.term
         if term is not None:
             parsed.unknown_terms = [t for t in parsed.unknown_terms if t != term]
+            parsed.ignored_words = [w for w in parsed.ignored_words if w != term.lower()]
             parsed.ambiguous = [a for a in parsed.ambiguous if a[0] != term]
             parsed.unsupported = [u for u in parsed.unsupported if u != term]
             parsed.outside = [o for o in parsed.outside if o[0] != term]
@@ -689,6 +690,11 @@ class QuestionParser:
                 options = metric_options
                 question = f"我不认识「{term}」。你想看哪个指标？" if zh else f"I don't know '{term}'. Which metric do you mean?"
             return ClarificationNeed(question, term, options, "unknown_term")
+        if not parsed.metrics and parsed.ignored_words:
+            # An English word memtool does not know, in a question without a metric: likely the metric.
+            term = parsed.ignored_words[0]
+            question = f"I don't know '{term}'. Which metric do you mean?" if not zh else f"我不认识「{term}」。你想看哪个指标？"
+            return ClarificationNeed(question, term, metric_options, "unknown_term")
         if not parsed.metrics:
             question = "你想看哪个指标？" if zh else "Which metric do you want to see?"
             return ClarificationNeed(question, None, metric_options, "unknown_metric")
