@@ -921,7 +921,7 @@ def report(
         "# Learning soak: a team on the local runtime for a long time",
         "",
         f"`python bench/learning_soak.py --minutes {args.minutes:g} --clients {args.clients} --scale {args.scale} --seed {args.seed}` "
-        f"on {machine()}, {date.today().isoformat()}; load {load_seconds:.0f} s, then the outbox settled in {settle_seconds:.0f} s and the invariants were read back.",
+        f"on {args.machine} (the code the server started with), {date.today().isoformat()}; load {load_seconds:.0f} s, then the outbox settled in {settle_seconds:.0f} s and the invariants were read back.",
         "",
         "How it was measured: `memtool serve` in a child process (temp home, default SQLite store, rule planner, demo warehouse "
         f"seed 7 at scale {args.scale}{warehouse_rows}, MEMTOOL_TODAY={TODAY}), driven over HTTP only. "
@@ -1078,6 +1078,9 @@ def main() -> int:
     if args.clients < 1 or args.minutes <= 0:
         parser.error("--clients and --minutes must be positive")
 
+    # The commit is read before the server starts: the tree may move on during a 20-minute run,
+    # and the server keeps running the code it imported.
+    args.machine = machine()
     home = Path(tempfile.mkdtemp(prefix="memtool-learning-soak-"))
     port = int(os.environ.get("LEARNING_SOAK_PORT", "0")) or _free_port()
     env = {"MEMTOOL_WAREHOUSE_SCALE": str(args.scale), "MEMTOOL_TODAY": TODAY}
