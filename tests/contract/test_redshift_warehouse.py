@@ -26,7 +26,9 @@ import boto3
 import pytest
 import redshift_connector
 from botocore.stub import Stubber
+from memtool.sql.live_schema import MAX_SCHEMA_COLUMNS, LiveSchema
 from memtool.sql.redshift_warehouse import (
+    SCHEMA_SQL,
     RedshiftCredentials,
     RedshiftWarehouse,
     redshift_from_secret,
@@ -357,6 +359,101 @@ def test_nonsense_caps_are_refused_before_connecting(driver: ScriptedDriver, bad
     with pytest.raises(ValueError):
         RedshiftWarehouse(driver).run(QUERY, **bad)
     assert driver.connections == []
+
+
+# --------------------------------------------------------------------------- live schema
+
+# information_schema.columns as Redshift answers it: PostgreSQL type names, numeric without scale.
+SCHEMA_ROWS = [
+    ("dim_sales_channel", "channel_id", "integer"),
+    ("dim_sales_channel", "channel_name", "character varying"),
+    ("fact_order_line", "order_id", "bigint"),
+    ("fact_order_line", "order_date", "date"),
+    ("fact_order_line", "paid_at", "timestamp without time zone"),
+    ("fact_order_line", "gross_amt", "numeric"),
+    ("fact_order_line", "is_test", "boolean"),
+    ("v_daily_sales", "sales_day", "date"),
+]
+SCHEMA_QUERY = (
+    "SELECT table_name, column_name, data_type FROM information_schema.columns "
+    "WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position"
+)
+
+
+@pytest.fixture
+def schema_driver() -> ScriptedDriver:
+    return ScriptedDriver(
+        {"SELECT table_name": ScriptedResult(described("table_name", "column_name", "data_type"), SCHEMA_ROWS)}
+    )
+
+
+def test_describe_reads_information_schema_in_a_read_only_time_boxed_session(schema_driver: ScriptedDriver) -> None:
+    schema = RedshiftWarehouse(schema_driver).describe()
+
+    assert schema_driver.last.calls == [
+        ("autocommit", True),
+        ("execute", "BEGIN READ ONLY", None),
+        ("execute", "SET statement_timeout TO 10000", None),
+        ("execute", SCHEMA_QUERY, None),
+        ("fetchmany", MAX_SCHEMA_COLUMNS + 1),
+        ("cursor.close",),
+        ("rollback",),
+        ("close",),
+    ]
+    assert SCHEMA_QUERY == SCHEMA_SQL
+    assert isinstance(schema, LiveSchema)
+    assert schema.columns_of("fact_order_line") == ("order_id", "order_date", "paid_at", "gross_amt", "is_test")
+    assert schema.type_of("fact_order_line", "paid_at") == "TIMESTAMP WITHOUT TIME ZONE"
+    assert schema.type_of("fact_order_line", "gross_amt") == "NUMERIC"
+    assert schema.time_columns("fact_order_line") == ("order_date", "paid_at")
+    assert schema.boolean_columns("fact_order_line") == ("is_test",)
+    assert schema.has_table("v_daily_sales") and not schema.has_table("dim_channel")
+    assert not schema.has_column("fact_order_line", "gross_amount")
+
+
+def test_describe_is_cached_until_refresh(schema_driver: ScriptedDriver) -> None:
+    warehouse = RedshiftWarehouse(schema_driver)
+
+    first = warehouse.describe()
+    again = warehouse.describe()
+    assert len(schema_driver.connections) == 1
+    assert again is first
+
+    refreshed = warehouse.describe(refresh=True)
+    assert len(schema_driver.connections) == 2
+    assert refreshed == first
+
+
+def test_describe_without_a_cache_reads_every_time(schema_driver: ScriptedDriver) -> None:
+    warehouse = RedshiftWarehouse(schema_driver, schema_cache_seconds=0)
+
+    warehouse.describe()
+    warehouse.describe()
+
+    assert len(schema_driver.connections) == 2
+
+
+def test_describe_keeps_under_the_statement_timeout_ceiling(schema_driver: ScriptedDriver) -> None:
+    RedshiftWarehouse(schema_driver, statement_timeout_ms=2500).describe()
+
+    assert schema_driver.last.executed[1] == ("SET statement_timeout TO 2500", None)
+
+
+def test_describe_failure_is_a_warehouse_error_and_is_not_cached() -> None:
+    driver = ScriptedDriver(
+        {"SELECT table_name": ScriptedResult(error=server_error("42501", "permission denied for schema analytics"))}
+    )
+    warehouse = RedshiftWarehouse(driver)
+
+    with pytest.raises(WarehouseError) as raised:
+        warehouse.describe()
+
+    assert raised.value.code == "permission"
+    assert raised.value.sql == SCHEMA_QUERY
+    assert driver.last.calls[-2:] == [("rollback",), ("close",)]
+    driver.script["SELECT table_name"] = ScriptedResult(described("table_name", "column_name", "data_type"), SCHEMA_ROWS)
+    assert warehouse.describe().has_table("fact_order_line")
+    assert len(driver.connections) == 2
 
 
 # --------------------------------------------------------------------------- Secrets Manager

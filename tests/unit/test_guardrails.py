@@ -10,6 +10,7 @@ import sqlglot
 from sqlglot import exp
 
 from memtool.sql.guardrails import MAX_SQL_CHARS, GuardPolicy, GuardVerdict, check_sql
+from memtool.sql.live_schema import LiveSchema
 from memtool.sql.schema import WAREHOUSE_SCHEMA
 
 DEMO = GuardPolicy.for_demo_warehouse()
@@ -438,6 +439,41 @@ def test_policy_keys_may_be_schema_qualified() -> None:
 
     assert check_sql("SELECT order_id FROM analytics.orders", policy).sql == "SELECT order_id FROM analytics.orders LIMIT 10"
     assert check_sql("SELECT order_id FROM orders", policy).code == "forbidden_table"
+
+
+def test_policy_from_a_drifted_live_schema_allows_the_new_names_and_refuses_the_old() -> None:
+    # Given a warehouse where gross_amount became gross_amt and dim_channel became dim_sales_channel
+    live = LiveSchema.from_rows(
+        [
+            ("Fact_Order_Line", "order_id", "BIGINT"),
+            ("fact_order_line", "gross_amt", "DECIMAL(12,2)"),
+            ("fact_order_line", "channel_id", "INTEGER"),
+            ("dim_sales_channel", "channel_id", "INTEGER"),
+            ("dim_sales_channel", "channel_name", "VARCHAR"),
+        ]
+    )
+
+    # When the guard's allow-list comes from it
+    policy = GuardPolicy.from_live_schema(live, max_rows=50, timeout_seconds=5)
+
+    # Then the live names pass, capped, and the contract's old names are refused before they run
+    assert policy.allowed == {
+        "fact_order_line": ("order_id", "gross_amt", "channel_id"),
+        "dim_sales_channel": ("channel_id", "channel_name"),
+    }
+    assert (policy.max_rows, policy.timeout_seconds) == (50, 5)
+    joined = check_sql(
+        "SELECT c.channel_name, SUM(f.gross_amt) FROM fact_order_line f "
+        "JOIN dim_sales_channel c ON c.channel_id = f.channel_id GROUP BY 1",
+        policy,
+    )
+    assert joined.allowed and joined.limit == 50
+    assert joined.tables == ["fact_order_line", "dim_sales_channel"]
+    assert check_sql("SELECT SUM(gross_amount) FROM fact_order_line", policy).code == "forbidden_column"
+    assert check_sql("SELECT channel_name FROM dim_channel", policy).code == "forbidden_table"
+    assert check_sql("SELECT * FROM fact_order_line", policy).sql == (
+        "SELECT order_id, gross_amt, channel_id FROM fact_order_line LIMIT 50"
+    )
 
 
 @pytest.mark.parametrize("kwargs", [{"max_rows": 0}, {"timeout_seconds": 0}])

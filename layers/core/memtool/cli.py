@@ -81,18 +81,42 @@ def seed_warehouse(args: argparse.Namespace) -> int:
     from datetime import date
 
     from memtool.runtime.settings import Settings
-    from memtool.sql.demo_warehouse import build_demo_warehouse
+    from memtool.sql.demo_warehouse import (
+        DEMO_FILE_NAME,
+        DRIFT_RENAMES,
+        build_demo_warehouse,
+        drifted_path,
+        read_warehouse_summary,
+    )
 
     settings = Settings(runtime="local")
     home = _home(args.home)
-    path = Path(args.path) if args.path else (settings.warehouse_path or home / "warehouse" / "demo.duckdb")
+    normal_path = settings.warehouse_path or home / "warehouse" / DEMO_FILE_NAME
+    # The drifted file gets a name of its own so it never takes the place of the normal one.
+    path = Path(args.path) if args.path else (drifted_path(normal_path) if args.drift else normal_path)
+    existing = read_warehouse_summary(path) if path.exists() else None
+    if existing is not None and existing.drift != args.drift:
+        held, asked = ("drifted", "normal") if existing.drift else ("normal", "drifted")
+        print(
+            f"memtool seed-warehouse: {path} holds the {held} demo warehouse; not replacing it with the {asked} one. "
+            "Name another file with --out, or delete this one first.",
+            file=sys.stderr,
+        )
+        return 2
     anchor = date.fromisoformat(args.today) if args.today else (settings.today or date.today())
-    print(f"building the demo warehouse: seed {args.seed}, scale {args.scale}, 24 months ending {anchor:%Y-%m} …", flush=True)
+    kind = "drifted demo warehouse" if args.drift else "demo warehouse"
+    print(f"building the {kind}: seed {args.seed}, scale {args.scale}, 24 months ending {anchor:%Y-%m} …", flush=True)
     started = time.perf_counter()
-    summary = build_demo_warehouse(path, seed=args.seed, scale=args.scale, anchor=anchor)
+    summary = build_demo_warehouse(path, seed=args.seed, scale=args.scale, anchor=anchor, drift=args.drift)
     print(f"wrote {path} in {time.perf_counter() - started:.1f}s")
     for table, count in summary.row_counts.items():
         print(f"  {table:<18} {count:>9,} rows")
+    if summary.drift:
+        print("schema drift (same rows as the normal warehouse; no view keeps an old name):")
+        for key, new_name in DRIFT_RENAMES.renamed_columns.items():
+            print(f"  column {key} -> {new_name}")
+        for old_name, new_name in DRIFT_RENAMES.renamed_tables.items():
+            print(f"  table  {old_name} -> {new_name}")
     return 0
 
 
@@ -116,7 +140,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p_seed = commands.add_parser("seed-warehouse", help="build the deterministic demo warehouse (DuckDB)")
     p_seed.add_argument("--home", help="state folder (default .memtool or MEMTOOL_HOME)")
-    p_seed.add_argument("--path", help="DuckDB file (default <home>/warehouse/demo.duckdb)")
+    p_seed.add_argument(
+        "--path", "--out", dest="path",
+        help="DuckDB file (default <home>/warehouse/demo.duckdb, or demo-drift.duckdb with --drift)",
+    )  # fmt: skip
+    p_seed.add_argument(
+        "--drift",
+        action="store_true",
+        help="the same rows under drifted table and column names (DRIFT_RENAMES in memtool.sql.demo_warehouse), "
+        "as a warehouse drifts under a semantic layer",
+    )
     p_seed.add_argument("--seed", type=int, default=7)
     p_seed.add_argument("--scale", type=float, default=1.0, help="1.0 is about 300k order lines")
     p_seed.add_argument("--today", help="anchor date YYYY-MM-DD (default MEMTOOL_TODAY or today)")

@@ -5,6 +5,10 @@ one numpy ``Generator`` in a fixed order, and rows are inserted in key order. Th
 shapes an analyst expects to find (Chinese New Year dip, 双十一 e-commerce spike, product launches
 and growth, winter respiratory season) and two planted anomalies, recorded in the summary and in
 ``<path>.meta.json`` so evaluations know what the analysis should discover.
+
+``drift=True`` writes the same rows under drifted names (``DRIFT_RENAMES``), the way a real
+warehouse moves away from its contract under a semantic layer; it goes to its own file
+(``demo-drift.duckdb``) and its summary says so, so it never stands in for the normal one.
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from memtool.sql.schema import CHANNELS, REFUND_REASONS, REGIONS, THERAPEUTIC_AREAS, WAREHOUSE_SCHEMA
@@ -176,6 +182,56 @@ class PlantedAnomaly:
 
 
 @dataclass(frozen=True)
+class SchemaDrift:
+    """Names that moved away from the contract in ``memtool.sql.schema``; the data did not move.
+
+    Column keys are ``"table.column"`` in contract names; values are the new column name.
+    """
+
+    renamed_columns: Mapping[str, str]
+    renamed_tables: Mapping[str, str]
+
+    def table_name(self, table: str) -> str:
+        """What the contract's ``table`` is called in the drifted warehouse."""
+        return self.renamed_tables.get(table, table)
+
+    def column_name(self, table: str, column: str) -> str:
+        """What the contract's ``table.column`` is called in the drifted warehouse."""
+        return self.renamed_columns.get(f"{table}.{column}", column)
+
+    def as_dict(self) -> dict[str, dict[str, str]]:
+        """The JSON shape the summary and ``<path>.meta.json`` record."""
+        return {"renamed_columns": dict(self.renamed_columns), "renamed_tables": dict(self.renamed_tables)}
+
+    def statements(self) -> list[str]:
+        """The ALTERs that apply the drift: columns first, while their tables keep contract names.
+
+        RENAME leaves no view or alias behind, which is the point: a query on an old name fails.
+        """
+        alters = []
+        for key, new_name in self.renamed_columns.items():
+            table, column = key.split(".", 1)
+            alters.append(f"ALTER TABLE {table} RENAME COLUMN {column} TO {new_name}")
+        alters.extend(f"ALTER TABLE {old} RENAME TO {new}" for old, new in self.renamed_tables.items())
+        return alters
+
+
+# The drift ``build_demo_warehouse(..., drift=True)`` writes.
+DRIFT_RENAMES = SchemaDrift(
+    renamed_columns=MappingProxyType({"fact_order_line.gross_amount": "gross_amt"}),
+    renamed_tables=MappingProxyType({"dim_channel": "dim_sales_channel"}),
+)
+DEMO_FILE_NAME = "demo.duckdb"
+DRIFT_FILE_NAME = "demo-drift.duckdb"
+
+
+def drifted_path(path: Path) -> Path:
+    """Where the drifted twin of the warehouse at ``path`` goes: ``demo.duckdb`` -> ``demo-drift.duckdb``."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}-drift{path.suffix}")
+
+
+@dataclass(frozen=True)
 class WarehouseSummary:
     path: Path
     seed: int
@@ -189,6 +245,8 @@ class WarehouseSummary:
     build_seconds: float
     generator_version: int = GENERATOR_VERSION
     cny_dates: tuple[str, ...] = field(default_factory=tuple)  # the holidays inside the window
+    drift: bool = False  # names moved away from the contract, as ``renames`` says
+    renames: dict[str, dict[str, str]] = field(default_factory=dict)  # SchemaDrift.as_dict(); {} without drift
 
     def to_meta(self) -> dict[str, Any]:
         meta = asdict(self)
@@ -215,6 +273,8 @@ class WarehouseSummary:
             build_seconds=float(meta["build_seconds"]),
             generator_version=int(meta["generator_version"]),
             cny_dates=tuple(meta.get("cny_dates", ())),
+            drift=bool(meta.get("drift", False)),
+            renames={str(k): {str(a): str(b) for a, b in v.items()} for k, v in meta.get("renames", {}).items()},
         )
 
 
@@ -231,13 +291,14 @@ def read_warehouse_summary(path: Path) -> WarehouseSummary | None:
         return None
 
 
-def ensure_demo_warehouse(home: Path, anchor: date, *, seed: int = 7, scale: float = 1.0) -> Path:
-    """``<home>/warehouse/demo.duckdb``, built only when missing or built for other inputs.
+def ensure_demo_warehouse(home: Path, anchor: date, *, seed: int = 7, scale: float = 1.0, drift: bool = False) -> Path:
+    """``<home>/warehouse/demo.duckdb`` (``demo-drift.duckdb`` with drift), built only when missing
+    or built for other inputs.
 
     A file built for the same seed, scale and anchor month is kept even if the anchor day moved
-    on within the month.
+    on within the month. A file whose drift differs is rebuilt, never reused.
     """
-    path = Path(home) / "warehouse" / "demo.duckdb"
+    path = Path(home) / "warehouse" / (DRIFT_FILE_NAME if drift else DEMO_FILE_NAME)
     current = read_warehouse_summary(path) if path.exists() else None
     if (
         current is None
@@ -245,13 +306,20 @@ def ensure_demo_warehouse(home: Path, anchor: date, *, seed: int = 7, scale: flo
         or current.seed != seed
         or current.scale != float(scale)
         or (current.anchor.year, current.anchor.month) != (anchor.year, anchor.month)
+        or current.drift != drift
     ):
-        build_demo_warehouse(path, seed=seed, scale=scale, anchor=anchor)
+        build_demo_warehouse(path, seed=seed, scale=scale, anchor=anchor, drift=drift)
     return path
 
 
-def build_demo_warehouse(path: Path, *, seed: int = 7, scale: float = 1.0, anchor: date) -> WarehouseSummary:
-    """Write the demo warehouse to ``path`` (atomically) and its summary to ``<path>.meta.json``."""
+def build_demo_warehouse(
+    path: Path, *, seed: int = 7, scale: float = 1.0, anchor: date, drift: bool = False
+) -> WarehouseSummary:
+    """Write the demo warehouse to ``path`` (atomically) and its summary to ``<path>.meta.json``.
+
+    With ``drift`` the rows are the same (same seed, same draws) but ``DRIFT_RENAMES`` is applied
+    before the file is closed, so an answer on it equals the normal one once names are mapped.
+    """
     import duckdb
     import numpy as np
 
@@ -276,8 +344,13 @@ def build_demo_warehouse(path: Path, *, seed: int = 7, scale: float = 1.0, ancho
             _create_tables(con)
             _load_dimensions(con, products)
             _load_facts(con, calendar, orders, refunds, prescriptions)
+            tables = list(WAREHOUSE_SCHEMA)
+            if drift:
+                for alter in DRIFT_RENAMES.statements():
+                    con.execute(alter)
+                tables = [DRIFT_RENAMES.table_name(table) for table in tables]
             row_counts = {
-                table: int(con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]) for table in WAREHOUSE_SCHEMA
+                table: int(con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]) for table in tables
             }
             con.execute("CHECKPOINT")
         finally:
@@ -300,6 +373,8 @@ def build_demo_warehouse(path: Path, *, seed: int = 7, scale: float = 1.0, ancho
         planted_anomalies=tuple(a.describe(products) for a in anomalies_plan),
         build_seconds=round(time.perf_counter() - started, 3),
         cny_dates=tuple(d.isoformat() for d in CNY_DATES.values() if calendar.start <= d <= anchor),
+        drift=drift,
+        renames=DRIFT_RENAMES.as_dict() if drift else {},
     )
     _write_json_atomically(meta_path(path), summary.to_meta())
     return summary

@@ -19,10 +19,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from memtool.sql.live_schema import (
+    MAX_SCHEMA_COLUMNS,
+    SCHEMA_TIMEOUT_SECONDS,
+    LiveSchema,
+    SchemaCache,
+    information_schema_sql,
+)
 from memtool.sql.warehouse import QueryResult, WarehouseError, json_value
 
 # After an interrupt, how long to wait for DuckDB to unwind before giving up on the worker.
 _INTERRUPT_GRACE_SECONDS = 2.0
+_SCHEMA_SQL = information_schema_sql("?")
 
 
 class DuckDBWarehouse:
@@ -32,10 +40,11 @@ class DuckDBWarehouse:
     file in this process with a different configuration, so open it elsewhere through this class.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, schema_cache_seconds: float = 60.0) -> None:
         self._path = Path(path)
         self._lock = threading.Lock()
         self._connection: Any = None  # opened on first use
+        self._schema_cache = SchemaCache(schema_cache_seconds)
 
     @property
     def dialect(self) -> str:
@@ -53,6 +62,34 @@ class DuckDBWarehouse:
         if timeout_seconds <= 0:
             raise ValueError("timeout_seconds must be positive")
         statement = to_duckdb_sql(sql)
+        return self._execute(statement, sql, params, max_rows=max_rows, timeout_seconds=timeout_seconds)
+
+    def describe(self, *, refresh: bool = False) -> LiveSchema:
+        """The tables and views of schema ``main``, read on the read-only connection.
+
+        Kept for ``schema_cache_seconds`` so an ask does not read it every time; ``refresh`` reads
+        it again at once (after a failure that suggests the schema moved).
+        """
+        return self._schema_cache.get(self._read_live_schema, refresh=refresh)
+
+    def _read_live_schema(self) -> LiveSchema:
+        # Internal, fixed SQL: it skips the Redshift transpiler but keeps the read-only connection,
+        # the timeout and the error classification of generated queries.
+        result = self._execute(
+            _SCHEMA_SQL, _SCHEMA_SQL, ["main"], max_rows=MAX_SCHEMA_COLUMNS, timeout_seconds=SCHEMA_TIMEOUT_SECONDS
+        )
+        if result.truncated:
+            raise WarehouseError(
+                f"the schema has more than {MAX_SCHEMA_COLUMNS:,} columns; refusing a partial picture",
+                code="database_error",
+                sql=_SCHEMA_SQL,
+            )
+        return LiveSchema.from_rows(result.rows)
+
+    def _execute(
+        self, statement: str, sql: str, params: Sequence[Any] | None, *, max_rows: int, timeout_seconds: float
+    ) -> QueryResult:
+        """Run DuckDB SQL on its own cursor, time-boxed; ``sql`` is what errors report."""
         cursor = self._cursor(sql)
         query = _RunningQuery(cursor, statement, list(params) if params is not None else None, max_rows)
         worker = threading.Thread(target=query.run, name="duckdb-query", daemon=True)

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # sqlglot is imported lazily: a Lambda cold start that never guards SQL skips it
     from sqlglot import exp
 
+    from memtool.sql.live_schema import LiveSchema
+
 DIALECT = "redshift"
 MAX_SQL_CHARS = 20_000
 
@@ -80,6 +82,15 @@ class GuardPolicy:
         from memtool.sql.schema import WAREHOUSE_SCHEMA
 
         return cls({table: list(columns) for table, columns in WAREHOUSE_SCHEMA.items()}, max_rows, timeout_seconds)
+
+    @classmethod
+    def from_live_schema(cls, schema: LiveSchema, *, max_rows: int = 1000, timeout_seconds: float = 30) -> GuardPolicy:
+        """Every table and column the warehouse has now, so a drifted name is refused before it runs.
+
+        The warehouse user's grants already bound what information_schema shows, so the live
+        schema is the widest allow-list that can run at all.
+        """
+        return cls(schema.guard_allowlist(), max_rows, timeout_seconds)
 
     def columns_of(self, table_key: str) -> tuple[str, ...]:
         return tuple(self.allowed[table_key])

@@ -19,9 +19,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from memtool.sql.live_schema import (
+    MAX_SCHEMA_COLUMNS,
+    SCHEMA_TIMEOUT_SECONDS,
+    LiveSchema,
+    SchemaCache,
+    information_schema_sql,
+)
 from memtool.sql.warehouse import QueryResult, WarehouseError, json_value
 
 DEFAULT_PORT = 5439
+# The adapter has no schema setting: it reads what the login's search_path puts first.
+SCHEMA_SQL = information_schema_sql("current_schema()")
 
 # SQLSTATE -> WarehouseError.code
 SQLSTATE_CODES: dict[str, str] = {
@@ -62,12 +71,19 @@ class DbApiConnection(Protocol):
 class RedshiftWarehouse:
     """Runs guarded SELECTs on Redshift through a DB-API connection factory (redshift-connector)."""
 
-    def __init__(self, connect: Callable[[], DbApiConnection], *, statement_timeout_ms: int | None = None) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], DbApiConnection],
+        *,
+        statement_timeout_ms: int | None = None,
+        schema_cache_seconds: float = 60.0,
+    ) -> None:
         # statement_timeout_ms, when set, is a ceiling: a caller may ask for less time, never more.
         if statement_timeout_ms is not None and statement_timeout_ms < 1:
             raise ValueError("statement_timeout_ms must be at least 1")
         self._connect = connect
         self._statement_timeout_ms = statement_timeout_ms
+        self._schema_cache = SchemaCache(schema_cache_seconds)
 
     @property
     def dialect(self) -> str:
@@ -90,6 +106,24 @@ class RedshiftWarehouse:
         finally:
             _quietly(connection.rollback)  # nothing to keep: the transaction was read only
             _quietly(connection.close)
+
+    def describe(self, *, refresh: bool = False) -> LiveSchema:
+        """The tables and views of the session's current schema (the user's search_path), as the user sees them.
+
+        Read in the same READ ONLY, time-boxed session as a query; kept for ``schema_cache_seconds``
+        so an ask does not read it every time; ``refresh`` reads it again at once.
+        """
+        return self._schema_cache.get(self._read_live_schema, refresh=refresh)
+
+    def _read_live_schema(self) -> LiveSchema:
+        result = self.run(SCHEMA_SQL, max_rows=MAX_SCHEMA_COLUMNS, timeout_seconds=SCHEMA_TIMEOUT_SECONDS)
+        if result.truncated:
+            raise WarehouseError(
+                f"the schema has more than {MAX_SCHEMA_COLUMNS:,} columns; refusing a partial picture",
+                code="database_error",
+                sql=SCHEMA_SQL,
+            )
+        return LiveSchema.from_rows(result.rows)
 
     def _run_read_only(
         self, connection: DbApiConnection, sql: str, *, max_rows: int, timeout_ms: int, params: Sequence[Any] | None
@@ -253,6 +287,7 @@ def redshift_from_secret(
     statement_timeout_ms: int | None = None,
     connect_timeout_seconds: int = 10,
     application_name: str = "memtool",
+    schema_cache_seconds: float = 60.0,
 ) -> RedshiftWarehouse:
     """A RedshiftWarehouse that connects with the credentials in ``secret_arn``.
 
@@ -284,4 +319,6 @@ def redshift_from_secret(
                 raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    return RedshiftWarehouse(connect, statement_timeout_ms=statement_timeout_ms)
+    return RedshiftWarehouse(
+        connect, statement_timeout_ms=statement_timeout_ms, schema_cache_seconds=schema_cache_seconds
+    )

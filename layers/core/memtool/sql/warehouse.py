@@ -10,6 +10,8 @@ from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any, Protocol
 
+from memtool.sql.live_schema import LiveSchema
+
 
 class WarehouseError(Exception):
     """The database refused or failed the query; ``code`` classifies it for diagnosis."""
@@ -36,6 +38,14 @@ class Warehouse(Protocol):
 
     def run(self, sql: str, *, max_rows: int, timeout_seconds: float, params: Sequence[Any] | None = None) -> QueryResult:
         """Run one read-only statement written in the Redshift dialect."""
+
+    def describe(self, *, refresh: bool = False) -> LiveSchema:
+        """The tables and columns the warehouse user can read in its schema, from information_schema.
+
+        Internal SQL, never generated SQL: it does not pass the guard, and the caller hands it
+        nothing to run. Adapters keep the answer for a short while; ``refresh`` reads it again
+        now (after an error that says the schema moved).
+        """
 
 
 def json_value(value: Any) -> Any:
