@@ -379,6 +379,201 @@ def test_outputs_name_the_entry_points(template: dict[str, Any]) -> None:
     )
 
 
+# ---------------------------------------------------------------------------------- diagnose queue
+
+DIAGNOSE_QUEUE = "DiagnoseQueue"
+DIAGNOSE_DLQ = "DiagnoseDeadLetterQueue"
+DIAGNOSE_ENQUEUERS = {"FeedbackFunction", "FlowStepsFunction"}
+
+
+def sam_transformed() -> dict[str, Any]:
+    """The template as CloudFormation receives it: SAM's transform (as cfn-lint runs it) applied,
+    so roles, event source mappings and merged environments are the ones AWS would create."""
+    from cfnlint.decode import decode
+    from cfnlint.template.transforms._sam import Transform
+
+    decoded, errors = decode(str(TEMPLATE_PATH))
+    assert not errors and decoded is not None
+    transform = Transform(str(TEMPLATE_PATH), decoded, REGION)
+    assert transform.transform_template() == []
+    return transform.template()
+
+
+@pytest.fixture(scope="module")
+def transformed() -> dict[str, Any]:
+    return sam_transformed()
+
+
+def function_timeout(template: dict[str, Any], function: str) -> int:
+    props = template["Resources"][function]["Properties"]
+    return int(props.get("Timeout", template["Globals"]["Function"]["Timeout"]))
+
+
+def diagnose_event_source_problems(template: dict[str, Any]) -> list[str]:
+    """What keeps DiagnoseFunction from consuming the diagnose queue with partial batch failures."""
+    problems = []
+    events = template["Resources"]["DiagnoseFunction"]["Properties"].get("Events", {})
+    sqs = [e["Properties"] for e in events.values() if e["Type"] == "SQS"]
+    if len(sqs) != 1:
+        return [f"DiagnoseFunction has {len(sqs)} SQS event sources, not 1"]
+    (source,) = sqs
+    if source.get("Queue") != {"Fn::GetAtt": [DIAGNOSE_QUEUE, "Arn"]}:
+        problems.append(f"the SQS event reads {source.get('Queue')}, not {DIAGNOSE_QUEUE}")
+    if source.get("FunctionResponseTypes") != ["ReportBatchItemFailures"]:
+        problems.append("the SQS event does not report batch item failures: one failure retries the whole batch")
+    queue = template["Resources"][DIAGNOSE_QUEUE]["Properties"]
+    timeout = function_timeout(template, "DiagnoseFunction")
+    if queue.get("VisibilityTimeout", 30) < 6 * timeout:
+        problems.append(f"VisibilityTimeout {queue.get('VisibilityTimeout', 30)} < 6 x the function timeout {timeout}")
+    return problems
+
+
+def diagnose_redrive_problems(template: dict[str, Any]) -> list[str]:
+    problems = []
+    queue = template["Resources"][DIAGNOSE_QUEUE]["Properties"]
+    dlq = template["Resources"][DIAGNOSE_DLQ]
+    redrive = queue.get("RedrivePolicy") or {}
+    if redrive.get("deadLetterTargetArn") != {"Fn::GetAtt": [DIAGNOSE_DLQ, "Arn"]}:
+        problems.append(f"{DIAGNOSE_QUEUE} does not redrive to {DIAGNOSE_DLQ}")
+    if redrive.get("maxReceiveCount") != 3:
+        problems.append(f"maxReceiveCount is {redrive.get('maxReceiveCount')}, not 3")
+    if dlq["Type"] != "AWS::SQS::Queue" or dlq["Properties"].get("MessageRetentionPeriod") != 14 * 24 * 3600:
+        problems.append(f"{DIAGNOSE_DLQ} does not keep messages 14 days")
+    # A standard queue keeps a message's original enqueue time in its dead-letter queue.
+    if queue.get("MessageRetentionPeriod", 345600) >= dlq["Properties"].get("MessageRetentionPeriod", 345600):
+        problems.append("the dead-letter queue would expire messages before the queue does")
+    for name in (DIAGNOSE_QUEUE, DIAGNOSE_DLQ):
+        if template["Resources"][name]["Properties"].get("SqsManagedSseEnabled") is not True:
+            problems.append(f"{name} is not encrypted at rest")
+    return problems
+
+
+def _statements(role: dict[str, Any]) -> list[dict[str, Any]]:
+    found = []
+    for policy in role["Properties"].get("Policies", []):
+        statements = policy["PolicyDocument"]["Statement"]
+        found.extend(statements if isinstance(statements, list) else [statements])
+    return found
+
+
+def _actions(statement: dict[str, Any]) -> list[str]:
+    actions = statement.get("Action", [])
+    return [actions] if isinstance(actions, str) else list(actions)
+
+
+def diagnose_send_problems(transformed: dict[str, Any]) -> list[str]:
+    """Exactly the enqueuing functions may send, only to the diagnose queue, and know its URL."""
+    problems = []
+    resources = transformed["Resources"]
+    functions = {n: r for n, r in resources.items() if r["Type"] == "AWS::Lambda::Function"}
+    expected = {
+        "Fn::Sub": [
+            "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${queueName}",
+            {"queueName": {"Fn::GetAtt": [DIAGNOSE_QUEUE, "QueueName"]}},
+        ]
+    }
+    senders: set[str] = set()  # functions that may send to the diagnose queue
+    for name, function in functions.items():
+        role_ref = function["Properties"]["Role"]
+        role = resources[role_ref["Fn::GetAtt"][0]]
+        for statement in _statements(role):
+            if statement.get("Effect") != "Allow":
+                continue
+            if not any(a.lower().startswith("sqs:send") or a in ("sqs:*", "*") for a in _actions(statement)):
+                continue
+            resource = statement.get("Resource")
+            if resource == "*" or f"'{DIAGNOSE_QUEUE}'" in repr(resource):
+                senders.add(name)
+            if name in DIAGNOSE_ENQUEUERS and resource != expected:
+                problems.append(f"{name} may send to {resource}, not only {DIAGNOSE_QUEUE}")
+        variables = function["Properties"].get("Environment", {}).get("Variables", {})
+        url = variables.get("MEMTOOL_DIAGNOSE_QUEUE_URL")
+        if name in DIAGNOSE_ENQUEUERS and url != {"Ref": DIAGNOSE_QUEUE}:
+            problems.append(f"{name} has MEMTOOL_DIAGNOSE_QUEUE_URL {url}, not Ref {DIAGNOSE_QUEUE}")
+        if name not in DIAGNOSE_ENQUEUERS and url is not None:
+            problems.append(f"{name} has MEMTOOL_DIAGNOSE_QUEUE_URL but no business sending")
+    if senders != DIAGNOSE_ENQUEUERS:
+        problems.append(f"functions that may send diagnose events: {sorted(senders)}, expected {sorted(DIAGNOSE_ENQUEUERS)}")
+    return problems
+
+
+def test_diagnose_function_consumes_its_queue_with_partial_batch_failures(template: dict[str, Any]) -> None:
+    from memtool.runtime.diagnose_drain import DiagnoseDrainer
+
+    assert diagnose_event_source_problems(template) == []
+    # The local drain delivers the batches Lambda's poller would, with the same visibility timeout.
+    (source,) = [
+        e["Properties"]
+        for e in template["Resources"]["DiagnoseFunction"]["Properties"]["Events"].values()
+        if e["Type"] == "SQS"
+    ]
+    assert DiagnoseDrainer.batch_size == source["BatchSize"] == 5
+    assert DiagnoseDrainer.visibility_seconds == template["Resources"][DIAGNOSE_QUEUE]["Properties"]["VisibilityTimeout"]
+
+
+def test_diagnose_queue_redrives_to_its_dead_letter_queue(template: dict[str, Any]) -> None:
+    from memtool.runtime.settings import Settings
+
+    assert diagnose_redrive_problems(template) == []
+    # The local queue dead-letters after as many deliveries as the redrive policy.
+    redrive = template["Resources"][DIAGNOSE_QUEUE]["Properties"]["RedrivePolicy"]
+    assert Settings.model_fields["diagnose_max_attempts"].default == redrive["maxReceiveCount"]
+    assert {"DiagnoseQueueUrl", "DiagnoseDeadLetterQueueUrl"} <= set(template["Outputs"])
+
+
+def test_only_the_enqueuing_functions_may_send_diagnose_events(transformed: dict[str, Any]) -> None:
+    assert diagnose_send_problems(transformed) == []
+    # SAM gives the consumer the poller's permissions for its SQS event.
+    consumer_role = transformed["Resources"]["DiagnoseFunctionRole"]["Properties"]
+    assert "arn:aws:iam::aws:policy/service-role/AWSLambdaSQSQueueExecutionRole" in consumer_role["ManagedPolicyArns"]
+    (mapping,) = [
+        r["Properties"]
+        for r in transformed["Resources"].values()
+        if r["Type"] == "AWS::Lambda::EventSourceMapping" and r["Properties"]["FunctionName"] == {"Ref": "DiagnoseFunction"}
+    ]
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": [DIAGNOSE_QUEUE, "Arn"]}
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+
+
+def test_the_diagnose_queue_checks_catch_a_broken_template(template: dict[str, Any], transformed: dict[str, Any]) -> None:
+    import copy
+
+    # Given copies broken one way each, When checked, Then each check reports its break.
+    no_partial = copy.deepcopy(template)
+    for event in no_partial["Resources"]["DiagnoseFunction"]["Properties"]["Events"].values():
+        event["Properties"].pop("FunctionResponseTypes", None)
+    assert any("batch item failures" in p for p in diagnose_event_source_problems(no_partial))
+
+    short_visibility = copy.deepcopy(template)
+    short_visibility["Resources"][DIAGNOSE_QUEUE]["Properties"]["VisibilityTimeout"] = 60
+    assert any("VisibilityTimeout" in p for p in diagnose_event_source_problems(short_visibility))
+
+    no_redrive = copy.deepcopy(template)
+    del no_redrive["Resources"][DIAGNOSE_QUEUE]["Properties"]["RedrivePolicy"]
+    assert any("redrive" in p for p in diagnose_redrive_problems(no_redrive))
+
+    wrong_queue = copy.deepcopy(transformed)
+    for statement in _statements(wrong_queue["Resources"]["FeedbackFunctionRole"]):
+        if "sqs:SendMessage*" in _actions(statement):
+            statement["Resource"]["Fn::Sub"][1]["queueName"] = {"Fn::GetAtt": [DIAGNOSE_DLQ, "QueueName"]}
+    assert any("FeedbackFunction may send" in p for p in diagnose_send_problems(wrong_queue))
+
+    extra_sender = copy.deepcopy(transformed)
+    extra_sender["Resources"]["AskFunctionRole"]["Properties"].setdefault("Policies", []).append(
+        {"PolicyName": "x", "PolicyDocument": {"Statement": [{"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": "*"}]}}
+    )
+    assert any("AskFunction" in p for p in diagnose_send_problems(extra_sender))
+
+
+def test_the_local_gateway_serves_only_api_events(template: dict[str, Any]) -> None:
+    from memtool.runtime.local_api import LocalApiGateway
+
+    gateway = LocalApiGateway(template, ROOT)
+    diagnose_routes = {(r.method, r.path) for r in gateway.routes if r.function == "DiagnoseFunction"}
+    assert diagnose_routes == {("POST", "/diagnose")}
+    assert all(r.path.startswith("/") for r in gateway.routes)
+
+
 # ---------------------------------------------------------------------------------- state machines
 
 

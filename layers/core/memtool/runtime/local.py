@@ -83,6 +83,8 @@ class LocalRuntime:
     _names: dict[str, str] = field(default_factory=dict, init=False)
     _drain: Any = field(default=None, init=False)
     _outbox: Any = field(default=None, init=False)
+    _diagnoses: Any = field(default=None, init=False)  # BackgroundDiagnoseDrain
+    revived_diagnoses: int = field(default=0, init=False)  # dead diagnose events put back at start
     _purger: threading.Thread | None = field(default=None, init=False)
     _stopping: threading.Event = field(default_factory=threading.Event, init=False)
     _started_at: float = field(default=0.0, init=False)
@@ -117,6 +119,7 @@ class LocalRuntime:
             aws_endpoint_url=self._moto.endpoint,
             home=self.home,
             store=store,
+            diagnose_queue="sqlite",
             **LOCAL_CREDENTIALS,
         )
         if self.warehouse_scale is not None:
@@ -128,6 +131,7 @@ class LocalRuntime:
             self._start_sqlite()
         else:
             self._start_dynamodb(template, root)
+        self._start_diagnose_queue(root)
         self._warm()
         gateway = LocalApiGateway(template, root)
         self._http = serve_http(
@@ -163,6 +167,22 @@ class LocalRuntime:
         self._outbox = BackgroundOutboxDrain(drainer).start()
         self._purger = threading.Thread(target=self._purge_expired, name="memtool-ttl", daemon=True)
         self._purger.start()
+
+    def _start_diagnose_queue(self, root: Path) -> None:
+        """The local SQS: diagnose events wait in a SQLite file and are drained into the real
+        DiagnoseFunction handler, as Lambda's SQS event source would (either record store)."""
+        from memtool.diagnosis.queue import SQLiteDiagnosisQueue
+        from memtool.runtime.diagnose_drain import BackgroundDiagnoseDrain, DiagnoseDrainer
+        from memtool.runtime.handlers import function_fleet
+
+        assert self.settings is not None
+        queue = SQLiteDiagnosisQueue(self.settings.diagnose_queue_file, max_attempts=self.settings.diagnose_max_attempts)
+        # As with the outbox: dead letters get another chance at start, after their cause is fixed.
+        self.revived_diagnoses = queue.revive_dead_letters()
+        # The fleet, not the one cached module: DiagnoseFunction also serves POST /diagnose on the
+        # API's threads, and two invocations must not share one resolver at the same time.
+        handler = function_fleet(root, "diagnose")
+        self._diagnoses = BackgroundDiagnoseDrain(DiagnoseDrainer(queue, handler)).start()
 
     def _purge_expired(self) -> None:
         """DynamoDB's TTL, locally: expired records leave the store (and, via the outbox, the index)."""
@@ -245,13 +265,30 @@ class LocalRuntime:
             }
         return {}
 
+    def diagnosis_queue_stats(self) -> dict[str, Any]:
+        if self._diagnoses is None:
+            return {}
+        stats = self._diagnoses.drainer.queue.stats()
+        return {
+            "pending": stats["pending"],
+            "in_flight": stats["in_flight"],
+            "dead_letters": stats["dead_letters"],
+            "delivered": stats["delivered"],
+            "drain_errors": len(self._diagnoses.errors),
+        }
+
     def health(self) -> dict[str, Any]:
         """Status, versions, lags and counts: no file paths, no endpoints."""
         indexer = self.indexer_stats()
+        diagnoses = self.diagnosis_queue_stats()
         lag = indexer.get("lag_seconds")
         problems = []
         if indexer.get("dead_letters"):
             problems.append("indexer has dead letters")
+        if diagnoses.get("dead_letters"):
+            problems.append("diagnosis queue has dead letters")
+        if diagnoses.get("drain_errors"):
+            problems.append("diagnosis queue feed failing")
         if lag is not None and lag > LAG_DEGRADED_SECONDS:
             problems.append(f"indexer lags {lag:.0f} s")
         if indexer.get("drain_errors"):
@@ -273,6 +310,7 @@ class LocalRuntime:
                 "in_flight": max(0, http.in_flight - 1) if http else 0,  # not counting this one
             },
             "indexer": indexer,
+            "diagnosis_queue": diagnoses,
         }
 
     # ---- control ------------------------------------------------------------------------
@@ -282,6 +320,10 @@ class LocalRuntime:
         if self._outbox is not None:
             return self._outbox.drainer.drain()
         return self._drain.drainer.drain() if self._drain else 0
+
+    def drain_diagnoses(self) -> int:
+        """Deliver queued diagnose events to DiagnoseFunction now (tests and the demo)."""
+        return self._diagnoses.drainer.drain() if self._diagnoses is not None else 0
 
     def save(self) -> dict[str, int]:
         """DynamoDB mode only: moto keeps tables in memory, so a clean stop writes them out."""
@@ -302,6 +344,10 @@ class LocalRuntime:
                 self._http.stop()
             if self._purger is not None:
                 self._purger.join(timeout=10)
+            # Before the outbox: a diagnosis may write memories, which the outbox then indexes.
+            if self._diagnoses is not None:
+                self._diagnoses.stop()
+                self._diagnoses.drainer.queue.close()
             if self._outbox is not None:
                 self._outbox.stop()
             if self._drain is not None:
@@ -311,7 +357,7 @@ class LocalRuntime:
         finally:
             if self._moto is not None:
                 self._moto.stop()
-            self._http = self._moto = self._drain = self._outbox = self._purger = None
+            self._http = self._moto = self._drain = self._outbox = self._purger = self._diagnoses = None
             use_settings(None)  # closes the store and the index
 
     def __enter__(self) -> LocalRuntime:
