@@ -116,6 +116,28 @@ class Settings(BaseSettings):
     bedrock_planner_model_id: str = "anthropic.claude-3-5-sonnet-20240620-v1:0"
     bedrock_embedding_model_id: str = "amazon.titan-embed-text-v2:0"
 
+    # Diagnosis: classify a failure, test hypotheses by running repairs, keep the verified lesson.
+    diagnosis_max_executions: int = Field(
+        6, ge=1, le=50, description="Intervention tests one diagnosis may run on the warehouse (its budget)."
+    )
+    diagnosis_row_cap: int = Field(50, ge=1, le=1000, description="Row cap of an intervention test.")
+    diagnosis_timeout_seconds: float = Field(10.0, gt=0, le=300, description="Statement timeout of an intervention test.")
+    diagnosis_tolerance: float = Field(
+        0.001, ge=0, le=0.5, description="Relative tolerance when a repaired value is compared with the value the user expected."
+    )
+    diagnoser: Literal["rules", "bedrock"] = Field(
+        "rules", description="'bedrock' adds the Bedrock diagnoser's hypotheses to the rules' (the rules always run)."
+    )
+    bedrock_diagnoser_model_id: str = "anthropic.claude-3-5-sonnet-20240620-v1:0"
+    diagnose_queue: Literal["none", "sqs", "sqlite"] | None = Field(
+        None,
+        description="Where off-path diagnose events go: 'sqs' (AWS, MEMTOOL_DIAGNOSE_QUEUE_URL), 'sqlite' (the local "
+        "runtime, drained into the diagnose handler) or 'none'. Unset: sqs when a queue URL is set, else none.",
+    )
+    diagnose_queue_url: str | None = None
+    diagnose_queue_path: Path | None = Field(None, description="SQLite diagnose queue; default <home>/state/diagnose-queue.sqlite3.")
+    diagnose_max_attempts: int = Field(3, ge=1, le=100, description="Deliveries of one diagnose event before it is a dead letter.")
+
     @property
     def is_local(self) -> bool:
         return self.runtime == "local"
@@ -127,6 +149,16 @@ class Settings(BaseSettings):
     @property
     def sqlite_path(self) -> Path:
         return self.store_path or self.home / "state" / "memtool.sqlite3"
+
+    @property
+    def diagnose_queue_kind(self) -> Literal["none", "sqs", "sqlite"]:
+        if self.diagnose_queue is not None:
+            return self.diagnose_queue
+        return "sqs" if self.diagnose_queue_url else "none"
+
+    @property
+    def diagnose_queue_file(self) -> Path:
+        return self.diagnose_queue_path or self.home / "state" / "diagnose-queue.sqlite3"
 
 
 _override: Settings | None = None

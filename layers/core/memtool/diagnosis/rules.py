@@ -1,0 +1,389 @@
+"""Rule hypotheses: what could explain a failure, read from the live schema and the intent.
+
+Every candidate name comes from the warehouse's information_schema as it is now (``LiveSchema``),
+never from the demo's schema constants, so a renamed column is found under its new name.
+
+- An unknown table or column: the nearest existing one by name (tokens, abbreviations, edit
+  similarity) and by meaning (a table that has the columns the query reads from it; a column of
+  the type family its use needs, numeric inside SUM/AVG or arithmetic).
+- A value that does not match the user's: the metric's time column, test or unpaid lines, the
+  metric's definition (gross vs net), the window's edges, the join type.
+- An empty result: a filter value spelled differently in the warehouse (case, whitespace,
+  full-width characters, the other language's name).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memtool.diagnosis.apply import Subject
+from memtool.diagnosis.model import Failure, Hypothesis, Repair
+from memtool.diagnosis.sql_rewrite import ColumnRef, references, unknown_references
+from memtool.semantic.compiler import IntentCompiler
+from memtool.sql.live_schema import LiveSchema
+
+# Abbreviations warehouses use for the same word.
+_ABBREVIATIONS = {
+    "amt": "amount",
+    "qty": "quantity",
+    "cnt": "count",
+    "num": "number",
+    "no": "number",
+    "dt": "date",
+    "ts": "timestamp",
+    "tm": "time",
+    "desc": "description",
+    "cust": "customer",
+    "prod": "product",
+    "chan": "channel",
+    "chnl": "channel",
+    "rgn": "region",
+    "dim": "dimension",
+    "txn": "transaction",
+    "pct": "percent",
+}
+_NUMERIC = ("INT", "DECIMAL", "NUMERIC", "DOUBLE", "FLOAT", "REAL", "BIGINT", "SMALLINT", "HUGEINT")
+_TIME = ("DATE", "TIMESTAMP", "TIME")
+MIN_TABLE_SCORE = 0.35
+MIN_COLUMN_SCORE = 0.35
+CANDIDATES_PER_NAME = 3
+
+# Metrics whose definitions users confuse with each other (gross vs net).
+DEFINITION_VARIANTS = {"gross_revenue": ("net_revenue",), "net_revenue": ("gross_revenue",)}
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    name: str
+    score: float
+
+
+def hypotheses_for(
+    failure: Failure,
+    subject: Subject,
+    schema: LiveSchema,
+    compiler: IntentCompiler,
+    distinct_values: Callable[[str, Sequence[str]], list[tuple[Any, ...]]] | None = None,
+) -> list[Hypothesis]:
+    """Rule hypotheses for ``failure``, cheapest first. ``distinct_values(table, columns)`` reads a
+    dimension's values (it runs on the warehouse and counts against the budget)."""
+    found: list[Hypothesis] = []
+    if failure.kind in ("undefined_column", "undefined_table") or (failure.origin == "guard" and subject.sql):
+        found += _renames(subject.sql, schema)
+    if failure.origin == "logical" and subject.intent is not None:
+        if failure.kind == "empty_result" and distinct_values is not None:
+            found += _filter_values(subject, compiler, distinct_values)
+        if failure.kind in ("expected_value", "reported_wrong"):
+            found += _value_causes(subject, schema, compiler)
+    numbered = [h.model_copy(update={"id": f"h{i}"}) for i, h in enumerate(sorted(found, key=lambda h: (h.cost, -h.confidence)), start=1)]
+    return numbered
+
+
+# ---- names ------------------------------------------------------------------------------------
+
+
+def _renames(sql: str, schema: LiveSchema) -> list[Hypothesis]:
+    try:
+        unknown = unknown_references(sql, schema)
+        used = references(sql)
+    except Exception:  # noqa: BLE001 - SQL the parser cannot read has no names to map
+        return []
+    if not unknown and not _columns_of_missing_tables(used.columns, unknown.tables):
+        return []
+    table_options: dict[str, list[_Candidate]] = {}
+    for table in unknown.tables:
+        wanted = used.columns_of(table)
+        taken = set(used.tables)
+        table_options[table] = [c for c in _nearest_tables(table, wanted, schema) if c.name not in taken]
+    # Columns to map: those missing from existing tables, and those of a missing table that its
+    # best replacement does not have.
+    column_needs: list[tuple[str, str, str]] = []  # (table as the query names it, column, table it lives in now)
+    for ref in unknown.columns:
+        column_needs.append((ref.table, ref.column, ref.table))
+    for table, options in table_options.items():
+        if not options:
+            continue
+        now = options[0].name
+        for column in used.columns_of(table):
+            if not schema.has_column(now, column):
+                column_needs.append((table, column, now))
+    column_options: dict[tuple[str, str], list[_Candidate]] = {}
+    for table, column, now in column_needs:
+        uses = _uses_of(sql, table, column)
+        taken = set(used.columns_of(table))
+        column_options[(table, column)] = [
+            c for c in _nearest_columns(column, now, schema, numeric=uses == "numeric") if c.name not in taken
+        ]
+    if any(not options for options in table_options.values()) or any(not o for o in column_options.values()):
+        return []  # a name with no plausible replacement: no rule can repair this query
+
+    def repairs_for(choice: dict[tuple[str, str | None], str]) -> tuple[Repair, ...]:
+        out = []
+        for (table, column), to in choice.items():
+            if column is None:
+                out.append(Repair(kind="rename_table", table=table, to=to))
+            else:
+                out.append(Repair(kind="rename_column", table=table, column=column, to=to))
+        return tuple(out)
+
+    best: dict[tuple[str, str | None], str] = {(t, None): o[0].name for t, o in table_options.items()}
+    best.update({key: o[0].name for key, o in column_options.items()})
+    scores = [o[0].score for o in table_options.values()] + [o[0].score for o in column_options.values()]
+    hypotheses = [
+        Hypothesis(
+            id="",
+            cause="schema_drift",
+            root_cause=_drift_sentence(best),
+            repairs=repairs_for(best),
+            cost=1,
+            confidence=round(min(scores), 3),
+        )
+    ]
+    # The runners-up, one name at a time.
+    alternatives: list[tuple[tuple[str, str | None], _Candidate]] = []
+    for t, options in table_options.items():
+        alternatives += [((t, None), c) for c in options[1:]]
+    for key, options in column_options.items():
+        alternatives += [(key, c) for c in options[1:]]
+    for rank, (key, candidate) in enumerate(sorted(alternatives, key=lambda a: -a[1].score)):
+        choice = {**best, key: candidate.name}
+        hypotheses.append(
+            Hypothesis(
+                id="",
+                cause="schema_drift",
+                root_cause=_drift_sentence(choice),
+                repairs=repairs_for(choice),
+                cost=2 + rank,
+                confidence=round(candidate.score, 3),
+            )
+        )
+    return hypotheses
+
+
+def _columns_of_missing_tables(columns: Sequence[ColumnRef], tables: Sequence[str]) -> bool:
+    return any(c.table in tables for c in columns)
+
+
+def _drift_sentence(choice: dict[tuple[str, str | None], str]) -> str:
+    parts = []
+    for (table, column), to in choice.items():
+        if column is None:
+            parts.append(f"table {table} no longer exists; it is now {to}")
+        else:
+            parts.append(f"column {table}.{column} no longer exists; it is now {to}")
+    return "The warehouse schema changed: " + "; ".join(parts) + "."
+
+
+def _nearest_tables(table: str, wanted_columns: Sequence[str], schema: LiveSchema) -> list[_Candidate]:
+    scored = []
+    for candidate in schema.tables:
+        columns = set(schema.columns_of(candidate))
+        coverage = sum(1 for c in wanted_columns if c in columns) / len(wanted_columns) if wanted_columns else 0.0
+        score = 0.55 * name_similarity(table, candidate) + 0.45 * coverage
+        if score >= MIN_TABLE_SCORE:
+            scored.append(_Candidate(candidate, round(score, 4)))
+    return sorted(scored, key=lambda c: (-c.score, c.name))[:CANDIDATES_PER_NAME]
+
+
+def _nearest_columns(column: str, table: str, schema: LiveSchema, *, numeric: bool) -> list[_Candidate]:
+    scored = []
+    for candidate in schema.columns_of(table):
+        kind = (schema.type_of(table, candidate) or "").upper()
+        if numeric and not kind.startswith(_NUMERIC):
+            continue  # summed or computed with: only a number can take its place
+        score = name_similarity(column, candidate)
+        if score >= MIN_COLUMN_SCORE:
+            scored.append(_Candidate(candidate, round(score, 4)))
+    return sorted(scored, key=lambda c: (-c.score, c.name))[:CANDIDATES_PER_NAME]
+
+
+def _uses_of(sql: str, table: str, column: str) -> str | None:
+    """'numeric' when the query sums, averages or computes with the column."""
+    from sqlglot import exp
+
+    from memtool.diagnosis.sql_rewrite import _resolved_columns, parse
+
+    tree = parse(sql)
+    for real, name, node in _resolved_columns(tree):
+        if real == table and name == column:
+            parent = node.parent
+            while isinstance(parent, (exp.Paren, exp.Cast, exp.Coalesce)):
+                parent = parent.parent
+            if isinstance(parent, (exp.Sum, exp.Avg, exp.Add, exp.Sub, exp.Mul, exp.Div)):
+                return "numeric"
+    return None
+
+
+def name_similarity(a: str, b: str) -> float:
+    """Token overlap after expanding abbreviations, blended with edit similarity (0..1)."""
+    ta, tb = _tokens(a), _tokens(b)
+    overlap = len(ta & tb) / len(ta | tb) if ta | tb else 0.0
+    edit = difflib.SequenceMatcher(None, a.lower(), b.lower()).ratio()
+    return max(overlap, 0.6 * overlap + 0.4 * edit, 0.8 * edit)
+
+
+def _tokens(name: str) -> set[str]:
+    words = [w for w in re.split(r"[_\W]+", name.lower()) if w]
+    return {_ABBREVIATIONS.get(w, w) for w in words} - {"dimension", "fact"}
+
+
+# ---- values -----------------------------------------------------------------------------------
+
+
+def _value_causes(subject: Subject, schema: LiveSchema, compiler: IntentCompiler) -> list[Hypothesis]:
+    intent = subject.intent
+    assert intent is not None
+    catalog = compiler.catalog
+    if not catalog.has_metric(intent.metric):
+        return []
+    metric = catalog.metric(intent.metric)
+    fact = compiler.fact_table(metric.name)
+    live_fact = _live_name(fact, subject)
+    current = compiler.with_options(subject.options).time_column(metric)
+    found: list[Hypothesis] = []
+    for column in schema.time_columns(live_fact):
+        if column != current:
+            found.append(
+                Hypothesis(
+                    id="",
+                    cause="time_column",
+                    root_cause=f"{metric.name} was counted in the period of {current}; the expected value counts it by {column}.",
+                    repairs=(Repair(kind="time_column", metric=metric.name, to=column),),
+                    cost=2,
+                    confidence=0.6,
+                )
+            )
+    if metric.source == "order_line":
+        if not subject.options.include_test_lines and "is_test" in schema.columns_of(live_fact):
+            found.append(
+                Hypothesis(
+                    id="",
+                    cause="test_lines",
+                    root_cause="Test order lines (is_test) were left out; the expected value includes them.",
+                    repairs=(Repair(kind="include_rows", metric=metric.name, rows="test"),),
+                    cost=3,
+                    confidence=0.4,
+                )
+            )
+        if not subject.options.include_unpaid_lines:
+            found.append(
+                Hypothesis(
+                    id="",
+                    cause="unpaid_lines",
+                    root_cause="Unpaid order lines (no paid_at) were left out; the expected value includes them.",
+                    repairs=(Repair(kind="include_rows", metric=metric.name, rows="unpaid"),),
+                    cost=3,
+                    confidence=0.4,
+                )
+            )
+    for other in DEFINITION_VARIANTS.get(metric.name, ()):
+        if catalog.has_metric(other):
+            found.append(
+                Hypothesis(
+                    id="",
+                    cause="metric_definition",
+                    root_cause=f"The user's {metric.label('zh') if _zh(subject.question) else metric.label('en')} is "
+                    f"{catalog.metric(other).en} ({other}), not {metric.en}.",
+                    repairs=(Repair(kind="metric_definition", metric=metric.name, to=other),),
+                    cost=3,
+                    confidence=0.4,
+                )
+            )
+    if intent.time_window is not None:
+        if not subject.options.window_end_inclusive:
+            found.append(
+                Hypothesis(
+                    id="",
+                    cause="window_edges",
+                    root_cause=f"The window ended before {intent.time_window.end}; the expected value counts that day too.",
+                    repairs=(Repair(kind="window_edges", metric=metric.name, edge="end_inclusive"),),
+                    cost=4,
+                    confidence=0.3,
+                )
+            )
+        if not subject.options.window_start_exclusive:
+            found.append(
+                Hypothesis(
+                    id="",
+                    cause="window_edges",
+                    root_cause=f"The window began on {intent.time_window.start}; the expected value leaves that day out.",
+                    repairs=(Repair(kind="window_edges", metric=metric.name, edge="start_exclusive"),),
+                    cost=4,
+                    confidence=0.3,
+                )
+            )
+    if (intent.dimensions or intent.filters) and subject.options.dimension_join != "left":
+        found.append(
+            Hypothesis(
+                id="",
+                cause="join_type",
+                root_cause="Fact rows without a matching dimension row were dropped by an inner join.",
+                repairs=(Repair(kind="join_type", metric=metric.name, join="left"),),
+                cost=4,
+                confidence=0.3,
+            )
+        )
+    return found
+
+
+def _live_name(table: str, subject: Subject) -> str:
+    """The table's name in the warehouse now, after the renames the episode already applied."""
+    for repair in subject.sql_repairs:
+        if repair.kind == "rename_table" and repair.table == table and repair.to:
+            return repair.to
+    return table
+
+
+def _filter_values(
+    subject: Subject, compiler: IntentCompiler, distinct_values: Callable[[str, Sequence[str]], list[tuple[Any, ...]]]
+) -> list[Hypothesis]:
+    intent = subject.intent
+    assert intent is not None
+    found: list[Hypothesis] = []
+    for f in intent.filters:
+        if f.op != "in" or not compiler.catalog.has_dimension(f.dimension):
+            continue
+        spec = compiler.catalog.dimension(f.dimension)
+        if spec.table is None or spec.column is None:
+            continue
+        table = _live_name(spec.table, subject)
+        columns = [spec.column, *([spec.en_column] if spec.en_column else [])]
+        try:
+            rows = distinct_values(table, columns)
+        except Exception:  # noqa: BLE001 - a probe that fails proposes nothing
+            continue
+        stored = {str(row[0]) for row in rows if row and row[0] is not None}
+        for value in f.values:
+            if value in stored:
+                continue
+            for row in rows:
+                if not row or row[0] is None:
+                    continue
+                names = [str(v) for v in row if v is not None]
+                if any(_spelling(value) == _spelling(name) for name in names):
+                    found.append(
+                        Hypothesis(
+                            id="",
+                            cause="filter_value",
+                            root_cause=f"The warehouse spells {f.dimension} {value!r} as {row[0]!r}.",
+                            repairs=(Repair(kind="filter_value", dimension=f.dimension, value=value, to=str(row[0])),),
+                            cost=2,
+                            confidence=0.7,
+                        )
+                    )
+                    break
+    return found
+
+
+def _spelling(text: str) -> str:
+    """Case, width and whitespace folded: 'Ｓhanghai ' and 'shanghai' spell the same name."""
+    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text)).casefold()
+
+
+def _zh(text: str) -> bool:
+    return re.search(r"[\u4e00-\u9fff]", text) is not None
