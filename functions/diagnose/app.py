@@ -1,4 +1,9 @@
-"""POST /diagnose: causal diagnosis and verified repair of a failed episode (diagnosis issue)."""
+"""Diagnosis: POST /diagnose, GET /episodes/{id}, POST /lessons/{id}/share, and the diagnose queue.
+
+API Gateway events go to the REST resolver; SQS events (negative feedback and failed episodes
+the ask flow could not repair) go to the batch processor, which reports partial failures so only
+the failed records are retried (and, after the redrive limit, land in the dead-letter queue).
+"""
 
 # No `from __future__ import annotations`: Powertools reads the routes' parameter types at run time.
 from typing import Annotated, Any
@@ -7,25 +12,77 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.logging import correlation_paths
 
+from memtool.api.diagnose import DiagnoseBody, DiagnosisAnswer, EpisodeView
+from memtool.api.identity import Identity
+from memtool.api.memories import MemoryIdParam, MemoryRead, memory_view
 from memtool.api.openapi import operation
 from memtool.api.resolver import caller, make_resolver
-from memtool.errors import NotImplementedYet
+from memtool.runtime import container
+from memtool.runtime.api_writes import idempotent_write
 
 logger = Logger(service="memtool")
 app = make_resolver()
 
-# Until the diagnosis issue defines it, the body is any JSON object (still parsed strictly).
-PendingBody = Annotated[dict[str, Any] | None, Body(description="its shape arrives with the diagnosis issue")]
+
+@app.post(
+    "/diagnose",
+    **operation(
+        "Diagnose an episode: classify the failure, test hypotheses by running their repairs, keep the lesson",
+        tag="learning",
+        ok={200: DiagnosisAnswer},
+        errors=(404, 409, 422),
+        idempotent=True,
+    ),
+)
+def diagnose(body: Annotated[DiagnoseBody, Body()]):
+    from memtool.flows.diagnose import new_request_id
+
+    def perform(who: Identity) -> dict[str, Any]:
+        report = container.diagnosis_service().diagnose_episode(
+            who,
+            body.episode_id,
+            reason="on_demand",
+            request_id=new_request_id(body.episode_id, "api"),
+            expected=body.expected,
+            comment=body.comment,
+        )
+        answer = DiagnosisAnswer.model_validate(report.model_dump(mode="json", exclude={"schema_facts"}))
+        return {"status_code": 200, "body": answer.model_dump(mode="json")}
+
+    return idempotent_write(app, caller(app), "diagnose", body.model_dump(mode="json"), perform)
+
+
+@app.get(
+    "/episodes/<id>",
+    **operation("An episode of the caller, with its diagnoses", tag="learning", ok={200: EpisodeView}, errors=(404,)),
+)
+def get_episode(id: MemoryIdParam):  # noqa: A002 - the path parameter's name
+    view = container.diagnosis_service().episode_view(caller(app), id)
+    return EpisodeView(episode=memory_view(view["episode"]), diagnoses=[memory_view(r) for r in view["diagnoses"]]).model_dump(mode="json")
 
 
 @app.post(
-    "/diagnose", **operation("Diagnose a failed episode (not yet available)", tag="learning", ok={}, errors=(501,))
+    "/lessons/<id>/share",
+    **operation(
+        "Share a verified lesson with the tenant (curators)", tag="learning", ok={201: MemoryRead}, errors=(403, 404, 409, 422), idempotent=True
+    ),
 )
-def diagnose(body: PendingBody = None):
-    caller(app)
-    raise NotImplementedYet("diagnosis (classify, test a repair, keep the lesson) arrives with the diagnosis release", field="path")
+def share_lesson(id: MemoryIdParam):  # noqa: A002 - the path parameter's name
+    def perform(who: Identity) -> dict[str, Any]:
+        record = container.diagnosis_service().share(who, id)
+        return {"status_code": 201, "body": MemoryRead(memory=record).model_dump(mode="json")}
+
+    return idempotent_write(app, caller(app), "share_lesson", {"id": id}, perform)
+
+
+def _run_request(request):
+    container.diagnosis_service().run_request(request)
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
 def lambda_handler(event: dict, context) -> dict:
+    if isinstance(event, dict) and isinstance(event.get("Records"), list):
+        from memtool.runtime.diagnose_batch import process_diagnose_batch
+
+        return process_diagnose_batch(event, context, _run_request)
     return app.resolve(event, context)

@@ -1,4 +1,4 @@
-"""Handlers a later issue fills must run and answer a clear 501, never crash."""
+"""Handlers run from their events/*.json as AWS would send them; ones a later issue fills answer a clear 501."""
 
 from __future__ import annotations
 
@@ -12,14 +12,15 @@ from memtool.runtime.lambda_context import LocalLambdaContext
 from tests.support import ROOT, load_event
 
 
-@pytest.mark.parametrize(("function", "event_file"), [("diagnose", "diagnose.json")])
-def test_api_handlers_answer_501_to_an_authenticated_caller(aws, function, event_file):
+def test_the_diagnose_event_reaches_the_service_as_its_authorizer_says(aws):
+    """events/diagnose.json, as `sam local invoke -e` sends it: the tenant comes from the authorizer
+    and the episode is not that caller's, so a 404 naming the field (never someone else's episode)."""
     from memtool.runtime.settings import use_settings
 
     use_settings(aws.model_copy(update={"runtime": "aws"}))
-    reply = function_handler(ROOT, function)(load_event(event_file), LocalLambdaContext())
-    assert reply["statusCode"] == 501
-    assert json.loads(reply["body"])["error"] == "not_implemented"
+    reply = function_handler(ROOT, "diagnose")(load_event("diagnose.json"), LocalLambdaContext())
+    assert reply["statusCode"] == 404
+    assert json.loads(reply["body"])["field"] == "episode_id"
 
 
 def test_the_feedback_event_reaches_the_flow_as_its_authorizer_says(aws):

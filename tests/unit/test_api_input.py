@@ -255,12 +255,20 @@ def test_ask_parses_its_body_strictly(api, aws, raw, field):
     assert _stored(aws) == []
 
 
-@pytest.mark.parametrize("path", ["/diagnose"])
-def test_placeholder_routes_parse_their_bodies_strictly_too(api, aws, path):
-    assert api.call("POST", path, raw='{"rating": NaN}').json()["field"] == "rating"
-    assert api.call("POST", path, raw="[1]").json()["field"] == "body"
-    assert api.call("POST", path, {"episode_id": "ep_1", "rating": 1}).status == 501
-    assert api.call("POST", path).status == 501
+def test_diagnose_parses_its_body_strictly(api, aws):
+    assert api.call("POST", "/diagnose", raw='{"episode_id": "ep_1", "expected": {"value": NaN}}').json()["field"] == "expected.value"
+    assert api.call("POST", "/diagnose", raw="[1]").json()["field"] == "body"
+    assert api.call("POST", "/diagnose", raw='{"episode_id": "ep_1", "episode_id": "ep_2"}').status == 400
+    assert api.call("POST", "/diagnose").status == 400
+    extra = api.call("POST", "/diagnose", {"episode_id": "ep_1", "rating": 1})
+    assert extra.status == 400 and extra.json()["field"] == "rating"
+    unit = api.call("POST", "/diagnose", {"episode_id": "ep_1", "expected": {"value": 1, "unit": "USD"}})
+    assert unit.status == 400 and unit.json()["field"] == "expected.unit"
+    huge = api.call("POST", "/diagnose", {"episode_id": "ep_1", "expected": {"value": 1e300}})
+    assert huge.status == 400 and huge.json()["field"] == "expected.value"
+    unknown = api.call("POST", "/diagnose", {"episode_id": "ep_1"})
+    assert unknown.status == 404 and unknown.json()["field"] == "episode_id"
+    assert _stored(aws) == []
 
 
 def test_feedback_parses_its_body_strictly(api, aws):

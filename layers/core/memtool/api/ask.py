@@ -66,4 +66,10 @@ class AskAnswer(BaseModel):
     clarification: dict[str, Any] | None = None
     notes: list[str] = Field(default_factory=list)
     error: AskError | None = None
+    repaired: dict[str, Any] | None = Field(
+        None, description="{root_cause, cause, memory_id}: the SQL failed, a diagnosis verified a repair by running it, and this answer ran it"
+    )
+    diagnosis: dict[str, Any] | None = Field(
+        None, description="the failed answer's diagnosis: the failure, every hypothesis with its test result"
+    )
     timings: dict[str, float] = Field(default_factory=dict)

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_
 
 from memtool.api.limits import PlainText
 from memtool.api.memories import Identifier
+from memtool.diagnosis.requests import Expected
 
 COMMENT_MAX_CHARS = 2000
 CORRECTION_MAX_CHARS = 500
@@ -45,6 +46,9 @@ class FeedbackBody(_Body):
         None, description='free text ("单子数就是订单数", "by takings I mean net revenue") or {term, means, scope?}'
     )
     signals: Signals | None = None
+    expected: Expected | None = Field(
+        None, description="the value the answer should have been, {value, unit?}: the answer is diagnosed against it (off the request path)"
+    )
 
     @field_validator("rating", mode="before")
     @classmethod
@@ -59,7 +63,7 @@ class FeedbackBody(_Body):
         signals = self.signals.model_dump(exclude_none=True) if self.signals is not None else {}
         signalled = any(value is True for value in signals.values()) or "dwell_ms" in signals
         worded = any(ch.isalnum() for ch in self.comment or "")
-        return self.rating is not None or self.correction is not None or worded or signalled
+        return self.rating is not None or self.correction is not None or self.expected is not None or worded or signalled
 
 
 class CreditedView(BaseModel):
@@ -99,6 +103,9 @@ class FeedbackAnswer(BaseModel):
     credited: list[CreditedView]
     correction: dict[str, Any] | None = Field(description="the correction memory written, when one was given")
     fewshot_candidate: dict[str, Any] | None = Field(description="the few-shot candidate recorded (pending review)")
+    diagnosis_queued: bool = Field(
+        False, description="a thumbs-down or an expected value queued a diagnosis; its result shows at GET /episodes/{id}"
+    )
     notes: list[str]
 
 
@@ -112,4 +119,6 @@ def feedback_command(body: FeedbackBody) -> Any:  # -> flows.feedback.FeedbackCo
     elif body.correction is not None:
         correction = StatedCorrection(term=body.correction.term, means=body.correction.means, scope=body.correction.scope)
     signals = body.signals.model_dump(exclude_none=True) if body.signals is not None else {}
-    return FeedbackCommand(episode_id=body.episode_id, rating=body.rating, comment=body.comment, correction=correction, signals=signals)
+    return FeedbackCommand(
+        episode_id=body.episode_id, rating=body.rating, comment=body.comment, correction=correction, signals=signals, expected=body.expected
+    )

@@ -97,6 +97,8 @@ class AskService:
             clarification=plan.get("clarification"),
             notes=list(dict.fromkeys([*state.notes, *(plan.get("notes") or []), *guard_note])),  # once each
             error=error.model_dump() if error is not None else None,
+            repaired=state.repaired,
+            diagnosis=state.diagnosis if state.status == "failed" else None,
             timings=timings,
         )
 

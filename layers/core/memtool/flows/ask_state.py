@@ -72,6 +72,10 @@ class AskState(BaseModel):
     result: dict[str, Any] | None = None
     repair_status: str | None = None
     repair_attempts: int = 0
+    lessons: list[dict[str, Any]] = Field(default_factory=list)  # verified lessons applied: {id, version, repairs}
+    failure: dict[str, Any] | None = None  # the classified failure Diagnose saw: {class, origin, message, code}
+    diagnosis: dict[str, Any] | None = None  # the in-flow diagnosis (hypotheses and their tests)
+    repaired: dict[str, Any] | None = None  # {root_cause, cause, memory_id}: the verified repair this answer ran
     analysis: dict[str, Any] | None = None
     chart: dict[str, Any] | None = None
     status: str | None = None
@@ -110,6 +114,14 @@ _WAREHOUSE_CODES = {
     "WarehouseUnavailable": "warehouse_unavailable",
     "WarehouseTimeout": "warehouse_timeout",
     "WarehouseError": "warehouse_error",
+    # the Execute step names the warehouse's error code in the type (diagnosis reads it)
+    "WarehouseUndefinedColumn": "warehouse_error",
+    "WarehouseUndefinedTable": "warehouse_error",
+    "WarehouseSyntaxError": "warehouse_error",
+    "WarehouseTypeMismatch": "warehouse_error",
+    "WarehouseDivisionByZero": "warehouse_error",
+    "WarehousePermission": "warehouse_error",
+    "WarehouseUndefinedFunction": "warehouse_error",
 }
 _TIMEOUTS = {"States.Timeout", "memtool.Timeout"}
 # Failures of the machinery rather than of a step's work: a caller can only retry later.

@@ -51,6 +51,50 @@ class WarehouseTimeout(WarehouseError):
     """The query ran past the statement timeout."""
 
 
+# The warehouse's error code in the Lambda errorType, so the Diagnose step (after the Catch, which
+# keeps only the type name and the message) knows which failure it is.
+class WarehouseUndefinedColumn(WarehouseError):
+    pass
+
+
+class WarehouseUndefinedTable(WarehouseError):
+    pass
+
+
+class WarehouseSyntaxError(WarehouseError):
+    pass
+
+
+class WarehouseTypeMismatch(WarehouseError):
+    pass
+
+
+class WarehouseDivisionByZero(WarehouseError):
+    pass
+
+
+class WarehousePermission(WarehouseError):
+    pass
+
+
+class WarehouseUndefinedFunction(WarehouseError):
+    pass
+
+
+_TYPED_ERRORS: dict[str, type[WarehouseError]] = {
+    "unavailable": WarehouseUnavailable,
+    "timeout": WarehouseTimeout,
+    "undefined_column": WarehouseUndefinedColumn,
+    "undefined_table": WarehouseUndefinedTable,
+    "syntax_error": WarehouseSyntaxError,
+    "type_mismatch": WarehouseTypeMismatch,
+    "division_by_zero": WarehouseDivisionByZero,
+    "permission": WarehousePermission,
+    "read_only": WarehousePermission,
+    "undefined_function": WarehouseUndefinedFunction,
+}
+
+
 class UnknownStep(ValueError):
     pass
 
@@ -69,6 +113,8 @@ class AskSteps:
         fewshot_search: Callable[[str, str], list[Any]] | None = None,  # (tenant, question) -> approved examples
         today: Callable[[], date] | None = None,  # the data's today (MEMTOOL_TODAY), as the planner reads it
         sleep: Callable[[float], None] = time.sleep,
+        diagnosis: Callable[[], Any] | None = None,  # -> DiagnosisService (lessons, in-flow repair, the queue)
+        compiler: Callable[[], Any] | None = None,  # -> IntentCompiler: lessons recompile intents with it
     ) -> None:
         self._settings = settings
         self._clock = clock
@@ -80,6 +126,8 @@ class AskSteps:
         self._fewshot_search = fewshot_search
         self._today = today or (lambda: clock.now().date())
         self._sleep = sleep
+        self._diagnosis = diagnosis
+        self._compiler = compiler
 
     def run(self, step: str, raw_state: dict[str, Any]) -> dict[str, Any]:
         method = getattr(self, f"step_{step.lower()}", None)
@@ -171,14 +219,43 @@ class AskSteps:
         ]
         if plan.remember is not None:
             self._remember_preference(state, plan.remember.model_dump(exclude_none=True))
+        if state.sql and state.plan_status == "ready":
+            self._apply_lessons(state)
         return state
+
+    def _apply_lessons(self, state: AskState) -> None:
+        """Verified lessons from earlier diagnoses, applied before the SQL is guarded and run."""
+        if self._diagnosis is None or self._compiler is None:
+            return
+        from memtool.diagnosis.lessons import apply_lessons
+        from memtool.semantic.intent import Intent
+
+        try:
+            lessons = self._diagnosis().lessons.active(state.caller.tenant, state.caller.user, self._clock.now())
+            if not lessons:
+                return
+            raw = (state.plan or {}).get("intent")
+            outcome = apply_lessons(Intent.model_validate(raw) if raw else None, state.sql, lessons, self._compiler())
+        except Exception:  # noqa: BLE001 - a lesson helps; failing to apply one never fails the ask
+            logger.warning("episode %s: lessons could not be applied", state.episode_id, exc_info=True)
+            state.note("earlier lessons could not be applied to this question")
+            return
+        if not outcome.applied:
+            return
+        state.sql = outcome.sql
+        if outcome.intent is not None and state.plan is not None:
+            state.plan["intent"] = outcome.intent.model_dump(mode="json")
+        state.lessons = outcome.lessons_value()
+        for lesson, repairs in outcome.applied:
+            state.note(f"applied lesson {lesson.cite}: {'; '.join(r.describe() for r in repairs)} (learned: {lesson.root_cause})")
+            state.memories_used.append(
+                MemoryUse(id=lesson.memory_id, version=lesson.version, kind=MemoryKind.CAUSAL.value, score=1.0, content=lesson.text)
+            )
 
     def step_guard(self, state: AskState) -> AskState:
         from memtool.sql.guardrails import GuardPolicy, check_sql
 
-        policy = GuardPolicy.for_demo_warehouse(
-            max_rows=self._settings.max_rows, timeout_seconds=self._settings.statement_timeout_seconds
-        )
+        policy = self._guard_policy(GuardPolicy)
         verdict = check_sql(state.sql or "", policy)
         state.guard = {"allowed": verdict.allowed, "reason": verdict.reason, "code": verdict.code, "tables": verdict.tables}
         state.guard_status = "passed" if verdict.allowed else "blocked"
@@ -210,10 +287,77 @@ class AskSteps:
         }
         return state
 
+    def _guard_policy(self, policy_type: Any) -> Any:
+        """The allow-list is the warehouse's live schema (what it has now, drift included); when
+        the schema cannot be read, the demo contract (Execute then reports why the warehouse failed)."""
+        settings = self._settings
+        try:
+            schema = self._warehouse_factory().describe()
+        except Exception as exc:  # noqa: BLE001 - Execute says what is wrong with the warehouse
+            logger.warning("the live schema could not be read (%s); guarding with the demo schema", type(exc).__name__)
+            return policy_type.for_demo_warehouse(max_rows=settings.max_rows, timeout_seconds=settings.statement_timeout_seconds)
+        return policy_type.from_live_schema(schema, max_rows=settings.max_rows, timeout_seconds=settings.statement_timeout_seconds)
+
     def step_diagnose(self, state: AskState) -> AskState:
-        # The diagnosis work fills this in: classify the error, test a repair, keep the lesson.
+        """Classify the failure, test hypotheses by running their repairs, and take a verified one.
+
+        A verified repair is kept as the user's lesson at once and its SQL goes back through Guard
+        and Execute (once: a second failure is recorded). Anything else leaves the failure as it
+        was, with the diagnosis in the answer; the failed episode is queued for a diagnosis off
+        the request path.
+        """
+        from memtool.diagnosis.apply import Subject, options_from
+        from memtool.diagnosis.failures import from_step_error, guard_failure
+        from memtool.diagnosis.model import Repair
+        from memtool.semantic.intent import Intent
+
         state.repair_attempts += 1
         state.repair_status = "not_repaired"
+        raw = getattr(state, "error", None)
+        if raw is not None:
+            failure = from_step_error(raw)
+        elif state.guard_status == "blocked":
+            failure = guard_failure((state.guard or {}).get("code"), (state.guard or {}).get("reason"))
+        else:
+            failure = None
+        if failure is not None:
+            state.failure = failure.public()
+        if state.repair_attempts > 1:
+            state.note("the repaired query failed too; the failure is recorded for review")
+            return state
+        if failure is None or not state.sql or self._diagnosis is None or failure.kind in ("unavailable", "timeout", "permission"):
+            return state
+        plan = state.plan or {}
+        repairs = [Repair.model_validate(r) for lesson in state.lessons for r in lesson.get("repairs") or []]
+        subject = Subject(
+            question=plan.get("resolved_question") or state.input.question,
+            intent=Intent.model_validate(plan["intent"]) if plan.get("intent") else None,
+            sql=state.sql,
+            options=options_from([r for r in repairs if not r.sql_level]),
+            sql_repairs=tuple(r for r in repairs if r.sql_level),
+        )
+        scenario = {"question": state.input.question, "asked": subject.question, "intent": plan.get("intent"), "route": state.route}
+        try:
+            report, record = self._diagnosis().repair(
+                self._who(state), episode_id=state.episode_id, failure=failure, subject=subject, scenario=scenario, lessons=state.lessons
+            )
+        except Exception:  # noqa: BLE001 - the original failure is what the answer reports
+            logger.warning("episode %s: diagnosis failed", state.episode_id, exc_info=True)
+            state.note("the failure could not be diagnosed now; it is queued for a diagnosis")
+            return state
+        state.diagnosis = report.model_dump(mode="json", exclude={"schema_facts"})
+        if record is None or not report.repaired_sql:
+            return state
+        state.sql = report.repaired_sql
+        state.lessons = [*state.lessons, {"id": record.id, "version": record.version, "repairs": report.repairs}]
+        setattr(state, "error", None)  # the failure is repaired: Guard and Execute run the repair
+        state.guard_status, state.guard = None, None
+        state.repair_status = "repaired"
+        state.repaired = {"root_cause": report.root_cause, "cause": report.cause, "memory_id": record.id, "version": record.version}
+        state.memories_used.append(
+            MemoryUse(id=record.id, version=record.version, kind=MemoryKind.CAUSAL.value, score=1.0, content=record.content)
+        )
+        state.note(f"repaired: {report.root_cause} Verified by running the repaired query; kept as memory:{record.id}@v{record.version}")
         return state
 
     def step_analyze(self, state: AskState) -> AskState:
@@ -256,6 +400,7 @@ class AskSteps:
         episode = self._remember_episode(state)
         self._remember_turn(state)
         self._credit_failure(state, episode)
+        self._queue_diagnosis(state, episode)
         return state
 
     def step_recordfailure(self, state: AskState) -> AskState:
@@ -273,7 +418,26 @@ class AskSteps:
         episode = self._remember_episode(state)
         self._remember_turn(state)
         self._credit_failure(state, episode)
+        self._queue_diagnosis(state, episode)
         return state
+
+    def _queue_diagnosis(self, state: AskState, episode: MemoryRecord | None) -> None:
+        """A failed SQL answer the flow could not repair is diagnosed off the request path."""
+        if state.status != "failed" or state.failure is None or state.repaired is not None or episode is None or self._diagnosis is None:
+            return
+        from memtool.diagnosis.requests import DiagnoseRequest
+
+        queued = self._diagnosis().enqueue(
+            DiagnoseRequest(
+                tenant=state.caller.tenant,
+                user=state.caller.user,
+                episode_id=state.episode_id,
+                reason="failed_episode",
+                request_id=f"{state.episode_id}:failed",
+            )
+        )
+        if queued:
+            state.note("the failure is queued for a diagnosis; see GET /episodes/" + state.episode_id)
 
     # ---- memory formation -----------------------------------------------------------------
 
@@ -320,6 +484,17 @@ class AskSteps:
             "memories_recalled": [{"id": m.id, "version": m.version, "kind": m.kind} for m in state.memories_recalled],
             "memories_used": [{"id": m.id, "version": m.version, "kind": m.kind} for m in state.memories_used],
             "trajectory": [{"step": step, "ms": ms} for step, ms in state.timings.items()],
+            "lessons": state.lessons,  # verified lessons applied: a later diagnosis starts from the query as it ran
+            "failure": state.failure,
+            "repaired": state.repaired,
+            "diagnosis": None
+            if state.diagnosis is None
+            else {
+                "verified": state.diagnosis.get("verified"),
+                "cause": state.diagnosis.get("cause"),
+                "hypotheses": len(state.diagnosis.get("hypotheses") or []),
+                "executions": state.diagnosis.get("executions"),
+            },
         }
         sources = [SourceRef(id=m.id, version=m.version) for m in state.memories_used]
 
@@ -554,10 +729,8 @@ def _memories(n: int) -> str:
 def _typed_warehouse_error(exc: WarehouseError) -> WarehouseError:
     """The same failure under a type that says which case it is (a Lambda error keeps only the
     type name and the message, so the code would be lost otherwise)."""
-    if isinstance(exc, (WarehouseUnavailable, WarehouseTimeout)):
-        return exc
-    cls = {"unavailable": WarehouseUnavailable, "timeout": WarehouseTimeout}.get(exc.code)
-    if cls is None:
+    cls = _TYPED_ERRORS.get(exc.code)
+    if cls is None or isinstance(exc, cls):
         return exc
     return cls(str(exc), code=exc.code, sql=exc.sql)
 

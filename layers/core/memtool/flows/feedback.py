@@ -79,6 +79,7 @@ class FeedbackCommand:
     comment: str | None = None
     correction: StatedCorrection | None = None
     signals: dict[str, Any] = field(default_factory=dict)
+    expected: Any = None  # memtool.diagnosis.requests.Expected: the value the answer should have been
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,7 @@ class FeedbackOutcome:
     correction: MemoryRecord | None
     fewshot_candidate: MemoryRecord | None
     notes: list[str]
+    diagnosis_queued: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -133,6 +135,7 @@ class FeedbackOutcome:
             "fewshot_candidate": None
             if self.fewshot_candidate is None
             else {"id": self.fewshot_candidate.id, "version": self.fewshot_candidate.version, "status": self.fewshot_candidate.status.value},
+            "diagnosis_queued": self.diagnosis_queued,
             "notes": self.notes,
         }
 
@@ -148,6 +151,7 @@ class FeedbackService:
         today: Callable[[], Any],
         fewshots: Callable[[], Any] | None = None,  # the few-shot library (record_candidate)
         splitter: Callable[[], CorrectionSplitter | None] | None = None,  # the LLM, for what the rules cannot split
+        diagnosis: Callable[[], Any] | None = None,  # -> DiagnosisService: a thumbs-down or an expected value is diagnosed
     ) -> None:
         self._store = store
         self._clock = clock
@@ -156,6 +160,7 @@ class FeedbackService:
         self._today = today
         self._fewshots = fewshots
         self._splitter = splitter
+        self._diagnosis = diagnosis
 
     # ---- the service ----------------------------------------------------------------------
 
@@ -190,7 +195,9 @@ class FeedbackService:
                 episode = self._note_candidate(mine, episode, candidate.id, now)
         elif candidate_id and rating != 1:
             self._withdraw_candidate(who, str(candidate_id), command.episode_id, rating, now, notes)
+        queued = self._queue_diagnosis(who, command, value, notes)
         return FeedbackOutcome(
+            diagnosis_queued=queued,
             episode_id=command.episode_id,
             reward=reward,
             replaced=previous is not None,
@@ -201,6 +208,35 @@ class FeedbackService:
         )
 
     # ---- pieces ---------------------------------------------------------------------------
+
+    def _queue_diagnosis(self, who: Identity, command: FeedbackCommand, value: dict[str, Any], notes: list[str]) -> bool:
+        """A thumbs-down on an answer that ran SQL, or the value it should have been, is diagnosed
+        off the request path (the queue); the result shows at GET /episodes/{id}."""
+        if self._diagnosis is None or not value.get("sql"):
+            return False
+        if command.rating != -1 and command.expected is None:
+            return False
+        import hashlib
+        import json as _json
+
+        from memtool.diagnosis.requests import DiagnoseRequest
+
+        said = {"rating": command.rating, "expected": None if command.expected is None else command.expected.model_dump(), "comment": command.comment}
+        digest = hashlib.sha256(_json.dumps(said, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+        queued = self._diagnosis().enqueue(
+            DiagnoseRequest(
+                tenant=who.tenant,
+                user=who.user,
+                episode_id=command.episode_id,
+                reason="negative_feedback",
+                request_id=f"{command.episode_id}:feedback:{digest}",  # the same feedback again is diagnosed once
+                expected=command.expected,
+                comment=command.comment,
+            )
+        )
+        if queued:
+            notes.append(f"a diagnosis of this answer is queued; see GET /episodes/{command.episode_id}")
+        return queued
 
     @staticmethod
     def _verdict(command: FeedbackCommand, previous: dict[str, Any] | None, notes: list[str]) -> tuple[int | None, dict[str, Any]]:

@@ -24,6 +24,7 @@ from memtool.memory.records import (
     MemoryPatch,
     MemoryRecord,
     MemoryScope,
+    MemoryStatus,
     Provenance,
 )
 from memtool.memory.slots import check_slot_value
@@ -63,11 +64,15 @@ class MemoryService:
 
     # ---- writes -------------------------------------------------------------------------
 
-    def remember(self, who: Identity, body: CreateMemoryBody, *, system: bool = False) -> MemoryWriteResult:
+    def remember(
+        self, who: Identity, body: CreateMemoryBody, *, system: bool = False, status: MemoryStatus | None = None
+    ) -> MemoryWriteResult:
         """Store a memory for ``who``; ``system`` is memtool itself (the ask flow recording an
-        episode), which may write what the API refuses to callers."""
+        episode, a diagnosis keeping its causal memory), which may write what the API refuses to
+        callers, and may set the first version's ``status`` (an unverified diagnosis waits for review)."""
         if not system:
             self._refuse_reserved(body.kind, body.key)
+            status = None
         policy = policy_for(body.kind)
         scope = body.scope or policy.default_scope
         if scope not in policy.allowed_scopes:
@@ -88,6 +93,7 @@ class MemoryService:
             value=value,
             source_text=source_text,
             scope=scope,
+            status=status,
             confidence=body.confidence,
             provenance=Provenance(
                 trigger=body.provenance.trigger,
@@ -241,6 +247,8 @@ class MemoryService:
         """What only memtool writes: few-shots (from feedback, reviewed at /fewshots) and episodes."""
         if kind is MemoryKind.FEWSHOT:
             raise Forbidden("few-shots are recorded from thumbs-up feedback and reviewed at /fewshots/{id}/approve|reject", field="kind")
+        if kind is MemoryKind.CAUSAL:
+            raise Forbidden("causal memories are made by diagnosis (POST /diagnose) and shared at /lessons/{id}/share", field="kind")
         if key is not None and key.startswith(SYSTEM_KEY_PREFIXES):
             raise Forbidden("keys starting with 'episode.' hold the ask flow's record of what happened", field="key")
 

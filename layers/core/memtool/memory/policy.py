@@ -35,6 +35,15 @@ KIND_POLICIES: dict[MemoryKind, KindPolicy] = {
     ),
     MemoryKind.KNOWLEDGE: KindPolicy(None, MemoryScope.TENANT, _TENANT, MemoryStatus.ACTIVE, _PLAIN),
     MemoryKind.FEWSHOT: KindPolicy(None, MemoryScope.TENANT, _TENANT, MemoryStatus.PENDING_REVIEW, _REVIEWED),
+    # A diagnosis: verified ones are active lessons (the user's; a curator may share one with the
+    # tenant); unverified ones wait as pending_review and never steer generation.
+    MemoryKind.CAUSAL: KindPolicy(
+        timedelta(days=180),
+        MemoryScope.USER,
+        _USER | _TENANT,
+        MemoryStatus.ACTIVE,
+        frozenset({MemoryStatus.ACTIVE, MemoryStatus.PENDING_REVIEW, MemoryStatus.ARCHIVED}),
+    ),
 }
 
 # Episodic relevance decays linearly by this much per day since last use (floored at 0.1).

@@ -18,6 +18,7 @@ class MemoryKind(StrEnum):
     CORRECTION = "correction"
     KNOWLEDGE = "knowledge"
     FEWSHOT = "fewshot"
+    CAUSAL = "causal"
 
 
 class MemoryScope(StrEnum):

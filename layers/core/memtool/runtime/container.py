@@ -279,6 +279,47 @@ def ask_steps():  # -> AskSteps
         warehouse_factory=warehouse,
         fewshot_search=fewshot_search,
         today=today,
+        diagnosis=diagnosis_service,
+        compiler=intent_compiler,
+    )
+
+
+def intent_compiler():  # -> IntentCompiler: the planner's, over the catalog in force
+    built = planner()
+    return getattr(built, "compiler", None) or getattr(getattr(built, "fallback", None), "compiler")
+
+
+@once
+def diagnosis_queue():  # -> DiagnosisQueue: SQS in AWS, SQLite in the local runtime, or none
+    from memtool.diagnosis.queue import build_diagnosis_queue
+    from memtool.runtime.aws import client
+
+    settings = get_settings()
+    return build_diagnosis_queue(settings, lambda: client("sqs", settings))
+
+
+def diagnosis_llm():  # -> the Bedrock diagnoser, when MEMTOOL_DIAGNOSER=bedrock
+    settings = get_settings()
+    if settings.diagnoser != "bedrock":
+        return None
+    from memtool.diagnosis.bedrock import BedrockDiagnoser
+    from memtool.runtime.aws import client
+
+    return BedrockDiagnoser(client("bedrock-runtime", settings, max_attempts=1), model_id=settings.bedrock_diagnoser_model_id)
+
+
+def diagnosis_service():  # -> DiagnosisService
+    from memtool.flows.diagnose import DiagnosisService
+
+    return DiagnosisService(
+        store=memory_store(),
+        memories=memory_service(),
+        clock=clock(),
+        settings=get_settings(),
+        warehouse=warehouse,
+        compiler=intent_compiler,
+        llm=diagnosis_llm,
+        queue=diagnosis_queue,
     )
 
 
@@ -293,6 +334,7 @@ def feedback_service():  # -> FeedbackService
         today=today,
         fewshots=fewshot_library,
         splitter=correction_splitter,
+        diagnosis=diagnosis_service,
     )
 
 
@@ -331,7 +373,7 @@ def ask_service():  # -> AskService
     return AskService(flow_runner(), clock(), response_rows=get_settings().response_rows)
 
 
-_CACHED = (memory_store, idempotency_store, embedder, vector_index, warehouse, planner, flow_runner)
+_CACHED = (memory_store, idempotency_store, embedder, vector_index, warehouse, planner, flow_runner, diagnosis_queue)
 
 
 def reset() -> None:

@@ -36,7 +36,11 @@ What the SQL always does, so every planner and every cached query agree:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from types import MappingProxyType
+from typing import Literal
 
 from memtool.semantic.catalog import Catalog, DimensionSpec, MetricSpec, load_catalog
 from memtool.semantic.intent import Filter, Intent, TimeWindow
@@ -68,6 +72,32 @@ REFUND_BY_LINE_CTE = (
 )
 
 
+@dataclass(frozen=True)
+class CompileOptions:
+    """What verified lessons from diagnosis change in the SQL an intent compiles to.
+
+    The defaults are the catalog's definitions; every other value was verified by running it
+    (memtool.diagnosis) before it is ever applied to a question.
+    """
+
+    time_columns: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # metric -> time column
+    include_test_lines: bool = False  # order-line metrics keep is_test lines
+    include_unpaid_lines: bool = False  # order-line metrics keep lines without paid_at
+    window_end_inclusive: bool = False  # the window's last day counts (end + 1 day, exclusive)
+    window_start_exclusive: bool = False  # the window's first day does not count
+    dimension_join: Literal["inner", "left"] = "inner"  # how dimension tables join the fact table
+
+    def with_time_column(self, metric: str, column: str) -> CompileOptions:
+        return replace(self, time_columns=MappingProxyType({**self.time_columns, metric: column}))
+
+    @property
+    def is_default(self) -> bool:
+        return self == CompileOptions()
+
+
+DEFAULT_OPTIONS = CompileOptions()
+
+
 class CompileError(ValueError):
     """The intent names something the catalog cannot express (a planner bug, not a user error)."""
 
@@ -92,8 +122,19 @@ class CompiledQuery:
 
 
 class IntentCompiler:
-    def __init__(self, catalog: Catalog | None = None) -> None:
+    def __init__(self, catalog: Catalog | None = None, options: CompileOptions = DEFAULT_OPTIONS) -> None:
         self.catalog = catalog or load_catalog()
+        self.options = options
+
+    def with_options(self, options: CompileOptions) -> IntentCompiler:
+        return self if options == self.options else IntentCompiler(self.catalog, options)
+
+    def time_column(self, metric: MetricSpec) -> str:
+        return self.options.time_columns.get(metric.name, metric.time_column)
+
+    def fact_table(self, metric: str) -> str:
+        """The warehouse table a metric is measured on."""
+        return self._fact(self.catalog.metric(metric))[0]
 
     def compile(self, intent: Intent) -> CompiledQuery:
         if not self.catalog.has_metric(intent.metric):
@@ -142,7 +183,7 @@ class IntentCompiler:
     def _dim_expr(self, dim: DimensionSpec, metric: MetricSpec, shift: tuple[str, int] | None = None) -> str:
         _, fact = self._fact(metric)
         if dim.kind == "time":
-            column = f"{fact}.{metric.time_column}"
+            column = f"{fact}.{self.time_column(metric)}"
             if shift is not None:
                 unit, amount = shift
                 column = f"DATEADD({unit}, {amount}, {column})"
@@ -170,15 +211,21 @@ class IntentCompiler:
             if spec.kind == "attribute" and spec.table and spec.table not in tables:
                 assert spec.join_key is not None
                 tables[spec.table] = spec.join_key
+        join = "LEFT JOIN" if self.options.dimension_join == "left" else "JOIN"
         for dim_table, key in tables.items():
             alias = _DIM_ALIASES[dim_table]
-            lines.append(f"JOIN {dim_table} AS {alias} ON {alias}.{key} = {fact}.{key}")
+            lines.append(f"{join} {dim_table} AS {alias} ON {alias}.{key} = {fact}.{key}")
         conditions: list[str] = []
         if metric.source == "order_line":
-            conditions += ["ol.is_test = FALSE", "ol.paid_at IS NOT NULL"]
+            if not self.options.include_test_lines:
+                conditions.append("ol.is_test = FALSE")
+            if not self.options.include_unpaid_lines:
+                conditions.append("ol.paid_at IS NOT NULL")
         if window is not None:
-            column = f"{fact}.{metric.time_column}"
-            conditions += [f"{column} >= CAST('{window.start.isoformat()}' AS DATE)", f"{column} < CAST('{window.end.isoformat()}' AS DATE)"]
+            column = f"{fact}.{self.time_column(metric)}"
+            start = window.start + timedelta(days=1) if self.options.window_start_exclusive else window.start
+            end = window.end + timedelta(days=1) if self.options.window_end_inclusive else window.end
+            conditions += [f"{column} >= CAST('{start.isoformat()}' AS DATE)", f"{column} < CAST('{end.isoformat()}' AS DATE)"]
         conditions += [self._filter_sql(f) for f in filters]
         if conditions:
             lines.append("WHERE " + "\n  AND ".join(conditions))
@@ -383,8 +430,8 @@ class IntentCompiler:
         return "\n".join(parts)
 
 
-def compile_intent(intent: Intent, catalog: Catalog | None = None) -> CompiledQuery:
-    return IntentCompiler(catalog).compile(intent)
+def compile_intent(intent: Intent, catalog: Catalog | None = None, options: CompileOptions = DEFAULT_OPTIONS) -> CompiledQuery:
+    return IntentCompiler(catalog, options).compile(intent)
 
 
 def _cte(name: str, body: str) -> str:

@@ -1,0 +1,53 @@
+"""Bodies and answers of POST /diagnose, GET /episodes/{id} and POST /lessons/{id}/share."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memtool.api.limits import PlainText
+from memtool.api.memories import Identifier
+from memtool.diagnosis.requests import Expected
+
+COMMENT_MAX_CHARS = 2000
+
+
+class DiagnoseBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    episode_id: Identifier = Field(description="the episode to diagnose (episode_id of POST /ask); the caller's own")
+    expected: Expected | None = Field(None, description="the value the answer should have been: {value, unit?}")
+    comment: Annotated[PlainText, Field(max_length=COMMENT_MAX_CHARS)] | None = Field(None, description="what is wrong, in the user's words")
+
+
+class DiagnosisAnswer(BaseModel):
+    """A diagnosis: the failure, every hypothesis with its test result, and the verified repair if any."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+    episode_id: str
+    failure: dict[str, Any]
+    verified: bool
+    cause: str | None = None
+    root_cause: str | None = None
+    repairs: list[dict[str, Any]] = Field(default_factory=list)
+    repaired_sql: str | None = None
+    repaired_output: dict[str, Any] | None = None
+    evidence: str | None = None
+    expected: dict[str, Any] | None = None
+    baseline: dict[str, Any] | None = None
+    hypotheses: list[dict[str, Any]] = Field(default_factory=list)
+    executions: int = 0
+    budget: int = 0
+    memory_id: str | None = None
+    memory_version: int | None = None
+    status: str | None = Field(None, description="active: a verified lesson; pending_review: unverified, never applied")
+    notes: list[str] = Field(default_factory=list)
+
+
+class EpisodeView(BaseModel):
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+    episode: dict[str, Any] = Field(description="the episode memory: question, intent, SQL, outcome, feedback, lessons applied")
+    diagnoses: list[dict[str, Any]] = Field(default_factory=list, description="its causal memories, oldest first")

@@ -1,0 +1,296 @@
+"""Diagnosing failures: the application service behind the Diagnose step, POST /diagnose, the
+diagnose queue and GET /episodes/{id}.
+
+Every path does the same thing in the same order: classify the failure, form hypotheses (rules
+over the live schema, and the Bedrock diagnoser when configured), test each by running its repair
+within the execution budget, and keep the result as a causal memory: verified ones are active
+lessons for the user; unverified ones wait as ``pending_review`` and never steer generation.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from memtool.api.identity import Identity
+from memtool.diagnosis.apply import Subject, options_from
+from memtool.diagnosis.causal import causal_body, causal_value
+from memtool.diagnosis.engine import Budget, Diagnoser, HypothesisSource
+from memtool.diagnosis.failures import guard_failure, logical_failure
+from memtool.diagnosis.lessons import LessonBook, lesson_of
+from memtool.diagnosis.model import DiagnosisReport, Failure, Repair
+from memtool.diagnosis.requests import DiagnoseRequest, Expected
+from memtool.errors import Forbidden, NotFound, ValidationFailed
+from memtool.flows.memory_write import MemoryService
+from memtool.memory.records import MemoryKind, MemoryRecord, MemoryScope, MemoryStatus, Trigger
+from memtool.memory.slots import episode_key
+from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition
+from memtool.runtime.clock import Clock
+from memtool.runtime.settings import Settings
+from memtool.semantic.intent import Intent
+
+logger = logging.getLogger("memtool.flows")
+
+EPISODE_DIAGNOSES_SCANNED = 2000
+
+
+class DiagnosisService:
+    def __init__(
+        self,
+        *,
+        store: MemoryStore,
+        memories: MemoryService,
+        clock: Clock,
+        settings: Settings,
+        warehouse: Callable[[], Any],
+        compiler: Callable[[], Any],  # -> IntentCompiler over the catalog in force
+        llm: Callable[[], HypothesisSource | None] | None = None,
+        queue: Callable[[], Any] | None = None,  # -> DiagnosisQueue
+    ) -> None:
+        self._store = store
+        self._memories = memories
+        self._clock = clock
+        self._settings = settings
+        self._warehouse = warehouse
+        self._compiler = compiler
+        self._llm = llm
+        self._queue = queue
+        self.lessons = LessonBook(store)
+
+    def diagnoser(self) -> Diagnoser:
+        s = self._settings
+        return Diagnoser(
+            warehouse=self._warehouse(),
+            compiler=self._compiler(),
+            budget=Budget(s.diagnosis_max_executions, s.diagnosis_row_cap, s.diagnosis_timeout_seconds, s.diagnosis_tolerance),
+            llm=self._llm() if self._llm is not None else None,
+        )
+
+    # ---- in the ask flow --------------------------------------------------------------------
+
+    def repair(self, who: Identity, *, episode_id: str, failure: Failure, subject: Subject, scenario: dict[str, Any], lessons: list[dict[str, Any]]) -> tuple[DiagnosisReport, MemoryRecord | None]:
+        """Diagnose a failure inside an ask; a verified repair is kept as the user's lesson at once.
+
+        An unverified diagnosis is not stored here: the failed episode goes to the diagnose queue,
+        whose diagnosis (with the Bedrock diagnoser when configured) keeps it for review.
+        """
+        report = self.diagnoser().diagnose(failure, subject, episode_id=episode_id, lessons=[str(x.get("text", "")) for x in lessons])
+        if not report.verified:
+            return report, None
+        record = self._keep(
+            who,
+            report,
+            scenario=scenario,
+            initial_sql=subject.sql,
+            lessons=lessons,
+            feedback={"reason": "failed_episode", "step": failure.origin},
+            request_id=f"{episode_id}:flow",
+            diagnosed_by="flow",
+        )
+        return report, record
+
+    # ---- episodes ----------------------------------------------------------------------------
+
+    def diagnose_episode(
+        self,
+        who: Identity,
+        episode_id: str,
+        *,
+        reason: str,
+        request_id: str,
+        expected: Expected | None = None,
+        comment: str | None = None,
+        diagnosed_by: str = "api",
+    ) -> DiagnosisReport:
+        episode = self._episode(who, episode_id)
+        value = episode.value if isinstance(episode.value, dict) else {}
+        failure = self._failure_of(value, expected=expected)
+        if failure is None:
+            raise ValidationFailed(
+                "this answer did not fail; give the value you expected (expected) to diagnose why it differs", field="expected"
+            )
+        subject = self._subject(value, episode)
+        if subject is None:
+            raise ValidationFailed("this episode ran no SQL, so there is no query to diagnose", field="episode_id")
+        lessons = list(value.get("lessons") or [])
+        report = self.diagnoser().diagnose(failure, subject, episode_id=episode_id, expected=expected, stop_at_verified=True)
+        record = self._keep(
+            who,
+            report,
+            scenario=self._scenario(value, episode),
+            initial_sql=subject.sql,
+            lessons=lessons,
+            feedback={"reason": reason, "expected": None if expected is None else expected.model_dump(exclude_none=True), "comment": comment},
+            request_id=request_id,
+            diagnosed_by=diagnosed_by,
+        )
+        if record is not None:
+            report.memory_id, report.memory_version = record.id, record.version
+            report.status = "active" if record.status is MemoryStatus.ACTIVE else "pending_review"
+        return report
+
+    def run_request(self, request: DiagnoseRequest) -> DiagnosisReport | None:
+        """A diagnose event from the queue: run once per request id (a redelivery finds it done)."""
+        who = Identity(request.tenant, request.user, frozenset())
+        if self._already_done(who, request.request_id):
+            logger.info("diagnose request %s was already diagnosed", request.request_id)
+            return None
+        try:
+            return self.diagnose_episode(
+                who,
+                request.episode_id,
+                reason=request.reason,
+                request_id=request.request_id,
+                expected=request.expected,
+                comment=request.comment,
+                diagnosed_by="queue",
+            )
+        except (NotFound, ValidationFailed) as exc:
+            # Nothing a retry could change (the episode expired or was forgotten; nothing to diagnose).
+            logger.info("diagnose request %s dropped: %s", request.request_id, exc.message)
+            return None
+
+    def enqueue(self, request: DiagnoseRequest) -> bool:
+        """Put a diagnose event on the queue; False (logged) when there is none or it failed."""
+        if self._queue is None:
+            return False
+        try:
+            queue = self._queue()
+            if queue is None:
+                return False
+            queue.send(request)
+            return True
+        except Exception:  # noqa: BLE001 - diagnosis is learning; the answer or feedback stands regardless
+            logger.warning("diagnose event for episode %s could not be queued", request.episode_id, exc_info=True)
+            return False
+
+    def episode_view(self, who: Identity, episode_id: str) -> dict[str, Any]:
+        """The caller's episode and every diagnosis of it: the caller's, and tenant copies a
+        curator shared (the episode is the caller's, so diagnoses of it are too)."""
+        episode = self._episode(who, episode_id)
+        diagnoses = [d for d in self._diagnoses(who) if d.provenance.episode_id == episode_id]
+        diagnoses.sort(key=lambda r: r.created_at)
+        return {"episode": episode, "diagnoses": diagnoses}
+
+    def share(self, who: Identity, memory_id: str) -> MemoryRecord:
+        """A curator shares a verified lesson with the tenant: a tenant copy citing the original."""
+        if not who.is_curator:
+            raise Forbidden("lessons are shared with the tenant by curators", field="id")
+        now = self._clock.now()
+        try:
+            record = self._store.get(Partition(who.tenant, who.user), memory_id, now)
+        except NotFound:
+            raise NotFound(f"lesson {memory_id} not found", field="id") from None
+        if record.kind is not MemoryKind.CAUSAL:
+            raise NotFound(f"lesson {memory_id} not found", field="id")
+        if lesson_of(record, now) is None:
+            raise ValidationFailed("only an active, verified lesson can be shared (this one is not verified, or archived)", field="id")
+        from memtool.api.memories import CreateMemoryBody, ProvenanceIn
+        from memtool.memory.records import SourceRef
+
+        body = CreateMemoryBody(
+            kind=MemoryKind.CAUSAL,
+            scope=MemoryScope.TENANT,
+            content=record.content,
+            source_text=record.source_text,
+            value={**(record.value or {}), "shared_from": {"id": record.id, "version": record.version, "by": who.user}},
+            confidence=record.confidence,
+            provenance=ProvenanceIn(trigger=Trigger.DIAGNOSIS, episode_id=record.provenance.episode_id, sources=[SourceRef(id=record.id, version=record.version)]),
+        )
+        return self._memories.remember(who, body, system=True).record
+
+    # ---- pieces ------------------------------------------------------------------------------
+
+    def _keep(self, who: Identity, report: DiagnosisReport, *, scenario: dict[str, Any], initial_sql: str | None, lessons: list[dict[str, Any]], feedback: dict[str, Any], request_id: str, diagnosed_by: str) -> MemoryRecord | None:
+        value = causal_value(
+            report, scenario=scenario, initial_sql=initial_sql, lessons=lessons, feedback=feedback, request_id=request_id, diagnosed_by=diagnosed_by
+        )
+        confidence = max((t.confidence for t in report.hypotheses if t.result == "verified"), default=0.0) if report.verified else 0.0
+        body = causal_body(report, value, question=str(scenario.get("asked") or scenario.get("question") or ""), confidence=confidence, max_bytes=self._settings.max_content_bytes)
+        status = MemoryStatus.ACTIVE if report.verified else MemoryStatus.PENDING_REVIEW
+        try:
+            record = self._memories.remember(who, body, system=True, status=status).record
+        except Exception:  # noqa: BLE001 - the diagnosis is still returned, and says it was not kept
+            logger.warning("episode %s: the diagnosis could not be kept", report.episode_id, exc_info=True)
+            report.notes.append("the diagnosis could not be stored")
+            return None
+        report.memory_id, report.memory_version = record.id, record.version
+        report.status = "active" if status is MemoryStatus.ACTIVE else "pending_review"
+        return record
+
+    def _episode(self, who: Identity, episode_id: str) -> MemoryRecord:
+        episode = self._store.get_slot(Partition(who.tenant, who.user), MemoryKind.EPISODIC, episode_key(episode_id), self._clock.now())
+        if episode is None:
+            raise NotFound(f"episode {episode_id} not found", field="episode_id")
+        return episode
+
+    def _diagnoses(self, who: Identity) -> list[MemoryRecord]:
+        found: list[MemoryRecord] = []
+        now = self._clock.now()
+        for owner in (who.user, TENANT_OWNER):
+            heads = self._store.heads(Partition(who.tenant, owner), [MemoryKind.CAUSAL], limit=EPISODE_DIAGNOSES_SCANNED)
+            found += [r for r in heads if not r.is_expired(now)]
+        return found
+
+    def _already_done(self, who: Identity, request_id: str) -> bool:
+        heads = self._store.heads(Partition(who.tenant, who.user), [MemoryKind.CAUSAL], limit=EPISODE_DIAGNOSES_SCANNED)
+        return any(isinstance(r.value, dict) and r.value.get("request_id") == request_id for r in heads)
+
+    @staticmethod
+    def _failure_of(value: dict[str, Any], *, expected: Expected | None) -> Failure | None:
+        if expected is not None:
+            return logical_failure(expected=True, row_count=value.get("row_count"))
+        stored = value.get("failure")
+        if isinstance(stored, dict) and stored.get("class"):
+            try:
+                return Failure(kind=stored["class"], origin=stored.get("origin") or "execution", message=str(stored.get("message") or ""), code=stored.get("code"))
+            except ValueError:
+                pass
+        guard = value.get("guard")
+        if value.get("outcome") == "failed" and isinstance(guard, dict) and guard.get("allowed") is False:
+            return guard_failure(guard.get("code"), guard.get("reason"))
+        if value.get("outcome") == "answered":
+            return logical_failure(expected=False, row_count=value.get("row_count"))
+        return None
+
+    @staticmethod
+    def _subject(value: dict[str, Any], episode: MemoryRecord) -> Subject | None:
+        sql = value.get("sql")
+        if not isinstance(sql, str) or not sql.strip():
+            return None
+        intent = None
+        if isinstance(value.get("intent"), dict):
+            try:
+                intent = Intent.model_validate(value["intent"])
+            except ValueError:
+                intent = None
+        repairs: list[Repair] = []
+        for lesson in value.get("lessons") or []:
+            for raw in lesson.get("repairs") or [] if isinstance(lesson, dict) else []:
+                try:
+                    repairs.append(Repair.model_validate(raw))
+                except ValueError:
+                    continue
+        return Subject(
+            question=str(value.get("asked") or episode.content),
+            intent=intent,
+            sql=sql,
+            options=options_from([r for r in repairs if not r.sql_level]),
+            sql_repairs=tuple(r for r in repairs if r.sql_level),
+        )
+
+    @staticmethod
+    def _scenario(value: dict[str, Any], episode: MemoryRecord) -> dict[str, Any]:
+        return {
+            "question": episode.source_text or episode.content,
+            "asked": value.get("asked") or episode.content,
+            "intent": value.get("intent"),
+            "route": value.get("route"),
+        }
+
+
+def new_request_id(episode_id: str, origin: str) -> str:
+    return f"{episode_id}:{origin}:{uuid.uuid4().hex[:12]}"
+
