@@ -53,3 +53,32 @@ def test_api_handlers_still_require_identity(aws):
 def test_non_api_handlers_answer_501(function, event):
     reply = function_handler(ROOT, function)(event, LocalLambdaContext())
     assert reply["statusCode"] == 501 and reply["error"] == "not_implemented"
+
+
+@pytest.mark.parametrize(("event_file", "field"), [("episode_get.json", "episode_id"), ("lesson_share.json", "id")])
+def test_the_episode_and_lesson_events_answer_for_their_caller_only(aws, event_file, field):
+    """GET /episodes/{id} and POST /lessons/{id}/share as API Gateway sends them: the ids are not
+    this caller's, so a 404 naming the field."""
+    from memtool.runtime.settings import use_settings
+
+    use_settings(aws.model_copy(update={"runtime": "aws"}))
+    reply = function_handler(ROOT, "diagnose")(load_event(event_file), LocalLambdaContext())
+    assert reply["statusCode"] == 404, reply
+    assert json.loads(reply["body"])["field"] == field
+
+
+def test_the_diagnose_queue_event_is_consumed_as_a_batch(aws):
+    """events/diagnose_queue.json, as SQS delivers it: its episode does not exist (expired or
+    forgotten), so the record is consumed, not retried, and nothing is written."""
+    from memtool.memory.records import MemoryKind
+    from memtool.memory.store import Partition
+    from memtool.runtime import container
+    from memtool.runtime.settings import use_settings
+
+    use_settings(aws.model_copy(update={"runtime": "aws"}))
+    event = load_event("diagnose_queue.json")
+    reply = function_handler(ROOT, "diagnose")(event, LocalLambdaContext())
+    assert reply == {"batchItemFailures": []}
+    body = json.loads(event["Records"][0]["body"])
+    where = Partition(body["tenant"], body["user"])
+    assert container.memory_store().heads(where, [MemoryKind.CAUSAL]) == []
