@@ -64,7 +64,7 @@ EXPECTED_FUNCTIONS: dict[str, tuple[str, set[tuple[str, str]]]] = {
             ("delete", "/sessions/{id}"),
         },
     ),
-    "DiagnoseFunction": ("functions/diagnose/", {("post", "/diagnose")}),
+    "DiagnoseFunction": ("functions/diagnose/", {("post", "/diagnose"), ("get", "/episodes/{id}"), ("post", "/lessons/{id}/share")}),
     "FlowStepsFunction": ("functions/flow_steps/", set()),
     "IndexerFunction": ("functions/indexer/", set()),
     "MaintenanceFunction": ("functions/maintenance/", set()),
@@ -570,7 +570,7 @@ def test_the_local_gateway_serves_only_api_events(template: dict[str, Any]) -> N
 
     gateway = LocalApiGateway(template, ROOT)
     diagnose_routes = {(r.method, r.path) for r in gateway.routes if r.function == "DiagnoseFunction"}
-    assert diagnose_routes == {("POST", "/diagnose")}
+    assert diagnose_routes == {("POST", "/diagnose"), ("GET", "/episodes/{id}"), ("POST", "/lessons/{id}/share")}
     assert all(r.path.startswith("/") for r in gateway.routes)
 
 

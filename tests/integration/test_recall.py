@@ -177,7 +177,7 @@ def test_route_budgets_cap_each_kind(api, drain):
 
     assert kinds(kpi) == {"profile": 2, "correction": 1}
     assert kinds(nl2sql) == {"profile": 5, "correction": 3}
-    assert kpi["coverage"]["budgets"] == {"profile": 2, "correction": 1, "knowledge": 1}
+    assert kpi["coverage"]["budgets"] == {"profile": 2, "correction": 1, "knowledge": 1, "causal": 1}
 
 
 def test_tool_match_ranks_a_memory_whose_trajectory_used_the_tool_higher(api, drain):

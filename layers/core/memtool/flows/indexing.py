@@ -13,7 +13,7 @@ from typing import Any, Literal, Protocol
 
 from memtool.memory.records import IndexState, MemoryRecord
 from memtool.memory.store import Partition
-from memtool.retrieval.documents import index_document, searchable_text
+from memtool.retrieval.documents import facet_ids, index_documents
 from memtool.retrieval.embedders import Embedder
 from memtool.retrieval.index import DeleteRef, VectorIndex
 
@@ -69,8 +69,7 @@ class MemoryIndexer:
         old = self._store.record_from_image(change.old_image or {}) if change.old_image else None
         if old is not None and old.version == record.version:
             return "ignored"  # no new version: an index-state or credit update
-        vector = self._embedder.embed([searchable_text(record)])[0]
-        report = self._index.upsert([index_document(record, vector, self._embedder.id)])
+        report = self._index.upsert(index_documents(record, self._embedder.embed, self._embedder.id))
         if record.id in report.skipped_stale:
             return "stale"
         self._store.mark_indexed(Partition(record.tenant, record.owner), record.id, record.version, IndexState.INDEXED)
@@ -80,7 +79,7 @@ class MemoryIndexer:
         record = self._store.record_from_image(change.old_image or {})
         if record is None:
             return "ignored"
-        self._index.delete([DeleteRef(memory_id=record.id, tenant=record.tenant, version=record.version)])
+        self._index.delete([DeleteRef(memory_id=doc_id, tenant=record.tenant, version=record.version) for doc_id in facet_ids(record)])
         if change.by_ttl:
             self._store.purge_snapshots(Partition(record.tenant, record.owner), record.id)
         return "purged"

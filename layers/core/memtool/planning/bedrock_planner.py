@@ -1089,6 +1089,11 @@ def _quoted_data(context: PlanContext, corrections: Sequence[TermMapping], few_s
         why = f"definition {knowledge.key}" if knowledge.key else f"knowledge: {knowledge.text}"
         memory = AppliedMemory(id=knowledge.memory_id, version=knowledge.version, kind="knowledge", why=_short(why))
         candidates.append((knowledge.source, "memories", _quote(item), Citation(source=knowledge.source, text=knowledge.text), memory))
+    for lesson in context.lessons:
+        # "previously failed because X, repaired by Y": a verified diagnosis, quoted as data.
+        item = {"source": lesson.source, "kind": "lesson", "text": _clip(lesson.text)}
+        memory = AppliedMemory(id=lesson.memory_id, version=lesson.version, kind="causal", why=_short(f"lesson: {lesson.text}"))
+        candidates.append((lesson.source, "memories", _quote(item), Citation(source=lesson.source, text=lesson.text), memory))
     for source, line in newest_first[1:]:
         candidates.append((source, "conversation", line, None, None))
 

@@ -57,6 +57,20 @@ class KnowledgeItem(BaseModel):
         return f"memory:{self.memory_id}@v{self.version}"
 
 
+class LessonItem(BaseModel):
+    """A verified lesson recalled from causal memory: why an earlier answer failed and what repaired it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    memory_id: str
+    version: int
+    text: str  # "previously failed (…) because X; repaired by: Y"
+
+    @property
+    def source(self) -> str:
+        return f"memory:{self.memory_id}@v{self.version}"
+
+
 class FewshotExample(BaseModel):
     """An approved few-shot (question, resolved intent, SQL) from the reviewed library."""
 
@@ -100,6 +114,7 @@ class PlanContext(BaseModel):
     conditions: dict[str, Any] = Field(default_factory=dict)  # this request only; wins over the profile
     corrections: list[TermMapping] = Field(default_factory=list)
     knowledge: list[KnowledgeItem] = Field(default_factory=list)
+    lessons: list[LessonItem] = Field(default_factory=list)  # verified causal memories only
 
     def condition_unit(self) -> Unit | None:
         """The unit this request asks for; a value that names no unit is a 400 on conditions.unit."""
@@ -140,6 +155,7 @@ def plan_context(state: AskState) -> PlanContext:
     approved few-shots and recalled memories."""
     corrections: list[tuple[tuple[int, str, float], TermMapping]] = []
     knowledge: list[KnowledgeItem] = []
+    lessons: list[LessonItem] = []
     for record in state.recalled:
         kind = record.get("kind")
         if kind == "correction":
@@ -148,6 +164,11 @@ def plan_context(state: AskState) -> PlanContext:
                 # One meaning per term: the user's own over the tenant's, then newer, then more confident.
                 rank = (int(record.get("scope") == "user"), str(record.get("updated_at") or ""), float(record.get("confidence") or 0))
                 corrections.append((rank, mapping))
+        elif kind == "causal":
+            value = record.get("value") if isinstance(record.get("value"), dict) else {}
+            # Only a verified, active diagnosis is a lesson; one pending review never steers a plan.
+            if record.get("status") == "active" and value.get("verified") is True and value.get("lesson"):
+                lessons.append(LessonItem(memory_id=str(record["id"]), version=int(record.get("version") or 1), text=str(value["lesson"])))
         elif kind == "knowledge" and record.get("content"):
             knowledge.append(
                 KnowledgeItem(memory_id=str(record["id"]), version=int(record.get("version") or 1), text=str(record["content"]), key=record.get("key"))
@@ -187,9 +208,10 @@ def plan_context(state: AskState) -> PlanContext:
         conditions={k: v for k, v in state.input.conditions.items() if v is not None},
         corrections=[mapping for _, mapping in chosen.values()],
         knowledge=knowledge,
+        lessons=lessons,
         turns=turns,
         fewshots=fewshots,
     )
 
 
-__all__ = ["FewshotExample", "KnowledgeItem", "PreviousTurn", "MappingTarget", "PlanContext", "TermMapping", "normalize_unit", "plan_context", "term_mapping_from_memory"]
+__all__ = ["FewshotExample", "KnowledgeItem", "LessonItem", "PreviousTurn", "MappingTarget", "PlanContext", "TermMapping", "normalize_unit", "plan_context", "term_mapping_from_memory"]

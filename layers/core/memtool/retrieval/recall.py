@@ -51,7 +51,7 @@ from types import MappingProxyType
 from memtool.errors import ValidationFailed
 from memtool.memory.records import MemoryKind, MemoryRecord, MemoryScope, MemoryStatus
 from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition
-from memtool.retrieval.documents import searchable_text, tools_used
+from memtool.retrieval.documents import memory_id_of, searchable_text, tools_used
 from memtool.retrieval.embedders import Embedder
 from memtool.retrieval.index import (
     IndexFilter,
@@ -210,7 +210,7 @@ class Recall:
                 text=request.text,
                 vector=vector,
             )
-            candidates = [_Candidate(hit) for hit in self._index.hybrid(query)]
+            candidates = [_Candidate(hit) for hit in fold_facets(self._index.hybrid(query))]
             # Only the caller's and the tenant's records are read back (or reported as skipped).
             refs = [(c.hit.owner, c.hit.memory_id) for c in candidates if c.hit.owner in (request.user, TENANT_OWNER)]
             records = self._store.get_many(request.tenant, refs, skipped=skipped)
@@ -413,6 +413,35 @@ class Recall:
         ]
         return candidates, records
 
+
+
+def fold_facets(hits: Sequence[IndexHit]) -> list[IndexHit]:
+    """A memory indexed under several keys (a causal memory's scenario and root cause) comes back
+    as one candidate: its keys' fused ranks add up (reciprocal-rank fusion over the keys) and its
+    best cosine and BM25 score stand for it."""
+    folded: dict[str, IndexHit] = {}
+    for hit in hits:
+        memory_id = memory_id_of(hit.memory_id)
+        seen = folded.get(memory_id)
+        if seen is None:
+            folded[memory_id] = hit if hit.memory_id == memory_id else IndexHit(
+                memory_id=memory_id, version=hit.version, owner=hit.owner, kind=hit.kind, cosine=hit.cosine, lexical=hit.lexical, fused=hit.fused
+            )
+            continue
+        folded[memory_id] = IndexHit(
+            memory_id=memory_id,
+            version=max(seen.version, hit.version),
+            owner=seen.owner,
+            kind=seen.kind,
+            cosine=_best(seen.cosine, hit.cosine),
+            lexical=_best(seen.lexical, hit.lexical),
+            fused=None if seen.fused is None and hit.fused is None else (seen.fused or 0.0) + (hit.fused or 0.0),
+        )
+    return sorted(folded.values(), key=lambda h: -(h.fused or 0.0))  # stable: ties keep the index's order
+
+
+def _best(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else max(a, b)
 
 
 def _is_callers(request: RecallRequest, record: MemoryRecord) -> bool:

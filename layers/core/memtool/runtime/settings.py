@@ -18,10 +18,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # DESIGN.md §4: how many of each kind recall injects per route (knowledge: shared definitions).
 DEFAULT_RECALL_BUDGETS: dict[str, dict[str, int]] = {
-    "nl2sql_query": {"profile": 5, "episodic": 2, "correction": 5, "knowledge": 2},
-    "kpi_lookup": {"profile": 2, "episodic": 0, "correction": 1, "knowledge": 1},
-    "business_knowledge_qa": {"profile": 3, "episodic": 1, "correction": 1, "knowledge": 5},
-    "deep_analysis_workflow": {"profile": 8, "episodic": 8, "correction": 4, "knowledge": 3},
+    "nl2sql_query": {"profile": 5, "episodic": 2, "correction": 5, "knowledge": 2, "causal": 2},
+    "kpi_lookup": {"profile": 2, "episodic": 0, "correction": 1, "knowledge": 1, "causal": 1},
+    "business_knowledge_qa": {"profile": 3, "episodic": 1, "correction": 1, "knowledge": 5, "causal": 0},
+    "deep_analysis_workflow": {"profile": 8, "episodic": 8, "correction": 4, "knowledge": 3, "causal": 2},
 }
 
 
@@ -76,11 +76,11 @@ class Settings(BaseSettings):
     )
     recall_min_candidates: int = Field(40, ge=1, le=1000)
     recall_min_cosine: dict[str, float] = Field(
-        default_factory=lambda: {kind: 0.5 for kind in ("profile", "episodic", "correction", "knowledge", "fewshot", "working")},
+        default_factory=lambda: {kind: 0.5 for kind in ("profile", "episodic", "correction", "knowledge", "fewshot", "working", "causal")},
         description="memory kind -> cosine similarity to the question a candidate needs (or a lexical match on a key term) (JSON).",
     )
     recall_min_score: dict[str, float] = Field(
-        default_factory=lambda: {kind: 0.2 for kind in ("profile", "episodic", "correction", "knowledge", "fewshot", "working")},
+        default_factory=lambda: {kind: 0.2 for kind in ("profile", "episodic", "correction", "knowledge", "fewshot", "working", "causal")},
         description="memory kind -> the final recall score below which a candidate is dropped (JSON).",
     )
     recall_duplicate_cosine: float = Field(0.95, gt=0, le=1, description="Candidates this similar to a better one are collapsed.")
