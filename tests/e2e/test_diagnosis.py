@@ -207,3 +207,46 @@ def test_episodes_and_diagnoses_of_other_users_are_not_found(api, aws):
     reply = other.call("POST", "/diagnose", {"episode_id": answer["episode_id"], "comment": "wrong"})
     assert reply.status == 404 and reply.json()["field"] == "episode_id"
     assert causal(other) == [] and causal(api) == []
+
+
+def test_a_stale_schema_fails_at_execute_and_the_catch_path_repairs_it(api, drifted, monkeypatch):
+    """The guard read the schema before the warehouse drifted (a cached describe): the SQL passes
+    the guard, fails on the warehouse, and Execute's Catch sends it to Diagnose, which re-reads the
+    live schema, verifies the repair by running it, and the ask answers in the same execution."""
+    from memtool.sql.live_schema import LiveSchema
+    from memtool.sql.schema import WAREHOUSE_SCHEMA
+
+    warehouse = container.warehouse()
+    real = warehouse.describe
+    stale = LiveSchema.from_rows([(t, c, kind) for t, cols in WAREHOUSE_SCHEMA.items() for c, kind in cols.items()])
+    refreshed: list[bool] = []
+
+    def describe(*, refresh: bool = False):
+        if refresh:
+            refreshed.append(True)
+        return real(refresh=True) if refreshed else stale
+
+    monkeypatch.setattr(warehouse, "describe", describe)
+    answer = ask(api, "上个月各渠道的净收入")
+
+    assert answer["status"] == "answered", answer
+    assert refreshed, "the diagnosis re-read the live schema"
+    assert answer["repaired"]["cause"] == "schema_drift"
+    assert "Diagnose" in answer["timings"] and "Execute" in answer["timings"]
+    [lesson] = causal(api)
+    assert lesson["value"]["failure"]["origin"] == "execution"
+    assert lesson["value"]["failure"]["class"] in ("undefined_table", "undefined_column")
+
+
+def test_a_lesson_whose_uses_fail_loses_credit_and_is_archived(api, drifted):
+    first = ask(api, "上个月各渠道的净收入")
+    lesson_id = first["repaired"]["memory_id"]
+    for month in ("上个月", "本月", "今年", "去年", "上季度"):
+        answer = ask(api, f"{month}各渠道的销售额")
+        assert any(m["id"] == lesson_id for m in answer["memories_used"]), answer
+        api.call("POST", "/feedback", {"episode_id": answer["episode_id"], "rating": -1})
+    lesson = api.call("GET", f"/memories/{lesson_id}").json()["memory"]
+    assert lesson["status"] == "archived" and "retired by feedback" in lesson["status_reason"]
+    later = ask(api, "上个月各渠道的销售额")
+    assert not any(m["id"] == lesson_id for m in later["memories_used"])
+    assert "Diagnose" in later["timings"]  # the cause is met again and diagnosed afresh
