@@ -12,7 +12,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.logging import correlation_paths
 
-from memtool.api.diagnose import DiagnoseBody, DiagnosisAnswer, EpisodeView
+from memtool.api.diagnose import DiagnoseBody, DiagnosisAnswer, EpisodeView, ShareBody
 from memtool.api.identity import Identity
 from memtool.api.memories import MemoryIdParam, MemoryRead, memory_view
 from memtool.api.openapi import operation
@@ -67,12 +67,14 @@ def get_episode(id: MemoryIdParam):  # noqa: A002 - the path parameter's name
         "Share a verified lesson with the tenant (curators)", tag="learning", ok={201: MemoryRead}, errors=(403, 404, 409, 422), idempotent=True
     ),
 )
-def share_lesson(id: MemoryIdParam):  # noqa: A002 - the path parameter's name
+def share_lesson(id: MemoryIdParam, body: Annotated[ShareBody | None, Body(description="whose lesson (optional)")] = None):  # noqa: A002
+    owner = body.owner if body is not None else None
+
     def perform(who: Identity) -> dict[str, Any]:
-        record = container.diagnosis_service().share(who, id)
+        record = container.diagnosis_service().share(who, id, owner=owner)
         return {"status_code": 201, "body": MemoryRead(memory=record).model_dump(mode="json")}
 
-    return idempotent_write(app, caller(app), "share_lesson", {"id": id}, perform)
+    return idempotent_write(app, caller(app), "share_lesson", {"id": id, "owner": owner}, perform)
 
 
 def _run_request(request):

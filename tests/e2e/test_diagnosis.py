@@ -115,10 +115,15 @@ def test_a_lesson_is_the_users_until_a_curator_shares_it(api, drifted, template)
     assert refused.status == 403 and refused.json()["field"] == "id"
     shared = api.call("POST", f"/lessons/{lesson_id}/share", roles="curator")
     assert shared.status == 201, shared.body
+    # a curator shares another user's lesson by naming its owner
+    wangs = api.call("POST", f"/lessons/{theirs['repaired']['memory_id']}/share", {"owner": "wang"}, as_user=(api.tenant, "chen"), roles="curator")
+    assert wangs.status == 201 and wangs.json()["memory"]["scope"] == "tenant", wangs.body
+    assert api.call("POST", f"/lessons/{lesson_id}/share", {"owner": "wang"}, roles="curator").status == 404  # not wang's
     third = Api(api.gateway, tenant=api.tenant, user="zhao")
     answer = ask(third, "上个月各渠道的净收入")
     assert answer["status"] == "answered" and "Diagnose" not in answer["timings"]
-    assert any(shared.json()["memory"]["id"] in note for note in answer["notes"])
+    copies = {shared.json()["memory"]["id"], wangs.json()["memory"]["id"]}
+    assert any(copy in note for copy in copies for note in answer["notes"]), answer["notes"]
     elsewhere = Api(api.gateway, tenant=api.tenant + "-x", user="zhao")
     assert ask(elsewhere, "上个月各渠道的净收入")["repaired"] is not None  # another tenant never sees it
 

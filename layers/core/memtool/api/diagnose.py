@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+
+from memtool.api.identity import IDENTIFIER_PATTERN
 
 from memtool.api.limits import PlainText
 from memtool.api.memories import Identifier
@@ -19,6 +21,16 @@ class DiagnoseBody(BaseModel):
     episode_id: Identifier = Field(description="the episode to diagnose (episode_id of POST /ask); the caller's own")
     expected: Expected | None = Field(None, description="the value the answer should have been: {value, unit?}")
     comment: Annotated[PlainText, Field(max_length=COMMENT_MAX_CHARS)] | None = Field(None, description="what is wrong, in the user's words")
+
+
+class ShareBody(BaseModel):
+    """POST /lessons/{id}/share: whose lesson it is (a curator may share any user's in the tenant)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    owner: Annotated[StrictStr, Field(pattern=IDENTIFIER_PATTERN)] | None = Field(
+        None, description="the user whose lesson it is; default: the caller"
+    )
 
 
 class DiagnosisAnswer(BaseModel):

@@ -270,7 +270,10 @@ def _value_causes(subject: Subject, schema: LiveSchema, compiler: IntentCompiler
                     confidence=0.4,
                 )
             )
-        if not subject.options.include_unpaid_lines:
+        # Unpaid lines have no paid_at: a window on paid_at leaves them out whatever the filter
+        # says, so including them can only change an answer counted by another column.
+        counted_by_paid_at = current == "paid_at" and intent.time_window is not None
+        if not subject.options.include_unpaid_lines and not counted_by_paid_at:
             found.append(
                 Hypothesis(
                     id="",

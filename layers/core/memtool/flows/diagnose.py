@@ -174,13 +174,16 @@ class DiagnosisService:
         diagnoses.sort(key=lambda r: r.created_at)
         return {"episode": episode, "diagnoses": diagnoses}
 
-    def share(self, who: Identity, memory_id: str) -> MemoryRecord:
-        """A curator shares a verified lesson with the tenant: a tenant copy citing the original."""
+    def share(self, who: Identity, memory_id: str, owner: str | None = None) -> MemoryRecord:
+        """A curator shares a verified lesson with the tenant: a tenant copy citing the original.
+
+        The lesson is the curator's own, or ``owner``'s in the same tenant (a curator reviews the
+        lessons of the tenant's users; the copy names who shared it)."""
         if not who.is_curator:
             raise Forbidden("lessons are shared with the tenant by curators", field="id")
         now = self._clock.now()
         try:
-            record = self._store.get(Partition(who.tenant, who.user), memory_id, now)
+            record = self._store.get(Partition(who.tenant, owner or who.user), memory_id, now)
         except NotFound:
             raise NotFound(f"lesson {memory_id} not found", field="id") from None
         if record.kind is not MemoryKind.CAUSAL:

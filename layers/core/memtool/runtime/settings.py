@@ -118,7 +118,7 @@ class Settings(BaseSettings):
 
     # Diagnosis: classify a failure, test hypotheses by running repairs, keep the verified lesson.
     diagnosis_max_executions: int = Field(
-        6, ge=1, le=50, description="Intervention tests one diagnosis may run on the warehouse (its budget)."
+        8, ge=1, le=50, description="Intervention tests one diagnosis may run on the warehouse (its budget)."
     )
     diagnosis_row_cap: int = Field(50, ge=1, le=1000, description="Row cap of an intervention test.")
     diagnosis_timeout_seconds: float = Field(10.0, gt=0, le=300, description="Statement timeout of an intervention test.")
