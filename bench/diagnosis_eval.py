@@ -207,8 +207,9 @@ class Client:
     def feedback(self, user: str, body: dict[str, Any]) -> tuple[int, Any]:
         return call(self.port, "POST", "/feedback", body, tenant=self.tenant, user=user)
 
-    def share(self, user: str, memory_id: str, roles: str | None) -> tuple[int, Any]:
-        return call(self.port, "POST", f"/lessons/{memory_id}/share", {}, tenant=self.tenant, user=user, roles=roles)
+    def share(self, user: str, memory_id: str, roles: str | None, owner: str | None = None) -> tuple[int, Any]:
+        body = {"owner": owner} if owner else {}
+        return call(self.port, "POST", f"/lessons/{memory_id}/share", body, tenant=self.tenant, user=user, roles=roles)
 
     def queue(self) -> dict[str, Any]:
         return call(self.port, "GET", "/health", tenant="bench", user="bench")[1].get("diagnosis_queue") or {}
@@ -401,15 +402,14 @@ def drift_stream(client: Client, truth: Truth, rng: random.Random) -> DriftResul
     attempts: list[tuple[str, int, Any]] = []
     shared_cite = None
     if first.repaired:
-        # A curator who is not the lesson's owner first; then the owner, holding the curator role.
-        for who, roles in (("curator", "curator"), ("drift-1", "curator")):
-            status, body = client.share(who, first.repaired["memory_id"], roles)
-            attempts.append((f"{who} (roles {roles})", status, body))
-            print(f"  POST /lessons/{first.repaired['memory_id']}/share as {who} with role {roles}: HTTP {status}", flush=True)
-            if status == 201 and isinstance(body, dict):
-                memory = body.get("memory") or {}
-                shared_cite = f"memory:{memory.get('id')}@v{memory.get('version')}"
-                break
+        # A curator who is not the lesson's owner shares it, naming its owner.
+        who, roles = "curator", "curator"
+        status, body = client.share(who, first.repaired["memory_id"], roles, owner="drift-1")
+        attempts.append((f"{who} (roles {roles}, owner drift-1)", status, body))
+        print(f"  POST /lessons/{first.repaired['memory_id']}/share as {who} with role {roles}, owner drift-1: HTTP {status}", flush=True)
+        if status == 201 and isinstance(body, dict):
+            memory = body.get("memory") or {}
+            shared_cite = f"memory:{memory.get('id')}@v{memory.get('version')}"
     print(f"  drift-3: {DRIFT_THIRD_USER}", flush=True)
     third = judge_drift(ask(client, "drift-3", DRIFT_THIRD_USER), truth)
     third.lesson_cite = shared_cite
@@ -693,7 +693,7 @@ def report(
         f"{WAREHOUSE_SEED} at scale {args.scale} ({warehouse_rows:,} rows, 24 months ending MEMTOOL_TODAY={TODAY.isoformat()}): "
         "the normal file and its drifted twin (`fact_order_line.gross_amount` → `gross_amt`, `dim_channel` → `dim_sales_channel`, "
         "same rows; the catalog still says the old names). Each stream ran `memtool serve` in a child process (own temp home, SQLite "
-        "store, rule planner and rule diagnoser, `MEMTOOL_WAREHOUSE_PATH` on one file, default diagnosis budget of 6 executions and "
+        "store, rule planner and rule diagnoser, `MEMTOOL_WAREHOUSE_PATH` on one file, default diagnosis budget of 8 executions and "
         "0.1% tolerance), driven over HTTP only with `X-Memtool-Tenant`/`X-Memtool-User` (and `X-Memtool-Roles: curator` to share). "
         "Truth is memtool's own compiler (`IntentCompiler`, with one `CompileOptions` field changed or the metric swapped for a user's "
         "variant), compiled in the bench process from the episode's resolved intent (`GET /episodes/{id}` → `episode.value.intent`) "
