@@ -19,9 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memtool.api.memories import CreateMemoryBody, ProvenanceIn
 from memtool.diagnosis.model import DiagnosisReport, Repair
-from memtool.memory.records import MemoryKind, SourceRef, Trigger
 
 SAMPLE_KEPT = 5
 
@@ -85,18 +83,10 @@ def causal_value(
     }
 
 
-def causal_body(report: DiagnosisReport, value: dict[str, Any], *, question: str, confidence: float, max_bytes: int) -> CreateMemoryBody:
-    """The memory to store; a value over the size limit loses its bulkiest parts first."""
+def causal_content(report: DiagnosisReport, question: str) -> str:
+    """The memory's content: the question and what was found (the scenario key is indexed apart)."""
     headline = report.root_cause if report.verified else f"unverified diagnosis of a {report.failure.get('class')} failure"
-    content = f"{question} — {headline}"
-    return CreateMemoryBody(
-        kind=MemoryKind.CAUSAL,
-        content=_clip(content, max_bytes),
-        source_text=question,
-        value=fit(value, max_bytes),
-        confidence=round(confidence, 3),
-        provenance=ProvenanceIn(trigger=Trigger.DIAGNOSIS, episode_id=report.episode_id, sources=[SourceRef(id=report.episode_id)]),
-    )
+    return f"{question} — {headline}"
 
 
 def fit(value: dict[str, Any], max_bytes: int) -> dict[str, Any]:
@@ -106,7 +96,7 @@ def fit(value: dict[str, Any], max_bytes: int) -> dict[str, Any]:
         lambda v: (v.get("repaired_output") or {}).update({"sample": []}),
         lambda v: [step.get("output", {}).pop("detail", None) for step in v.get("trajectory") or []],
         lambda v: (v.get("initial_state") or {}).update({"schema_facts": {}}),
-        lambda v: (v.get("initial_state") or {}).update({"sql": _clip((v.get("initial_state") or {}).get("sql") or "", 1500)}),
+        lambda v: (v.get("initial_state") or {}).update({"sql": clip((v.get("initial_state") or {}).get("sql") or "", 1500)}),
         lambda v: v.update({"trajectory": (v.get("trajectory") or [])[:12]}),
         lambda v: (v.get("repair") or {}).update({"sql": None}) if isinstance(v.get("repair"), dict) else None,
         lambda v: (v.get("initial_state") or {}).update({"sql": None}),
@@ -123,7 +113,7 @@ def _size(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
 
 
-def _clip(text: str, limit: int) -> str:
+def clip(text: str, limit: int) -> str:
     data = text.encode("utf-8")
     if len(data) <= limit:
         return text

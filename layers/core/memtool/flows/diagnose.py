@@ -16,7 +16,8 @@ from typing import Any
 
 from memtool.api.identity import Identity
 from memtool.diagnosis.apply import Subject, options_from
-from memtool.diagnosis.causal import causal_body, causal_value
+from memtool.api.memories import CreateMemoryBody, ProvenanceIn
+from memtool.diagnosis.causal import causal_content, causal_value, clip, fit
 from memtool.diagnosis.engine import Budget, Diagnoser, HypothesisSource
 from memtool.diagnosis.failures import guard_failure, logical_failure
 from memtool.diagnosis.lessons import LessonBook, lesson_of
@@ -24,7 +25,7 @@ from memtool.diagnosis.model import DiagnosisReport, Failure, Repair
 from memtool.diagnosis.requests import DiagnoseRequest, Expected
 from memtool.errors import Forbidden, NotFound, ValidationFailed
 from memtool.flows.memory_write import MemoryService
-from memtool.memory.records import MemoryKind, MemoryRecord, MemoryScope, MemoryStatus, Trigger
+from memtool.memory.records import MemoryKind, MemoryRecord, MemoryScope, MemoryStatus, SourceRef, Trigger
 from memtool.memory.slots import episode_key
 from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition
 from memtool.runtime.clock import Clock
@@ -190,9 +191,6 @@ class DiagnosisService:
             raise NotFound(f"lesson {memory_id} not found", field="id")
         if lesson_of(record, now) is None:
             raise ValidationFailed("only an active, verified lesson can be shared (this one is not verified, or archived)", field="id")
-        from memtool.api.memories import CreateMemoryBody, ProvenanceIn
-        from memtool.memory.records import SourceRef
-
         body = CreateMemoryBody(
             kind=MemoryKind.CAUSAL,
             scope=MemoryScope.TENANT,
@@ -211,7 +209,16 @@ class DiagnosisService:
             report, scenario=scenario, initial_sql=initial_sql, lessons=lessons, feedback=feedback, request_id=request_id, diagnosed_by=diagnosed_by
         )
         confidence = max((t.confidence for t in report.hypotheses if t.result == "verified"), default=0.0) if report.verified else 0.0
-        body = causal_body(report, value, question=str(scenario.get("asked") or scenario.get("question") or ""), confidence=confidence, max_bytes=self._settings.max_content_bytes)
+        question = str(scenario.get("asked") or scenario.get("question") or "")
+        limit = self._settings.max_content_bytes
+        body = CreateMemoryBody(
+            kind=MemoryKind.CAUSAL,
+            content=clip(causal_content(report, question), limit),
+            source_text=clip(question, limit),
+            value=fit(value, limit),  # over the size limit, its bulkiest parts go first
+            confidence=round(confidence, 3),
+            provenance=ProvenanceIn(trigger=Trigger.DIAGNOSIS, episode_id=report.episode_id, sources=[SourceRef(id=report.episode_id)]),
+        )
         status = MemoryStatus.ACTIVE if report.verified else MemoryStatus.PENDING_REVIEW
         try:
             record = self._memories.remember(who, body, system=True, status=status).record

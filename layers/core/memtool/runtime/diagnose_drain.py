@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from memtool.diagnosis.queue import QueuedMessage, SQLiteDiagnosisQueue
 from memtool.runtime.diagnose_batch import sqs_event
+from memtool.runtime.polling import BackgroundDrain
 from memtool.runtime.lambda_context import LocalLambdaContext, discard_unpublished_metrics
 
 logger = logging.getLogger("memtool.diagnosis")
@@ -110,61 +110,11 @@ def _failed_ids(response: Any, batch: set[str]) -> set[str]:
 
 
 @dataclass
-class BackgroundDiagnoseDrain:
-    """Runs a drainer every ``interval`` seconds until stopped; backs off while deliveries fail."""
+class BackgroundDiagnoseDrain(BackgroundDrain):
+    """The diagnose drain in a background thread (see ``BackgroundDrain``)."""
 
     drainer: DiagnoseDrainer
-    interval: float = 0.2
-    max_pause: float = 5.0
-    errors: list[str] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _wake: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
 
-    def start(self) -> BackgroundDiagnoseDrain:
-        self._thread = threading.Thread(target=self._run, name="memtool-diagnose", daemon=True)
-        self._thread.start()
-        return self
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    def _run(self) -> None:
-        pause = self.interval
-        while not self._stop.is_set():
-            self._wake.wait(pause)
-            self._wake.clear()
-            if self._stop.is_set():
-                break
-            failures_before = self.drainer.failed_attempts
-            try:
-                self.drainer.drain()
-            except Exception as exc:  # the queue itself failed: keep going, visibly
-                message = f"{type(exc).__name__}: {str(exc)[:200]}"
-                self.errors = [*self.errors[-9:], message]
-                logger.warning("diagnose drain failed: %s", message)
-                pause = min(self.max_pause, pause * 2)
-                continue
-            self.errors = []  # /health reports the feed failing only while it is
-            failing = self.drainer.failed_attempts > failures_before
-            pause = min(self.max_pause, pause * 2) if failing else self.interval
-
-    def stop(self, final_drain_seconds: float = 10.0) -> None:
-        """Stop the thread, then deliver what is visible (bounded); the rest waits in the file."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-            if self._thread.is_alive():
-                # A diagnosis still running: its batch stays in flight and comes back after its
-                # visibility timeout on the next start. Waiting for the drain lock could hang.
-                logger.warning("diagnose drain still busy at stop; its batch is delivered again on the next start")
-                return
-        deadline = time.monotonic() + final_drain_seconds
-        while time.monotonic() < deadline:
-            try:
-                if self.drainer.drain(max_batches=1) == 0:
-                    break
-            except Exception as exc:  # what is left stays queued for the next start
-                logger.warning("final diagnose drain failed: %s: %s", type(exc).__name__, exc)
-                break
+    thread_name: ClassVar[str] = "memtool-diagnose"
+    what: ClassVar[str] = "diagnose drain"
+    join_seconds: ClassVar[float] = 30.0

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from memtool.flows.indexing import StreamChange
+from memtool.runtime.polling import BackgroundDrain
 
 if TYPE_CHECKING:
     from memtool.flows.indexing import MemoryIndexer
@@ -112,56 +112,11 @@ def _memory_of(entry: Any) -> tuple[str, str] | None:
 
 
 @dataclass
-class BackgroundOutboxDrain:
-    """Runs a drainer every ``interval`` seconds until stopped; backs off while deliveries fail."""
+class BackgroundOutboxDrain(BackgroundDrain):
+    """The outbox drain in a background thread (see ``BackgroundDrain``)."""
 
     drainer: OutboxDrainer
-    interval: float = 0.2
-    max_pause: float = 5.0
-    errors: list[str] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _wake: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
 
-    def start(self) -> BackgroundOutboxDrain:
-        self._thread = threading.Thread(target=self._run, name="memtool-outbox", daemon=True)
-        self._thread.start()
-        return self
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    def _run(self) -> None:
-        pause = self.interval
-        while not self._stop.is_set():
-            self._wake.wait(pause)
-            self._wake.clear()
-            if self._stop.is_set():
-                break
-            failures_before = self.drainer.failed_attempts
-            try:
-                self.drainer.drain()
-            except Exception as exc:  # the store itself failed: keep going, visibly
-                message = f"{type(exc).__name__}: {str(exc)[:200]}"
-                self.errors = [*self.errors[-9:], message]
-                logger.warning("outbox drain failed: %s", message)
-                pause = min(self.max_pause, pause * 2)
-                continue
-            self.errors = []  # /health reports the feed failing only while it is
-            failing = self.drainer.failed_attempts > failures_before
-            pause = min(self.max_pause, pause * 2) if failing else self.interval
-
-    def stop(self, final_drain_seconds: float = 10.0) -> None:
-        """Stop the thread, then drain what is left (bounded), so a clean stop leaves no lag."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        deadline = time.monotonic() + final_drain_seconds
-        while time.monotonic() < deadline:
-            try:
-                if self.drainer.drain(max_batches=1) == 0:
-                    break
-            except Exception as exc:  # what is left stays in the outbox for the next start
-                logger.warning("final outbox drain failed: %s: %s", type(exc).__name__, exc)
-                break
+    thread_name: ClassVar[str] = "memtool-outbox"
+    what: ClassVar[str] = "outbox drain"
+    join_seconds: ClassVar[float] = 10.0
