@@ -24,7 +24,7 @@ from memtool.planning.bedrock_planner import (
     FewShot,
     few_shot_from_memory,
 )
-from memtool.planning.context import FewshotExample, KnowledgeItem, PlanContext, PreviousTurn, TermMapping
+from memtool.planning.context import FewshotExample, KnowledgeItem, LessonItem, PlanContext, PreviousTurn, TermMapping
 from memtool.planning.plan import AppliedMemory, Plan, Route
 from memtool.planning.rule_planner import RulePlanner
 from pydantic import ValidationError
@@ -956,3 +956,19 @@ def test_a_connection_error_is_none(catalog: Catalog, entities: EntityIndex) -> 
 
     assert planner.split_correction("GMV 在我们这儿一般是净收入的意思") is None
     assert Unreachable.calls == 1
+
+
+def test_a_verified_lesson_is_quoted_as_data_and_credited_when_the_model_uses_it(make_planner) -> None:
+    lesson = "previously failed (expected_value) because gross_revenue was counted by paid_at; repaired by: take the period of gross_revenue from order_date"
+    planner, double, _ = make_planner(
+        tool_use("propose_intent", {"metric": "gross_revenue", "time_window": LAST_MONTH, "memories_used": ["memory:mem_lesson@v2"]})
+    )
+    context = PlanContext(lessons=[LessonItem(memory_id="mem_lesson", version=2, text=lesson)])
+
+    plan = planner.plan("上个月的销售额", route="kpi_lookup", context=context)
+
+    sent = double.requests[0]
+    assert lesson not in sent.system_text
+    item = next(i for i in quoted_items(sent.user_text) if i["source"] == "memory:mem_lesson@v2")
+    assert item == {"source": "memory:mem_lesson@v2", "kind": "lesson", "text": lesson}
+    assert [(a.id, a.version, a.kind) for a in plan.applied] == [("mem_lesson", 2, "causal")]

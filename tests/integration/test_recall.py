@@ -431,3 +431,39 @@ def test_recall_defaults_are_the_settings_defaults():
     assert dict(recall.DEFAULT_MIN_COSINES) == fields["recall_min_cosine"].default_factory()
     assert dict(recall.DEFAULT_MIN_SCORES) == fields["recall_min_score"].default_factory()
     assert recall.DEFAULT_DUPLICATE_COSINE == fields["recall_duplicate_cosine"].default
+
+
+def _causal(api: Api, *, question: str, root_cause: str, verified: bool) -> dict:
+    """A causal memory as diagnosis writes it (the API refuses them to callers)."""
+    from memtool.api.identity import Identity
+    from memtool.api.memories import CreateMemoryBody
+    from memtool.memory.records import MemoryStatus
+
+    body = CreateMemoryBody(
+        kind=MemoryKind.CAUSAL,
+        content=f"{question} — {root_cause}",
+        source_text=question,
+        value={"scenario": {"question": question, "asked": question}, "root_cause": root_cause, "lesson": f"repaired: {root_cause}", "verified": verified},
+    )
+    status = MemoryStatus.ACTIVE if verified else MemoryStatus.PENDING_REVIEW
+    record = container.memory_service().remember(Identity(api.tenant, api.user, frozenset()), body, system=True, status=status).record
+    return record.model_dump(mode="json")
+
+
+def test_a_causal_memory_is_found_by_its_scenario_or_its_root_cause_as_one_memory(api, drain):
+    lesson = _causal(api, question="上个月上海的销售额", root_cause="gross revenue counted by order_date instead of paid_at", verified=True)
+    pending = _causal(api, question="上个月北京的销售额", root_cause="gross revenue counted by order_date instead of paid_at", verified=False)
+    drain.drain()
+    # both keys are in the index, under the memory and its cause facet
+    index = container.vector_index()
+    assert index.indexed_version(lesson["id"], api.tenant) == 1
+    assert index.indexed_version(f"{lesson['id']}#cause", api.tenant) == 1
+
+    by_scenario = search(api, "上个月上海的销售额")
+    by_cause = search(api, "counted by order_date instead of paid_at")
+
+    assert ids(by_scenario).count(lesson["id"]) == 1 and ids(by_cause).count(lesson["id"]) == 1  # one memory, not two
+    assert pending["id"] not in ids(by_scenario) + ids(by_cause)  # pending review never steers a plan
+    api.call("DELETE", f"/memories/{lesson['id']}")
+    drain.drain()
+    assert index.indexed_version(f"{lesson['id']}#cause", api.tenant) is None  # forgetting removes both keys

@@ -323,3 +323,20 @@ def test_a_memorys_two_keys_fold_into_one_candidate_with_their_ranks_fused():
     folded = fold_facets(hits)
     assert [h.memory_id for h in folded] == ["mem_a", "mem_b"]
     assert folded[0].fused == pytest.approx(0.029) and folded[0].cosine == 0.9
+
+
+def test_only_verified_active_causal_memories_reach_the_planner_as_lessons():
+    from memtool.flows.ask_state import AskInput, AskState, Caller
+    from memtool.planning.context import plan_context
+
+    def recalled(memory_id: str, status: str, verified: bool) -> dict:
+        return {"id": memory_id, "version": 1, "kind": "causal", "status": status, "content": "c", "value": {"verified": verified, "lesson": f"lesson {memory_id}"}}
+
+    state = AskState(
+        episode_id="ep_1",
+        caller=Caller(tenant="t", user="li", roles=[]),
+        input=AskInput(question="上个月的销售额"),
+        started_at="2026-11-29T09:00:00+00:00",
+        recalled=[recalled("mem_ok", "active", True), recalled("mem_pending", "pending_review", False), recalled("mem_odd", "active", False)],
+    )
+    assert [(lesson.memory_id, lesson.text) for lesson in plan_context(state).lessons] == [("mem_ok", "lesson mem_ok")]
