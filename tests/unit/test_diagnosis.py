@@ -340,3 +340,14 @@ def test_only_verified_active_causal_memories_reach_the_planner_as_lessons():
         recalled=[recalled("mem_ok", "active", True), recalled("mem_pending", "pending_review", False), recalled("mem_odd", "active", False)],
     )
     assert [(lesson.memory_id, lesson.text) for lesson in plan_context(state).lessons] == [("mem_ok", "lesson mem_ok")]
+
+
+def test_a_diagnosis_out_of_time_runs_nothing_more_and_says_why():
+    warehouse = FakeWarehouse(DRIFTED)
+    intent = Intent(metric="gross_revenue", dimensions=("channel",), time_window=OCTOBER)
+    budget = Budget(8, 10, 5, 0.001, deadline_seconds=0.1)  # less than one test's minimum slot
+    report = Diagnoser(warehouse=warehouse, compiler=COMPILER, budget=budget).diagnose(
+        Failure(kind="undefined_table", origin="execution"), Subject("q", intent, COMPILER.compile(intent).sql), episode_id="ep"
+    )
+    assert warehouse.ran == [] and report.executions == 0 and not report.verified
+    assert report.hypotheses and all(t.result == "not_tested" and "time budget" in (t.detail or "") for t in report.hypotheses)

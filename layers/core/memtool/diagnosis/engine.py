@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -45,8 +46,9 @@ class HypothesisSource(Protocol):
 class Budget:
     executions: int
     row_cap: int
-    timeout_seconds: float
+    timeout_seconds: float  # one intervention test's statement timeout
     tolerance: float
+    deadline_seconds: float = 20.0  # the whole diagnosis: a Lambda (and API Gateway's 29 s) must not wait longer
 
 
 class _Spent(Exception):
@@ -83,12 +85,16 @@ class Diagnoser:
         schema = self._describe(refresh=failure.kind in ("undefined_column", "undefined_table"))
         policy = GuardPolicy.from_live_schema(schema, max_rows=self._budget.row_cap, timeout_seconds=self._budget.timeout_seconds)
         spent = [0]
+        deadline = time.monotonic() + self._budget.deadline_seconds
 
         def run(sql: str) -> QueryResult:
+            left = deadline - time.monotonic()
             if spent[0] >= self._budget.executions:
-                raise _Spent()
+                raise _Spent(f"the execution budget ({self._budget.executions}) was spent")
+            if left < 0.5:
+                raise _Spent(f"the diagnosis's time budget ({self._budget.deadline_seconds:g} s) was spent")
             spent[0] += 1
-            return self._warehouse.run(sql, max_rows=self._budget.row_cap, timeout_seconds=self._budget.timeout_seconds)
+            return self._warehouse.run(sql, max_rows=self._budget.row_cap, timeout_seconds=min(self._budget.timeout_seconds, left))
 
         def probe(table: str, columns: Sequence[str]) -> list[tuple[Any, ...]]:
             if not schema.has_table(table) or not all(schema.has_column(table, c) for c in columns):
@@ -156,8 +162,8 @@ class Diagnoser:
                 continue
             try:
                 result = run(verdict.sql)
-            except _Spent:
-                test.detail = f"the execution budget ({self._budget.executions}) was spent"
+            except _Spent as spent_why:
+                test.detail = str(spent_why)
                 continue
             except WarehouseError as exc:
                 test.result, test.executed, test.detail = "failed", True, f"the repaired SQL failed: {_short(str(exc))}"

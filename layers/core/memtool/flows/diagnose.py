@@ -65,7 +65,9 @@ class DiagnosisService:
         return Diagnoser(
             warehouse=self._warehouse(),
             compiler=self._compiler(),
-            budget=Budget(s.diagnosis_max_executions, s.diagnosis_row_cap, s.diagnosis_timeout_seconds, s.diagnosis_tolerance),
+            budget=Budget(
+                s.diagnosis_max_executions, s.diagnosis_row_cap, s.diagnosis_timeout_seconds, s.diagnosis_tolerance, s.diagnosis_deadline_seconds
+            ),
             llm=self._llm() if self._llm is not None else None,
         )
 

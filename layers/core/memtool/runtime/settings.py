@@ -122,6 +122,9 @@ class Settings(BaseSettings):
     )
     diagnosis_row_cap: int = Field(50, ge=1, le=1000, description="Row cap of an intervention test.")
     diagnosis_timeout_seconds: float = Field(10.0, gt=0, le=300, description="Statement timeout of an intervention test.")
+    diagnosis_deadline_seconds: float = Field(
+        20.0, gt=0, le=600, description="Wall-clock budget of one diagnosis (its tests stop there; API Gateway waits 29 s)."
+    )
     diagnosis_tolerance: float = Field(
         0.001, ge=0, le=0.5, description="Relative tolerance when a repaired value is compared with the value the user expected."
     )
