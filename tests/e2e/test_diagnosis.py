@@ -255,3 +255,25 @@ def test_a_lesson_whose_uses_fail_loses_credit_and_is_archived(api, drifted):
     later = ask(api, "上个月各渠道的销售额")
     assert not any(m["id"] == lesson_id for m in later["memories_used"])
     assert "Diagnose" in later["timings"]  # the cause is met again and diagnosed afresh
+
+
+def test_a_repair_that_fails_the_full_run_is_recorded_failed_and_its_lesson_blamed(api, drifted, monkeypatch):
+    from memtool.sql.warehouse import WarehouseError
+
+    warehouse = container.warehouse()
+    real_run = warehouse.run
+    cap = drifted.max_rows
+
+    def run(sql, *, max_rows, timeout_seconds, params=None):
+        if max_rows == cap and "gross_amt" in sql:  # the full run, not the capped intervention test
+            raise WarehouseError("the query ran longer than the statement timeout and was cancelled", code="timeout", sql=sql)
+        return real_run(sql, max_rows=max_rows, timeout_seconds=timeout_seconds, params=params)
+
+    monkeypatch.setattr(warehouse, "run", run)
+    answer = ask(api, "上个月各渠道的净收入")
+
+    assert answer["status"] == "failed" and answer["repaired"] is None, answer
+    assert answer["error"]["error"] == "warehouse_timeout"
+    assert any("repaired query failed too" in note for note in answer["notes"])
+    [lesson] = causal(api)
+    assert lesson["credit"]["failures"] == 1 and lesson["credit"]["uses"] == 1

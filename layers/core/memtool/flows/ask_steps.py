@@ -323,6 +323,9 @@ class AskSteps:
         if failure is not None:
             state.failure = failure.public()
         if state.repair_attempts > 1:
+            # The repair passed its test but not the full run: the answer is the failure, and the
+            # lesson it used takes the failure's credit (it is in memories_used).
+            state.repaired = None
             state.note("the repaired query failed too; the failure is recorded for review")
             return state
         if failure is None or not state.sql or self._diagnosis is None or failure.kind in ("unavailable", "timeout", "permission"):
