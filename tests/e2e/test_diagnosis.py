@@ -277,3 +277,71 @@ def test_a_repair_that_fails_the_full_run_is_recorded_failed_and_its_lesson_blam
     assert any("repaired query failed too" in note for note in answer["notes"])
     [lesson] = causal(api)
     assert lesson["credit"]["failures"] == 1 and lesson["credit"]["uses"] == 1
+
+
+def test_a_newer_lesson_on_the_same_target_replaces_the_older_one(api, aws, demo_warehouse):
+    first = ask(api, "上个月上海的销售额")
+    episode = api.call("GET", f"/episodes/{first['episode_id']}").json()["episode"]
+    by_order_date = _order_date_value(episode["value"]["intent"], demo_warehouse)
+    taught = api.call("POST", "/diagnose", {"episode_id": first["episode_id"], "expected": {"value": by_order_date}}).json()
+    assert taught["verified"] and taught["cause"] == "time_column"
+    again = api.call("POST", "/diagnose", {"episode_id": first["episode_id"], "expected": {"value": by_order_date}}).json()
+    assert again["verified"] and any("superseded" in note for note in again["notes"])
+
+    second = ask(api, "上个月上海的销售额")
+    assert "order_date" in second["sql"]
+    # the user says the paid_at value was right after all: the newest lesson decides
+    undo = api.call("POST", "/diagnose", {"episode_id": second["episode_id"], "expected": {"value": first["rows"][0][-1]}}).json()
+    assert undo["verified"] and {"kind": "time_column", "metric": "gross_revenue", "to": "paid_at"} in undo["repairs"]
+    third = ask(api, "上个月上海的销售额")
+    assert third["rows"][0][-1] == pytest.approx(first["rows"][0][-1]) and "ol.order_date" not in third["sql"]
+    cited = [m["id"] for m in third["memories_used"] if m["kind"] == "causal"]
+    assert cited == [undo["memory_id"]]
+    lessons = {m["id"]: m for m in causal(api)}
+    assert lessons[taught["memory_id"]]["status"] == "archived" and lessons[again["memory_id"]]["status"] == "archived"
+    assert "superseded by memory:" in lessons[again["memory_id"]]["status_reason"]
+
+
+def test_sharing_a_lesson_twice_gives_the_same_copy(api, drifted):
+    lesson_id = ask(api, "上个月各渠道的净收入")["repaired"]["memory_id"]
+    once = api.call("POST", f"/lessons/{lesson_id}/share", roles="curator").json()["memory"]
+    twice = api.call("POST", f"/lessons/{lesson_id}/share", roles="curator").json()["memory"]
+    assert once["id"] == twice["id"] and len(causal(api, scope="tenant")) == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"expected": {"value": "800391.5"}}, "expected.value"),
+        ({"expected": {"value": True}}, "expected.value"),
+        ({"expected": {"value": 1.0}, "rating": 1}, "expected"),
+    ],
+)
+def test_feedback_refuses_an_expected_value_it_cannot_use_and_writes_nothing(api, aws, body, field):
+    answer = ask(api, "上个月上海的销售额")
+    reply = api.call("POST", "/feedback", {"episode_id": answer["episode_id"], **({"rating": -1} | body)})
+    assert reply.status == 400 and reply.json()["field"] == field, reply.body
+    assert causal(api) == [] and "feedback" not in api.call("GET", f"/episodes/{answer['episode_id']}").json()["episode"]["value"]
+
+
+def test_an_expected_value_needs_an_answer_of_one_value(api, aws):
+    answer = ask(api, "上个月各渠道的销售额")
+    assert answer["row_count"] == 4
+    for path, body in (("/diagnose", {}), ("/feedback", {"rating": -1})):
+        reply = api.call("POST", path, {"episode_id": answer["episode_id"], "expected": {"value": 12345}, **body})
+        assert reply.status == 400 and reply.json()["field"] == "expected" and "4 rows" in reply.json()["message"], reply.body
+    assert causal(api) == []
+
+
+def test_an_expected_value_the_answer_already_has_is_not_kept(api, aws):
+    answer = ask(api, "上个月上海的销售额")
+    report = api.call("POST", "/diagnose", {"episode_id": answer["episode_id"], "expected": {"value": answer["rows"][0][-1]}}).json()
+    assert report["nothing_to_explain"] is True and report["memory_id"] is None and report["hypotheses"] == []
+    assert causal(api) == []
+
+
+def test_a_total_of_nothing_is_an_empty_result(api, aws):
+    answer = ask(api, "2030年1月上海的销售额")
+    assert answer["status"] == "answered" and answer["rows"] == [[None]]
+    report = api.call("POST", "/diagnose", {"episode_id": answer["episode_id"], "comment": "   "}).json()
+    assert report["failure"]["class"] == "empty_result"

@@ -153,8 +153,12 @@ def test_value_causes_come_from_the_live_time_columns_and_the_definition():
     found = hypotheses_for(logical_failure(expected=True, row_count=1), subject, schema(), COMPILER)
     causes = [h.cause for h in found]
     assert causes[0] == "time_column" and found[0].repairs == (Repair(kind="time_column", metric="gross_revenue", to="order_date"),)
-    assert {"test_lines", "metric_definition", "window_edges", "join_type"} <= set(causes)
+    assert {"test_lines", "metric_definition", "window_edges"} <= set(causes)
     assert "unpaid_lines" not in causes  # a window on paid_at leaves unpaid lines out whatever the filter says
+    assert "join_type" not in causes  # the only dimension table is filtered: a LEFT JOIN changes nothing
+    grouped = Intent(metric="gross_revenue", dimensions=("channel",), time_window=OCTOBER)
+    by_channel = hypotheses_for(logical_failure(expected=True, row_count=1), Subject("q", grouped, COMPILER.compile(grouped).sql), schema(), COMPILER)
+    assert "join_type" in [h.cause for h in by_channel]
     assert [h.id for h in found] == [f"h{i}" for i in range(1, len(found) + 1)]
     assert [h.cost for h in found] == sorted(h.cost for h in found)
 
@@ -231,10 +235,11 @@ def test_only_an_active_verified_diagnosis_is_a_lesson():
 
 
 class FakeWarehouse:
-    """Answers every query with one value; records what it was asked to run."""
+    """Answers each query with one value (``value``, then ``step`` more for each later run);
+    records what it was asked to run."""
 
-    def __init__(self, live: LiveSchema, value: float = 100.0, fail: str | None = None) -> None:
-        self.live, self.value, self.fail, self.ran = live, value, fail, []
+    def __init__(self, live: LiveSchema, value: float = 100.0, fail: str | None = None, step: float = 0.0) -> None:
+        self.live, self.value, self.fail, self.step, self.ran = live, value, fail, step, []
 
     def describe(self, *, refresh: bool = False) -> LiveSchema:
         return self.live
@@ -243,7 +248,8 @@ class FakeWarehouse:
         self.ran.append((sql, max_rows, timeout_seconds))
         if self.fail and self.fail in sql:
             raise WarehouseError("boom", code="database_error")
-        return QueryResult(columns=["gross_revenue"], rows=[[self.value]], row_count=1, truncated=False, elapsed_ms=1.0)
+        value = self.value + self.step * (len(self.ran) - 1)
+        return QueryResult(columns=["gross_revenue"], rows=[[value]], row_count=1, truncated=False, elapsed_ms=1.0)
 
 
 def _subject() -> Subject:
@@ -252,7 +258,7 @@ def _subject() -> Subject:
 
 
 def test_the_engine_never_runs_more_than_its_budget_and_caps_every_run():
-    warehouse = FakeWarehouse(schema())
+    warehouse = FakeWarehouse(schema(), step=1.0)
     report = Diagnoser(warehouse=warehouse, compiler=COMPILER, budget=Budget(3, 7, 2.5, 0.001)).diagnose(
         logical_failure(expected=True, row_count=1), _subject(), episode_id="ep", expected=Expected(value=1.0)
     )
@@ -351,3 +357,29 @@ def test_a_diagnosis_out_of_time_runs_nothing_more_and_says_why():
     )
     assert warehouse.ran == [] and report.executions == 0 and not report.verified
     assert report.hypotheses and all(t.result == "not_tested" and "time budget" in (t.detail or "") for t in report.hypotheses)
+
+
+def test_a_repair_that_gives_the_original_value_is_no_change_not_refuted():
+    warehouse = FakeWarehouse(schema())  # every query gives 100
+    report = Diagnoser(warehouse=warehouse, compiler=COMPILER, budget=Budget(3, 10, 5, 0.001)).diagnose(
+        logical_failure(expected=True, row_count=1), _subject(), episode_id="ep", expected=Expected(value=1.0)
+    )
+    tested = [t for t in report.hypotheses if t.executed]
+    assert tested and all(t.result == "no_change" and "not the cause" in (t.detail or "") for t in tested)
+
+
+def test_an_expected_value_that_is_the_answer_in_another_unit_says_so():
+    warehouse = FakeWarehouse(schema(), value=79.78, step=1.0)  # the answer in 万元: 79.78
+    intent = Intent(metric="gross_revenue", time_window=OCTOBER, unit="万元")
+    report = Diagnoser(warehouse=warehouse, compiler=COMPILER, budget=Budget(2, 10, 5, 0.001)).diagnose(
+        logical_failure(expected=True, row_count=1), Subject("q", intent, COMPILER.compile(intent).sql), episode_id="ep", expected=Expected(value=797800)
+    )
+    assert any("equals the answer in 元" in note for note in report.notes), report.notes
+
+
+def test_a_replacement_keeps_the_missing_names_distinctive_words():
+    from memtool.diagnosis.rules import _shares_meaning
+
+    assert _shares_meaning("gross_amount", "gross_amt") and not _shares_meaning("gross_amount", "discount_amount")
+    assert _shares_meaning("dim_channel", "dim_sales_channel") and not _shares_meaning("dim_channel", "dim_region")
+    assert _shares_meaning("amount", "amt_total")  # only common words: similarity decides

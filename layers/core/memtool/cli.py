@@ -45,6 +45,8 @@ def serve(args: argparse.Namespace) -> int:
         print(f"  store      DynamoDB on moto (loopback only)   ({restored} items restored from {runtime.state_dir.resolve()})")
     if runtime.warehouse is not None:
         print(f"  warehouse  {runtime.warehouse.path}   (DuckDB, {sum(runtime.warehouse.row_counts.values()):,} rows)")
+    elif runtime.settings.warehouse == "duckdb" and runtime.settings.warehouse_path is not None:
+        print(f"  warehouse  {runtime.settings.warehouse_path}   (DuckDB, MEMTOOL_WAREHOUSE_PATH)")
     print("  identity   send X-Memtool-Tenant and X-Memtool-User headers")
     print(
         f"  try        curl -s -X POST {runtime.api_url}/ask -H 'X-Memtool-Tenant: acme' -H 'X-Memtool-User: li' "

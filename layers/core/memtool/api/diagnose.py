@@ -55,6 +55,7 @@ class DiagnosisAnswer(BaseModel):
     memory_id: str | None = None
     memory_version: int | None = None
     status: str | None = Field(None, description="active: a verified lesson; pending_review: unverified, never applied")
+    nothing_to_explain: bool = Field(False, description="the answer already gives the expected value: nothing was kept")
     notes: list[str] = Field(default_factory=list)
 
 

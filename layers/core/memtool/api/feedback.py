@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationInfo, field_validator
 
 from memtool.api.limits import PlainText
 from memtool.api.memories import Identifier
@@ -49,6 +49,13 @@ class FeedbackBody(_Body):
     expected: Expected | None = Field(
         None, description="the value the answer should have been, {value, unit?}: the answer is diagnosed against it (off the request path)"
     )
+
+    @field_validator("expected")
+    @classmethod
+    def _one_verdict(cls, expected: Expected | None, info: ValidationInfo) -> Expected | None:
+        if expected is not None and info.data.get("rating") == 1:
+            raise ValueError("a thumbs-up says the answer is right and an expected value says it is not: send one of them")
+        return expected
 
     @field_validator("rating", mode="before")
     @classmethod

@@ -26,7 +26,9 @@ SAMPLE_KEPT = 5
 
 def lesson_sentence(report: DiagnosisReport) -> str:
     repairs = "; ".join(Repair.model_validate(r).describe() for r in report.repairs) or "no repair"
-    return f"previously failed ({report.failure.get('class')}) because {report.root_cause or 'of an unknown cause'}; repaired by: {repairs}"
+    cause = (report.root_cause or "the cause is unknown").rstrip(". ")
+    cause = cause[:1].lower() + cause[1:]
+    return f"previously failed ({report.failure.get('class')}) because {cause}; repaired by: {repairs}"
 
 
 def causal_value(
@@ -85,7 +87,7 @@ def causal_value(
 
 def causal_content(report: DiagnosisReport, question: str) -> str:
     """The memory's content: the question and what was found (the scenario key is indexed apart)."""
-    headline = report.root_cause if report.verified else f"unverified diagnosis of a {report.failure.get('class')} failure"
+    headline = report.root_cause if report.verified else f"unverified diagnosis ({report.failure.get('class')})"
     return f"{question} — {headline}"
 
 

@@ -115,8 +115,12 @@ class Diagnoser:
             baseline_value = self._baseline(report, subject, policy, run, unit, expected)
             if expected is not None and baseline_value is not None and _matches(baseline_value, expected, unit[1], self._budget.tolerance):
                 report.notes.append("the original query already gives the expected value: there is no difference to explain")
+                report.nothing_to_explain = True
                 report.executions = spent[0]
                 return report
+            hint = _unit_hint(baseline_value, expected, unit[1], self._budget.tolerance)
+            if hint:
+                report.notes.append(hint)
         hypotheses = hypotheses_for(failure, subject, schema, self._compiler, probe)
         if self._llm is not None:
             try:
@@ -172,6 +176,15 @@ class Diagnoser:
             test.row_count = result.row_count
             value_unit = applied.unit if applied.unit is not None else unit[1]
             test.value = _single_value(result, applied.value_column or unit[0])
+            if (
+                failure.origin == "logical"
+                and baseline_value is not None
+                and test.value is not None
+                and value_unit == unit[1]
+                and abs(test.value - baseline_value) <= 1e-9 * max(abs(baseline_value), 1.0)
+            ):
+                test.result, test.detail = "no_change", f"the repaired query gives the original value ({test.value:,.4f}): this is not the cause"
+                continue
             test.result, test.detail = self._judge(failure, result, test.value, expected, value_unit)
             if test.result == "verified" and not report.verified:
                 report.verified = True
@@ -187,7 +200,7 @@ class Diagnoser:
             if ran:
                 report.notes.append(f"{len(ran)} repair(s) ran, but without an expected value none can be verified")
             elif not report.hypotheses:
-                report.notes.append(f"no rule proposes a repair for a {failure.kind} failure")
+                report.notes.append(f"no rule proposes a repair for this failure ({failure.kind})")
         return report
 
     # ---- pieces ---------------------------------------------------------------------------
@@ -232,6 +245,19 @@ class Diagnoser:
                 return "verified", f"the repaired value {value:,.4f} matches the expected {wanted:,.4f} within {self._budget.tolerance:.2%}"
             return "refuted", f"the repaired value {value:,.4f} differs from the expected {wanted:,.4f}"
         return "ran", f"the repaired query ran ({rows}{'' if value is None else f', value {value:,.4f}'}); nothing to compare it with"
+
+
+def _unit_hint(baseline: float | None, expected: Expected | None, unit: str | None, tolerance: float) -> str | None:
+    """When the expected value is the answer in another money unit, say so: it is not a cause."""
+    if baseline is None or expected is None or unit not in UNIT_IN_YUAN:
+        return None
+    for other, factor in UNIT_IN_YUAN.items():
+        if other == unit or (expected.unit is not None and expected.unit != unit):
+            continue
+        in_other = baseline * UNIT_IN_YUAN[unit] / factor
+        if abs(in_other - expected.value) <= tolerance * max(abs(expected.value), 1e-9):
+            return f"the expected value equals the answer in {other} (the answer is in {unit}): send expected.unit = {other}"
+    return None
 
 
 def _unit_of(subject: Subject, compiler: IntentCompiler) -> tuple[str | None, str | None]:

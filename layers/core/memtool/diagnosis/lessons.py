@@ -87,7 +87,8 @@ def lesson_of(record: MemoryRecord, now: datetime | None = None) -> Lesson | Non
 
 
 class LessonBook:
-    """The caller's verified lessons and the tenant's shared ones (the caller's first)."""
+    """The caller's verified lessons and the tenant's shared ones: the caller's first, newest
+    first within each, which is the order in which they win a target (see ``apply_lessons``)."""
 
     def __init__(self, store: MemoryStore) -> None:
         self._store = store
@@ -100,29 +101,34 @@ class LessonBook:
             except Exception:  # noqa: BLE001 - lessons help; their absence never fails an ask
                 logger.warning("lessons of %s/%s could not be read", tenant, owner, exc_info=True)
                 continue
-            lessons += [lesson for record in page.items if (lesson := lesson_of(record, now)) is not None]
+            newest_first = sorted(page.items, key=lambda r: r.updated_at, reverse=True)
+            lessons += [lesson for record in newest_first if (lesson := lesson_of(record, now)) is not None]
         return lessons
 
 
 def apply_lessons(intent: Intent | None, sql: str | None, lessons: Sequence[Lesson], compiler: IntentCompiler) -> LessonOutcome:
-    """The plan's query with every lesson that matches it applied, and which ones did."""
+    """The plan's query with every lesson that matches it applied, and which ones did.
+
+    Each target (a metric's time column, a renamed column, ...) is decided by the first lesson in
+    ``lessons`` that has it: the caller's newest over older ones and over the tenant's.
+    """
     outcome = LessonOutcome(sql=sql, intent=intent)
     if sql is None or not lessons:
         return outcome
     options = DEFAULT_OPTIONS
     changed_intent = intent
     intent_applied: dict[str, list[Repair]] = {}
-    seen: set[str] = set()
+    seen: set[tuple[str | None, ...]] = set()
     if intent is not None:
         for lesson in lessons:
             for repair in lesson.repairs:
-                if repair.sql_level or repair.signature() in seen:
+                if repair.sql_level or repair.target() in seen:
                     continue
                 updated = _on(repair, changed_intent, options)
                 if updated is None:
                     continue
                 changed_intent, options = updated
-                seen.add(repair.signature())
+                seen.add(repair.target())
                 intent_applied.setdefault(lesson.memory_id, []).append(repair)
     current = sql
     if intent_applied and changed_intent is not None:
@@ -142,13 +148,13 @@ def apply_lessons(intent: Intent | None, sql: str | None, lessons: Sequence[Less
         columns = {(c.table, c.column) for c in read.columns}
         for lesson in lessons:
             for repair in lesson.repairs:
-                if not repair.sql_level or repair.signature() in seen:
+                if not repair.sql_level or repair.target() in seen:
                     continue
                 hit = (repair.kind == "rename_table" and repair.table in tables) or (
                     repair.kind == "rename_column" and (repair.table, repair.column) in columns
                 )
                 if hit:
-                    seen.add(repair.signature())
+                    seen.add(repair.target())
                     sql_repairs.append(repair)
                     sql_applied.setdefault(lesson.memory_id, []).append(repair)
     if sql_repairs:

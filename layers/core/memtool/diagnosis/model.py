@@ -110,6 +110,23 @@ class Repair(BaseModel):
             return "keep fact rows without a matching dimension row (LEFT JOIN)"
         return "run the repaired statement"
 
+    def target(self) -> tuple[str | None, ...]:
+        """What the repair decides: a newer lesson with the same target replaces an older one."""
+        k = self.kind
+        if k == "rename_table":
+            return (k, self.table)
+        if k == "rename_column":
+            return (k, self.table, self.column)
+        if k in ("time_column", "metric_definition", "join_type"):
+            return (k, self.metric)
+        if k == "filter_value":
+            return (k, self.dimension, self.value)
+        if k == "include_rows":
+            return (k, self.metric, self.rows)
+        if k == "window_edges":
+            return (k, self.metric, self.edge)
+        return (k, self.sql)
+
     def signature(self) -> str:
         payload = json.dumps(self.model_dump(exclude_none=True), sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
@@ -174,5 +191,6 @@ class DiagnosisReport(BaseModel):
     memory_id: str | None = None
     memory_version: int | None = None
     status: Literal["active", "pending_review"] | None = None
+    nothing_to_explain: bool = False  # the original already gives the expected value
     schema_facts: dict[str, dict[str, str]] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)

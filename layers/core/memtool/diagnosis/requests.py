@@ -19,7 +19,7 @@ class Expected(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    value: float = Field(description="the number the user expected (one value: a total, a rate, a count)")
+    value: float = Field(strict=True, description="the number the user expected (one value: a total, a rate, a count)")
     unit: ExpectedUnit | None = Field(None, description="元, 万元 or 分 for money; omitted: the answer's own unit")
 
     @field_validator("value")

@@ -179,9 +179,25 @@ def _drift_sentence(choice: dict[tuple[str, str | None], str]) -> str:
     return "The warehouse schema changed: " + "; ".join(parts) + "."
 
 
+# Words too common in warehouse names to say which thing a name means.
+_GENERIC = frozenset(
+    {"amount", "id", "name", "date", "time", "timestamp", "count", "number", "value", "code", "type", "key", "at", "flag", "quantity", "table", "total"}
+)
+
+
+def _shares_meaning(missing: str, candidate: str) -> bool:
+    """A replacement keeps the missing name's distinctive words (gross_amount -> gross_amt, never
+    discount_amount): a query that merely runs must not read another thing. A name made only of
+    common words (amount, id) leaves the choice to similarity."""
+    distinctive = _tokens(missing) - _GENERIC
+    return not distinctive or bool(distinctive & _tokens(candidate))
+
+
 def _nearest_tables(table: str, wanted_columns: Sequence[str], schema: LiveSchema) -> list[_Candidate]:
     scored = []
     for candidate in schema.tables:
+        if not _shares_meaning(table, candidate):
+            continue
         columns = set(schema.columns_of(candidate))
         coverage = sum(1 for c in wanted_columns if c in columns) / len(wanted_columns) if wanted_columns else 0.0
         score = 0.55 * name_similarity(table, candidate) + 0.45 * coverage
@@ -196,6 +212,8 @@ def _nearest_columns(column: str, table: str, schema: LiveSchema, *, numeric: bo
         kind = (schema.type_of(table, candidate) or "").upper()
         if numeric and not kind.startswith(_NUMERIC):
             continue  # summed or computed with: only a number can take its place
+        if not _shares_meaning(column, candidate):
+            continue
         score = name_similarity(column, candidate)
         if score >= MIN_COLUMN_SCORE:
             scored.append(_Candidate(candidate, round(score, 4)))
@@ -320,7 +338,11 @@ def _value_causes(subject: Subject, schema: LiveSchema, compiler: IntentCompiler
                     confidence=0.3,
                 )
             )
-    if (intent.dimensions or intent.filters) and subject.options.dimension_join != "left":
+    catalog_dims = [catalog.dimension(d) for d in intent.dimensions if catalog.has_dimension(d)]
+    filtered_tables = {catalog.dimension(f.dimension).table for f in intent.filters if catalog.has_dimension(f.dimension)}
+    # A LEFT JOIN keeps fact rows without a dimension row only where nothing filters that table.
+    unfiltered = [d for d in catalog_dims if d.kind == "attribute" and d.table not in filtered_tables]
+    if unfiltered and subject.options.dimension_join != "left":
         found.append(
             Hypothesis(
                 id="",

@@ -477,6 +477,8 @@ class AskSteps:
             "clarified": plan.get("clarified") or [],  # the kinds of clarification choices it took
             "outcome": state.status,
             "row_count": (state.result or {}).get("row_count"),
+            # rows that hold nothing but NULLs (a total over no data) answer nothing either
+            "empty": bool((state.result or {}).get("rows")) and all(cell is None for row in (state.result or {}).get("rows") or [] for cell in row[-1:]),
             "error": error,
             "plan_status": state.plan_status,
             "planner": plan.get("planner"),

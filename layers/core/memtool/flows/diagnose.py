@@ -23,9 +23,9 @@ from memtool.diagnosis.failures import guard_failure, logical_failure
 from memtool.diagnosis.lessons import LessonBook, lesson_of
 from memtool.diagnosis.model import DiagnosisReport, Failure, Repair
 from memtool.diagnosis.requests import DiagnoseRequest, Expected
-from memtool.errors import Forbidden, NotFound, ValidationFailed
+from memtool.errors import Forbidden, NotFound, ValidationFailed, VersionConflict
 from memtool.flows.memory_write import MemoryService
-from memtool.memory.records import MemoryKind, MemoryRecord, MemoryScope, MemoryStatus, SourceRef, Trigger
+from memtool.memory.records import MemoryKind, MemoryPatch, MemoryRecord, MemoryScope, MemoryStatus, SourceRef, Trigger
 from memtool.memory.slots import episode_key
 from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition
 from memtool.runtime.clock import Clock
@@ -109,16 +109,20 @@ class DiagnosisService:
     ) -> DiagnosisReport:
         episode = self._episode(who, episode_id)
         value = episode.value if isinstance(episode.value, dict) else {}
+        subject = self._subject(value, episode)
+        if subject is None:
+            raise ValidationFailed("this episode ran no SQL (a clarification, a preference, a knowledge answer): there is no query to diagnose", field="episode_id")
+        check_expected(value, expected)
+        comment = comment if comment and comment.strip() else None
         failure = self._failure_of(value, expected=expected)
         if failure is None:
             raise ValidationFailed(
                 "this answer did not fail; give the value you expected (expected) to diagnose why it differs", field="expected"
             )
-        subject = self._subject(value, episode)
-        if subject is None:
-            raise ValidationFailed("this episode ran no SQL, so there is no query to diagnose", field="episode_id")
         lessons = list(value.get("lessons") or [])
         report = self.diagnoser().diagnose(failure, subject, episode_id=episode_id, expected=expected, stop_at_verified=True)
+        if report.nothing_to_explain:
+            return report  # the answer already is what the user expected: nothing to keep
         record = self._keep(
             who,
             report,
@@ -193,6 +197,11 @@ class DiagnosisService:
             raise NotFound(f"lesson {memory_id} not found", field="id")
         if lesson_of(record, now) is None:
             raise ValidationFailed("only an active, verified lesson can be shared (this one is not verified, or archived)", field="id")
+        tenant = Partition(who.tenant, TENANT_OWNER)
+        for copy in self._store.heads(tenant, [MemoryKind.CAUSAL], limit=EPISODE_DIAGNOSES_SCANNED):
+            shared = (copy.value or {}).get("shared_from") if isinstance(copy.value, dict) else None
+            if copy.status is MemoryStatus.ACTIVE and isinstance(shared, dict) and shared.get("id") == record.id and shared.get("version") == record.version:
+                return copy  # shared already: the same copy, not a second one
         body = CreateMemoryBody(
             kind=MemoryKind.CAUSAL,
             scope=MemoryScope.TENANT,
@@ -202,7 +211,9 @@ class DiagnosisService:
             confidence=record.confidence,
             provenance=ProvenanceIn(trigger=Trigger.DIAGNOSIS, episode_id=record.provenance.episode_id, sources=[SourceRef(id=record.id, version=record.version)]),
         )
-        return self._memories.remember(who, body, system=True).record
+        copy = self._memories.remember(who, body, system=True).record
+        self._supersede(tenant, copy, [])
+        return copy
 
     # ---- pieces ------------------------------------------------------------------------------
 
@@ -230,7 +241,34 @@ class DiagnosisService:
             return None
         report.memory_id, report.memory_version = record.id, record.version
         report.status = "active" if status is MemoryStatus.ACTIVE else "pending_review"
+        if report.verified:
+            self._supersede(Partition(who.tenant, who.user), record, report.notes)
         return record
+
+    def _supersede(self, where: Partition, newest: MemoryRecord, notes: list[str]) -> None:
+        """Older active lessons that decide nothing the newest does not decide again are archived
+        (their history stays): one lesson per target, so deleting the newest brings back nothing stale."""
+        decided = _targets(newest)
+        if not decided:
+            return
+        now = self._clock.now()
+        for record in self._store.heads(where, [MemoryKind.CAUSAL], limit=EPISODE_DIAGNOSES_SCANNED):
+            if record.id == newest.id or record.status is not MemoryStatus.ACTIVE or record.is_expired(now):
+                continue
+            targets = _targets(record)
+            if not targets or not targets <= decided:
+                continue
+            try:
+                self._store.update(
+                    where,
+                    record.id,
+                    MemoryPatch(status=MemoryStatus.ARCHIVED, status_reason=f"superseded by memory:{newest.id}@v{newest.version}"),
+                    record.version,
+                    now,
+                )
+            except (VersionConflict, NotFound):
+                continue  # it changed or went meanwhile; the newest still wins when lessons apply
+            notes.append(f"lesson memory:{record.id} is superseded by this one")
 
     def _episode(self, who: Identity, episode_id: str) -> MemoryRecord:
         episode = self._store.get_slot(Partition(who.tenant, who.user), MemoryKind.EPISODIC, episode_key(episode_id), self._clock.now())
@@ -264,7 +302,8 @@ class DiagnosisService:
         if value.get("outcome") == "failed" and isinstance(guard, dict) and guard.get("allowed") is False:
             return guard_failure(guard.get("code"), guard.get("reason"))
         if value.get("outcome") == "answered":
-            return logical_failure(expected=False, row_count=value.get("row_count"))
+            empty = value.get("row_count") == 0 or value.get("empty") is True  # no rows, or only NULLs
+            return logical_failure(expected=False, row_count=0 if empty else value.get("row_count"))
         return None
 
     @staticmethod
@@ -301,6 +340,30 @@ class DiagnosisService:
             "intent": value.get("intent"),
             "route": value.get("route"),
         }
+
+
+def check_expected(episode_value: dict[str, Any], expected: Expected | None) -> None:
+    """An expected value is one number: it can be compared only with an answer of one row."""
+    if expected is None:
+        return
+    rows = episode_value.get("row_count")
+    if isinstance(rows, int) and rows != 1:
+        raise ValidationFailed(
+            f"the answer has {rows} rows; an expected value is compared with an answer of one value (ask for the total, or one group)",
+            field="expected",
+        )
+
+
+def _targets(record: MemoryRecord) -> frozenset[tuple[str | None, ...]]:
+    value = record.value if isinstance(record.value, dict) else {}
+    rules = (value.get("repair") or {}).get("rules") if isinstance(value.get("repair"), dict) else None
+    found = set()
+    for raw in rules or []:
+        try:
+            found.add(Repair.model_validate(raw).target())
+        except ValueError:
+            continue
+    return frozenset(found)
 
 
 def new_request_id(episode_id: str, origin: str) -> str:

@@ -172,6 +172,12 @@ class FeedbackService:
             raise NotFound(f"episode {command.episode_id} not found", field="episode_id")
         taught = self._checked_correction(who, command.correction)  # refused before anything is written
         value = episode.value if isinstance(episode.value, dict) else {}
+        if command.expected is not None:  # refused before anything is written, too
+            from memtool.flows.diagnose import check_expected
+
+            if not value.get("sql"):
+                raise ValidationFailed("this answer ran no SQL, so there is no value to compare with the one expected", field="expected")
+            check_expected(value, command.expected)
         error = value.get("error") if isinstance(value.get("error"), dict) else None
         env = environment_reward(str(value.get("outcome") or "failed"), row_count=value.get("row_count"), error=(error or {}).get("error"))
         notes: list[str] = []
