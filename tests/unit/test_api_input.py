@@ -289,3 +289,9 @@ def test_identifiers_are_matched_whole(tenant):
     event = {"requestContext": {"authorizer": {"claims": {"custom:tenant_id": tenant, "sub": "li"}}}}
     with pytest.raises(Unauthenticated):
         identity_from_event(event, Settings(runtime="aws"))
+
+
+def test_a_comment_over_its_limit_is_counted_in_characters(api, aws):
+    reply = api.call("POST", "/diagnose", {"episode_id": "ep_1", "comment": "x" * 2001})
+    assert reply.status == 400 and reply.json()["field"] == "comment"
+    assert reply.json()["message"] == "should have at most 2000 characters"

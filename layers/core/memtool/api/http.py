@@ -88,6 +88,12 @@ def _message(error: Mapping[str, Any], where: str | None, loc: Iterable[str]) ->
         return "unknown field"
     if kind == "missing":
         return "request body is required" if where == "body" and not list(loc) else "field required"
+    if kind in ("too_long", "too_short") and isinstance(error.get("input"), str):
+        # A length limit on text counts characters (pydantic says "items" when the limit wraps a validator).
+        ctx = error.get("ctx") or {}
+        limit = ctx.get("max_length") if kind == "too_long" else ctx.get("min_length")
+        if limit is not None:
+            return f"should have {'at most' if kind == 'too_long' else 'at least'} {limit} characters"
     if kind == "value_error":
         # Our own validators raise ValueError("…"); pydantic prefixes "Value error, ".
         return str((error.get("ctx") or {}).get("error") or error.get("msg"))
