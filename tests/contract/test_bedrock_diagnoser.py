@@ -147,12 +147,12 @@ def test_the_request_forces_the_tool_and_quotes_the_episode_as_data() -> None:
     assert set(item["required"]) == {"root_cause", "cause", "repair", "confidence"}
     assert item["properties"]["cause"]["enum"] == [
         "schema_drift", "time_column", "test_lines", "unpaid_lines", "metric_definition",
-        "filter_value", "window_edges", "join_type", "sql_error", "other",
+        "filter_value", "window_edges", "join_type", "refund_period", "sql_error", "other",
     ]  # fmt: skip
     assert item["properties"]["confidence"]["minimum"] == 0 and item["properties"]["confidence"]["maximum"] == 1
     assert item["properties"]["repair"]["properties"]["kind"]["enum"] == [
         "rename_table", "rename_column", "time_column", "filter_value", "include_rows",
-        "metric_definition", "window_edges", "join_type", "replace_sql",
+        "metric_definition", "window_edges", "refund_period", "join_type", "replace_sql",
     ]  # fmt: skip
     assert all(p.get("description") for p in item["properties"]["repair"]["properties"].values())
 

@@ -762,3 +762,39 @@ def test_partial_bucket_labels_are_the_labels_the_sql_returns(demo: Demo) -> Non
     assert [b.label for b in months] == ["2026-11-01"] == labels(month_rows)[-1:]
     assert [b.label for b in weeks] == ["2026-10-26", "2026-11-23"]
     assert [labels(week_rows)[0], labels(week_rows)[-1]] == ["2026-10-26", "2026-11-23"]
+
+
+def test_refunds_counted_by_refund_date_equal_hand_written_sql(demo_warehouse):
+    """The refund-date definition a diagnosis may verify: this window's lines, minus the refunds
+    made in this window on any paid line (paid then or earlier), by hand."""
+    from dataclasses import replace
+    from datetime import date
+
+    from memtool.semantic.compiler import CompileOptions, IntentCompiler
+    from memtool.semantic.intent import Filter, Intent, TimeWindow
+    from memtool.sql.duckdb_warehouse import DuckDBWarehouse
+
+    options = replace(CompileOptions(), refunds_by_refund_date=frozenset({"net_revenue", "refund_amount", "refund_rate"}))
+    window = TimeWindow(start=date(2026, 10, 1), end=date(2026, 11, 1))
+    hand = """
+    WITH lines AS (SELECT ol.* FROM fact_order_line ol JOIN dim_region dr ON dr.region_id = ol.region_id
+                   WHERE dr.city = '上海' AND ol.is_test = FALSE AND ol.paid_at IS NOT NULL),
+    sales AS (SELECT SUM(gross_amount - discount_amount) AS s, SUM(gross_amount) AS g FROM lines
+              WHERE paid_at >= '2026-10-01' AND paid_at < '2026-11-01'),
+    refs AS (SELECT SUM(r.refund_amount) AS r FROM fact_refund r JOIN lines l ON l.order_id = r.order_id AND l.line_id = r.line_id
+             WHERE r.refunded_at >= '2026-10-01' AND r.refunded_at < '2026-11-01')
+    SELECT ROUND(s - COALESCE(r, 0), 2), ROUND(COALESCE(r, 0), 2), ROUND(COALESCE(r, 0) / g, 4) FROM sales, refs"""
+    warehouse = DuckDBWarehouse(demo_warehouse)
+    try:
+        [expected] = warehouse.run(hand, max_rows=5, timeout_seconds=10).rows
+        got = [
+            warehouse.run(
+                IntentCompiler(options=options).compile(Intent(metric=m, filters=(Filter(dimension="city", values=("上海",)),), time_window=window)).sql,
+                max_rows=5,
+                timeout_seconds=10,
+            ).rows[0][0]
+            for m in ("net_revenue", "refund_amount", "refund_rate")
+        ]
+    finally:
+        warehouse.close()
+    assert got == pytest.approx(expected)

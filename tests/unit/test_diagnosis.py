@@ -383,3 +383,17 @@ def test_a_replacement_keeps_the_missing_names_distinctive_words():
     assert _shares_meaning("gross_amount", "gross_amt") and not _shares_meaning("gross_amount", "discount_amount")
     assert _shares_meaning("dim_channel", "dim_sales_channel") and not _shares_meaning("dim_channel", "dim_region")
     assert _shares_meaning("amount", "amt_total")  # only common words: similarity decides
+
+
+def test_refunds_by_refund_date_is_a_hypothesis_only_where_the_compiler_can_say_it():
+    net = Intent(metric="net_revenue", filters=(Filter(dimension="city", values=("上海",)),), time_window=OCTOBER)
+    found = hypotheses_for(logical_failure(expected=True, row_count=1), Subject("q", net, COMPILER.compile(net).sql), schema(), COMPILER)
+    [refund] = [h for h in found if h.cause == "refund_period"]
+    applied = apply_repairs(Subject("q", net, COMPILER.compile(net).sql), refund.repairs, COMPILER)
+    assert "refunded_at >=" in applied.sql and "rf.order_id IS NOT NULL" in applied.sql
+    monthly = Intent(metric="net_revenue", dimensions=("month",), time_window=OCTOBER)
+    found = hypotheses_for(logical_failure(expected=True, row_count=1), Subject("q", monthly, COMPILER.compile(monthly).sql), schema(), COMPILER)
+    assert "refund_period" not in [h.cause for h in found]  # a refund's month is not its line's: not expressed
+    gross = Intent(metric="gross_revenue", time_window=OCTOBER)
+    found = hypotheses_for(logical_failure(expected=True, row_count=1), Subject("q", gross, COMPILER.compile(gross).sql), schema(), COMPILER)
+    assert "refund_period" not in [h.cause for h in found]

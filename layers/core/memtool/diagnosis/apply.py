@@ -91,7 +91,7 @@ def options_from(repairs: Iterable[Repair], base: CompileOptions = DEFAULT_OPTIO
     values change the intent, not the options, and are left out here)."""
     options = base
     for repair in repairs:
-        if repair.kind in ("time_column", "include_rows", "window_edges", "join_type"):
+        if repair.kind in ("time_column", "include_rows", "window_edges", "join_type", "refund_period"):
             options = _option(repair, options)
     return options
 
@@ -102,6 +102,10 @@ def change_intent(repair: Repair, intent: Intent, options: CompileOptions) -> tu
             raise NotApplicable(f"the episode asked for {intent.metric}, not {repair.metric}")
         return intent, _option(repair, options)
     if repair.kind in ("include_rows", "window_edges", "join_type"):
+        return intent, _option(repair, options)
+    if repair.kind == "refund_period":
+        if repair.metric != intent.metric:
+            raise NotApplicable(f"the episode asked for {intent.metric}, not {repair.metric}")
         return intent, _option(repair, options)
     if repair.kind == "metric_definition":
         if repair.metric != intent.metric or not repair.to:
@@ -134,4 +138,6 @@ def _option(repair: Repair, options: CompileOptions) -> CompileOptions:
         return replace(options, window_start_exclusive=True)
     if repair.kind == "join_type":
         return replace(options, dimension_join="left")
+    if repair.kind == "refund_period" and repair.metric:
+        return replace(options, refunds_by_refund_date=options.refunds_by_refund_date | {repair.metric})
     return options

@@ -46,6 +46,7 @@ Cause = Literal[
     "filter_value",
     "window_edges",
     "join_type",
+    "refund_period",
     "sql_error",
     "other",
 ]
@@ -58,10 +59,11 @@ REPAIR_FIELDS: dict[str, tuple[str, ...]] = {
     "rename_column": ("table", "column", "to"),
     "time_column": ("metric", "to"),
     "filter_value": ("dimension", "value", "to"),
-    "include_rows": ("rows",),
+    "include_rows": ("metric", "rows"),
     "metric_definition": ("metric", "to"),
-    "window_edges": ("edge",),
-    "join_type": ("join",),
+    "window_edges": ("metric", "edge"),
+    "join_type": ("metric", "join"),
+    "refund_period": ("metric", "to"),
     "replace_sql": ("sql",),
 }
 assert set(REPAIR_FIELDS) == set(REPAIR_KINDS), "every RepairKind needs its fields here"

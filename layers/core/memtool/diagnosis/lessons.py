@@ -172,7 +172,7 @@ def _on(repair: Repair, intent: Intent | None, options: CompileOptions) -> tuple
 
     if intent is None:
         return None
-    if repair.kind in ("include_rows", "window_edges", "join_type", "time_column", "metric_definition") and repair.metric not in (None, intent.metric):
+    if repair.kind in ("include_rows", "window_edges", "join_type", "time_column", "metric_definition", "refund_period") and repair.metric not in (None, intent.metric):
         return None
     if repair.kind in ("include_rows", "window_edges", "join_type") and repair.metric is None:
         return None  # unscoped: it was learned on one metric and says nothing about the others

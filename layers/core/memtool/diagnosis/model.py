@@ -39,6 +39,7 @@ RepairKind = Literal[
     "include_rows",  # rows: test | unpaid lines count too
     "metric_definition",  # metric -> to (another metric's definition)
     "window_edges",  # edge: end_inclusive | start_exclusive
+    "refund_period",  # metric's refunds counted by refund date (to: refund_date)
     "join_type",  # join: left (dimension tables)
     "replace_sql",  # a whole repaired statement (the Bedrock diagnoser)
 ]
@@ -108,6 +109,8 @@ class Repair(BaseModel):
             return "count the window's last day too" if self.edge == "end_inclusive" else "leave out the window's first day"
         if k == "join_type":
             return "keep fact rows without a matching dimension row (LEFT JOIN)"
+        if k == "refund_period":
+            return f"count the refunds of {self.metric} in the period they were refunded"
         return "run the repaired statement"
 
     def target(self) -> tuple[str | None, ...]:
@@ -117,7 +120,7 @@ class Repair(BaseModel):
             return (k, self.table)
         if k == "rename_column":
             return (k, self.table, self.column)
-        if k in ("time_column", "metric_definition", "join_type"):
+        if k in ("time_column", "metric_definition", "join_type", "refund_period"):
             return (k, self.metric)
         if k == "filter_value":
             return (k, self.dimension, self.value)

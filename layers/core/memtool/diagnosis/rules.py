@@ -7,7 +7,8 @@ never from the demo's schema constants, so a renamed column is found under its n
   similarity) and by meaning (a table that has the columns the query reads from it; a column of
   the type family its use needs, numeric inside SUM/AVG or arithmetic).
 - A value that does not match the user's: the metric's time column, test or unpaid lines, the
-  metric's definition (gross vs net), the window's edges, the join type.
+  metric's definition (gross vs net; refunds by refund date vs payment date), the window's edges,
+  the join type.
 - An empty result: a filter value spelled differently in the warehouse (case, whitespace,
   full-width characters, the other language's name).
 """
@@ -311,6 +312,21 @@ def _value_causes(subject: Subject, schema: LiveSchema, compiler: IntentCompiler
                     root_cause=f"The user's {metric.label('zh') if _zh(subject.question) else metric.label('en')} is "
                     f"{catalog.metric(other).en} ({other}), not {metric.en}.",
                     repairs=(Repair(kind="metric_definition", metric=metric.name, to=other),),
+                    cost=3,
+                    confidence=0.4,
+                )
+            )
+    refunded = metric.name in ("net_revenue", "refund_amount", "refund_rate")
+    grains = any(catalog.has_dimension(d) and catalog.dimension(d).kind == "time" for d in intent.dimensions)
+    by_reason = any(catalog.has_dimension(n) and catalog.dimension(n).table == "fact_refund" for n in (*intent.dimensions, *(f.dimension for f in intent.filters)))
+    if refunded and intent.time_window is not None and intent.comparison is None and not grains and not by_reason:
+        if metric.name not in subject.options.refunds_by_refund_date:
+            found.append(
+                Hypothesis(
+                    id="",
+                    cause="refund_period",
+                    root_cause="Refunds were counted in the period their line was paid; the expected value counts them when they were refunded.",
+                    repairs=(Repair(kind="refund_period", metric=metric.name, to="refund_date"),),
                     cost=3,
                     confidence=0.4,
                 )

@@ -86,6 +86,7 @@ class CompileOptions:
     window_end_inclusive: bool = False  # the window's last day counts (end + 1 day, exclusive)
     window_start_exclusive: bool = False  # the window's first day does not count
     dimension_join: Literal["inner", "left"] = "inner"  # how dimension tables join the fact table
+    refunds_by_refund_date: frozenset[str] = frozenset()  # metrics whose refunds count in the period of refunded_at
 
     def with_time_column(self, metric: str, column: str) -> CompileOptions:
         return replace(self, time_columns=MappingProxyType({**self.time_columns, metric: column}))
@@ -132,6 +133,9 @@ class IntentCompiler:
     def time_column(self, metric: MetricSpec) -> str:
         return self.options.time_columns.get(metric.name, metric.time_column)
 
+    def _refunds_by_refund_date(self, metric: MetricSpec) -> bool:
+        return metric.name in self.options.refunds_by_refund_date and metric.name in _NEEDS_REFUNDS
+
     def fact_table(self, metric: str) -> str:
         """The warehouse table a metric is measured on."""
         return self._fact(self.catalog.metric(metric))[0]
@@ -150,6 +154,9 @@ class IntentCompiler:
         unit = (intent.unit or "元") if metric.kind == "money" else None
         value_column = metric.name + (_UNIT_SUFFIX[unit] if unit else "")
         dim_columns = [d.name for d in dims]
+        if self._refunds_by_refund_date(metric):
+            if intent.comparison is not None or any(d.kind == "time" for d in dims) or self._refund_side(intent) or intent.time_window is None:
+                raise CompileError("refunds by refund date: only for one window, without time grains, comparisons or refund reasons")
         if intent.comparison is None:
             sql = self._single(intent, metric, dims, unit, value_column)
             shape = "grouped" if dims else "single"
@@ -222,14 +229,23 @@ class IntentCompiler:
             if not self.options.include_unpaid_lines:
                 conditions.append("ol.paid_at IS NOT NULL")
         if window is not None:
-            column = f"{fact}.{self.time_column(metric)}"
-            start = window.start + timedelta(days=1) if self.options.window_start_exclusive else window.start
-            end = window.end + timedelta(days=1) if self.options.window_end_inclusive else window.end
-            conditions += [f"{column} >= CAST('{start.isoformat()}' AS DATE)", f"{column} < CAST('{end.isoformat()}' AS DATE)"]
+            in_window = self._in_window(metric, window)
+            if join_refunds and self._refunds_by_refund_date(metric):
+                # the window's lines, and the lines refunded in the window whenever they were paid
+                conditions.append(f"({in_window} OR rf.order_id IS NOT NULL)")
+            else:
+                conditions.append(in_window)
         conditions += [self._filter_sql(f) for f in filters]
         if conditions:
             lines.append("WHERE " + "\n  AND ".join(conditions))
         return "\n".join(lines)
+
+    def _in_window(self, metric: MetricSpec, window: TimeWindow) -> str:
+        _, fact = self._fact(metric)
+        column = f"{fact}.{self.time_column(metric)}"
+        start = window.start + timedelta(days=1) if self.options.window_start_exclusive else window.start
+        end = window.end + timedelta(days=1) if self.options.window_end_inclusive else window.end
+        return f"{column} >= CAST('{start.isoformat()}' AS DATE) AND {column} < CAST('{end.isoformat()}' AS DATE)"
 
     def _filter_sql(self, f: Filter) -> str:
         spec = self.catalog.dimension(f.dimension)
@@ -272,6 +288,16 @@ class IntentCompiler:
     def _with(self, intent: Intent, metric: MetricSpec, extra: list[str] | None = None) -> str:
         if self._refund_side(intent):
             ctes = [self._refund_by_reason_cte(intent)]
+        elif self._refunds_by_refund_date(metric) and intent.time_window is not None:
+            window = intent.time_window
+            ctes = [
+                "refund_by_line AS (\n"
+                "  SELECT order_id, line_id, SUM(refund_amount) AS refund_amount\n"
+                "  FROM fact_refund\n"
+                f"  WHERE refunded_at >= CAST('{window.start.isoformat()}' AS DATE) AND refunded_at < CAST('{window.end.isoformat()}' AS DATE)\n"
+                "  GROUP BY order_id, line_id\n"
+                ")"
+            ]
         else:
             ctes = [REFUND_BY_LINE_CTE] if metric.name in _NEEDS_REFUNDS else []
         ctes += extra or []
@@ -302,7 +328,14 @@ class IntentCompiler:
         body = self._from_where(intent, metric, dims, window)
         if dims:
             body += "\nGROUP BY " + ", ".join(exprs)
-        return _PeriodSource([], [f"{e} AS {d.name}" for e, d in zip(exprs, dims)], self._measure(metric), body)
+        measure = self._measure(metric)
+        if window is not None and self._refunds_by_refund_date(metric):
+            # Lines refunded in the window but paid outside it bring their refunds, not their sales.
+            in_window = self._in_window(metric, window)
+            measure = measure.replace("ol.gross_amount", f"CASE WHEN {in_window} THEN ol.gross_amount ELSE 0 END").replace(
+                "ol.discount_amount", f"CASE WHEN {in_window} THEN ol.discount_amount ELSE 0 END"
+            )
+        return _PeriodSource([], [f"{e} AS {d.name}" for e, d in zip(exprs, dims)], measure, body)
 
     # ---- refund attributes (refund reason) ---------------------------------------------------
 
