@@ -117,6 +117,7 @@ class Variant:
     test_lines: bool = False
     unpaid_lines: bool = False
     time_column: str | None = None
+    refunds_by_refund_date: bool = False
 
     def options(self, metric: str) -> Any:
         from memtool.semantic.compiler import CompileOptions
@@ -130,6 +131,7 @@ class Variant:
             include_unpaid_lines=self.unpaid_lines,
             window_end_inclusive=self.end_inclusive,
             window_start_exclusive=self.start_exclusive,
+            refunds_by_refund_date=frozenset({metric}) if self.refunds_by_refund_date else frozenset(),
         )
 
 
@@ -138,8 +140,11 @@ TEST_LINES = Variant("test_lines", "test lines included", {"kind": "include_rows
 UNPAID_LINES = Variant("unpaid_lines", "unpaid lines included", {"kind": "include_rows", "rows": "unpaid"}, unpaid_lines=True)
 NET_REVENUE = Variant("metric_definition", "销售额 means net revenue", {"kind": "metric_definition", "to": "net_revenue"}, metric_to="net_revenue")
 END_INCLUSIVE = Variant("window_edges", "window end inclusive", {"kind": "window_edges", "edge": "end_inclusive"}, end_inclusive=True)
+REFUND_DATE = Variant(
+    "refund_period", "refunds counted when refunded", {"kind": "refund_period", "to": "refund_date"}, refunds_by_refund_date=True
+)
 START_EXCLUSIVE = Variant("window_edges", "window start exclusive", {"kind": "window_edges", "edge": "start_exclusive"}, start_exclusive=True)
-VARIANTS = (TIME_COLUMN, TEST_LINES, UNPAID_LINES, NET_REVENUE, END_INCLUSIVE, START_EXCLUSIVE)
+VARIANTS = (TIME_COLUMN, TEST_LINES, UNPAID_LINES, NET_REVENUE, END_INCLUSIVE, START_EXCLUSIVE, REFUND_DATE)
 
 
 @dataclass(frozen=True)
@@ -164,7 +169,7 @@ CASES = [
     ),
     Case(
         UNPAID_LINES, "2026年9月重庆的销售额", ("上个月重庆的销售额", "2026年8月重庆的销售额"),
-        replacement=Case(START_EXCLUSIVE, "2026年9月南京的销售额", ("上个月南京的销售额", "上个月北京的销售额")),
+        replacement=Case(REFUND_DATE, "2026年9月南京的净收入", ("上个月南京的净收入", "上个月北京的净收入")),
     ),
     Case(NET_REVENUE, "上个月南京的销售额", ("2026年9月南京的销售额", "上个月武汉的销售额")),
     Case(NET_REVENUE, "2026年第三季度成都的销售额", ("去年重庆的销售额", "gross revenue in Wuhan in May 2026")),
