@@ -162,6 +162,7 @@ def test_an_expected_value_is_diagnosed_through_the_queue_and_the_lesson_is_that
     beijing = ask(api, "上个月北京的销售额")
     assert "order_date" in beijing["sql"] and "Diagnose" not in beijing["timings"]
     assert any(diagnosis["id"] in note for note in beijing["notes"])
+    assert any(c["source"] == f"memory:{diagnosis['id']}@v1" and "order_date" in c["text"] for c in beijing["citations"])
     other = Api(api.gateway, tenant=api.tenant, user="wang")
     theirs = ask(other, "上个月北京的销售额")
     assert "order_date" not in theirs["sql"] and "paid_at" in theirs["sql"]

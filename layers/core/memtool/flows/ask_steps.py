@@ -246,8 +246,11 @@ class AskSteps:
         if outcome.intent is not None and state.plan is not None:
             state.plan["intent"] = outcome.intent.model_dump(mode="json")
         state.lessons = outcome.lessons_value()
+        citations = state.plan.setdefault("citations", []) if state.plan is not None else []
         for lesson, repairs in outcome.applied:
             state.note(f"applied lesson {lesson.cite}: {'; '.join(r.describe() for r in repairs)} (learned: {lesson.root_cause})")
+            # The catalog's definition is cited too; the lesson that overrides it for this user is.
+            citations.append({"source": lesson.cite, "text": lesson.text})
             state.memories_used.append(
                 MemoryUse(id=lesson.memory_id, version=lesson.version, kind=MemoryKind.CAUSAL.value, score=1.0, content=lesson.text)
             )
