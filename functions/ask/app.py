@@ -33,6 +33,9 @@ def ask(body: Annotated[AskBody, Body()]):
     who = caller(app)
     answer = container.ask_service().ask(who, body)
     metrics.add_metric(name=f"Ask_{answer.status}", unit=MetricUnit.Count, value=1)
+    if answer.cache is not None:  # hits by kind, misses by reason (refusals are counted by the cache itself)
+        outcome = "Hit" if answer.cache.get("hit") else "Miss"
+        metrics.add_metric(name=f"Cache{outcome}_{answer.cache.get('reason')}", unit=MetricUnit.Count, value=1)
     return json_response(200, answer.model_dump(mode="json"))
 
 

@@ -73,6 +73,7 @@ EXPECTED_FUNCTIONS: dict[str, tuple[str, set[tuple[str, str]]]] = {
 # The step names each state machine sends in its Lambda payload; the handlers dispatch on them.
 ASK_FLOW_STEPS = {
     "Prepare",
+    "CacheLookup",
     "Recall",
     "Plan",
     "Guard",
@@ -80,6 +81,7 @@ ASK_FLOW_STEPS = {
     "Diagnose",
     "Analyze",
     "Visualize",
+    "CacheStore",
     "Record",
     "RecordFailure",
 }
@@ -677,7 +679,9 @@ def definition_problems(definition: dict[str, Any]) -> list[str]:
             if not catch_all:
                 problems.append(f"{name}: no Catch on States.ALL")
             for catcher in state.get("Catch", []):
-                if catcher.get("ResultPath") != "$.error":
+                # The error goes beside the input ($.error, or $.cache_error for a step whose failure
+                # is only a miss), never over it.
+                if catcher.get("ResultPath") not in ("$.error", "$.cache_error"):
                     problems.append(f"{name}: Catch must keep the input (ResultPath $.error)")
         if kind == "Choice" and "Default" not in state:
             problems.append(f"{name}: Choice without Default")
@@ -844,6 +848,7 @@ def set_field(**fields: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
 def happy_flow_steps(route: str, **overrides: Callable[[dict[str, Any]], Any]) -> ScriptedLambda:
     steps: dict[str, Callable[[dict[str, Any]], Any]] = {
         "Prepare": set_field(route=route),
+        "CacheLookup": set_field(cache_status="miss"),
         "Recall": set_field(memories=["m-1"]),
         "Plan": set_field(plan_status="ready", sql="SELECT 1"),
         "Guard": set_field(guard_status="passed"),
@@ -851,6 +856,7 @@ def happy_flow_steps(route: str, **overrides: Callable[[dict[str, Any]], Any]) -
         "Diagnose": set_field(repair_status="not_repaired", repair_attempts=1),
         "Analyze": set_field(analysis={"kind": "trend"}),
         "Visualize": set_field(chart={"type": "line"}),
+        "CacheStore": set_field(cached=True),
         "Record": set_field(recorded=True),
         "RecordFailure": set_field(recorded_failure=True),
     }
@@ -861,12 +867,12 @@ def happy_flow_steps(route: str, **overrides: Callable[[dict[str, Any]], Any]) -
 @pytest.mark.parametrize(
     ("route", "expected_steps"),
     [
-        ("nl2sql_query", ["Prepare", "Recall", "Plan", "Guard", "Execute", "Visualize", "Record"]),
-        ("kpi_lookup", ["Prepare", "Recall", "Plan", "Guard", "Execute", "Visualize", "Record"]),
+        ("nl2sql_query", ["Prepare", "CacheLookup", "Recall", "Plan", "Guard", "Execute", "Visualize", "CacheStore", "Record"]),
+        ("kpi_lookup", ["Prepare", "CacheLookup", "Recall", "Plan", "Guard", "Execute", "Visualize", "CacheStore", "Record"]),
         ("business_knowledge_qa", ["Prepare", "Recall", "Plan", "Record"]),
         (
             "deep_analysis_workflow",
-            ["Prepare", "Recall", "Plan", "Guard", "Execute", "Analyze", "Visualize", "Record"],
+            ["Prepare", "Recall", "Plan", "Guard", "Execute", "Analyze", "Visualize", "CacheStore", "Record"],
         ),
     ],
 )
@@ -900,8 +906,35 @@ def test_ask_flow_records_a_clarification_without_running_sql(
     execution = run_on_local_engine(monkeypatch, template, "AskFlow", scripted, {"question": "q"})
 
     assert execution["status"] == "SUCCEEDED"
-    assert scripted.steps_called == ["Prepare", "Recall", "Plan", "Record"]
+    assert scripted.steps_called == ["Prepare", "CacheLookup", "Recall", "Plan", "Record"]
     assert json.loads(execution["output"])["clarification"] == "GMV?"
+
+
+def test_ask_flow_runs_a_cache_hit_again_without_recall_or_planning(
+    monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]
+) -> None:
+    scripted = happy_flow_steps("kpi_lookup", CacheLookup=set_field(cache_status="hit", sql="SELECT 1"))
+
+    execution = run_on_local_engine(monkeypatch, template, "AskFlow", scripted, {"question": "q"})
+
+    assert execution["status"] == "SUCCEEDED"
+    assert scripted.steps_called == ["Prepare", "CacheLookup", "Guard", "Execute", "Visualize", "CacheStore", "Record"]
+
+
+def test_a_failed_cache_step_is_a_miss_or_a_skipped_store_never_a_failed_ask(
+    monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]
+) -> None:
+    def broken(state: dict[str, Any]) -> dict[str, Any]:
+        raise StepError("KeyError", "cache")
+
+    scripted = happy_flow_steps("nl2sql_query", CacheLookup=broken, CacheStore=broken)
+
+    execution = run_on_local_engine(monkeypatch, template, "AskFlow", scripted, {"question": "q"})
+
+    assert execution["status"] == "SUCCEEDED"
+    assert scripted.steps_called == ["Prepare", "CacheLookup", "Recall", "Plan", "Guard", "Execute", "Visualize", "CacheStore", "Record"]
+    output = json.loads(execution["output"])
+    assert output["cache_error"]["Error"] == "KeyError" and "error" not in output
 
 
 def test_ask_flow_never_executes_blocked_sql(
@@ -912,7 +945,7 @@ def test_ask_flow_never_executes_blocked_sql(
     execution = run_on_local_engine(monkeypatch, template, "AskFlow", scripted, {"question": "q"})
 
     assert execution["status"] == "SUCCEEDED"
-    assert scripted.steps_called == ["Prepare", "Recall", "Plan", "Guard", "Record"]
+    assert scripted.steps_called == ["Prepare", "CacheLookup", "Recall", "Plan", "Guard", "Record"]
 
 
 def test_ask_flow_diagnoses_a_database_error_and_retries_once_through_guard(
@@ -942,8 +975,8 @@ def test_ask_flow_diagnoses_a_database_error_and_retries_once_through_guard(
 
     assert execution["status"] == "SUCCEEDED"
     assert scripted.steps_called == [
-        "Prepare", "Recall", "Plan", "Guard", "Execute",
-        "Diagnose", "Guard", "Execute", "Visualize", "Record",
+        "Prepare", "CacheLookup", "Recall", "Plan", "Guard", "Execute",
+        "Diagnose", "Guard", "Execute", "Visualize", "CacheStore", "Record",
     ]  # fmt: skip
     assert attempts[1]["sql"] == "SELECT 2"
     assert json.loads(execution["output"])["rows"] == [[42]]
@@ -968,7 +1001,7 @@ def test_ask_flow_stops_repairing_after_one_attempt(
 
     assert execution["status"] == "SUCCEEDED"
     assert scripted.steps_called == [
-        "Prepare", "Recall", "Plan", "Guard", "Execute", "Diagnose",
+        "Prepare", "CacheLookup", "Recall", "Plan", "Guard", "Execute", "Diagnose",
         "Guard", "Execute", "Diagnose", "Record",
     ]  # fmt: skip
     assert json.loads(execution["output"])["error"]["Error"] == "WarehouseError"
@@ -987,7 +1020,7 @@ def test_ask_flow_records_a_step_failure_and_fails_with_the_step_error(
     )
 
     assert execution["status"] == "FAILED"
-    assert scripted.steps_called == ["Prepare", "Recall", "Plan", "RecordFailure"]
+    assert scripted.steps_called == ["Prepare", "CacheLookup", "Recall", "Plan", "RecordFailure"]
     recorded = scripted.calls[-1][1]
     assert recorded["failed_step"] == "Plan"
     assert recorded["error"]["Error"] == "PlannerUnavailable"

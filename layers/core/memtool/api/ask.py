@@ -72,4 +72,8 @@ class AskAnswer(BaseModel):
     diagnosis: dict[str, Any] | None = Field(
         None, description="the failed answer's diagnosis: the failure, every hypothesis with its test result"
     )
+    cache: dict[str, Any] | None = Field(
+        None,
+        description="the SQL cache: {hit, key, similarity, bound_slots, reason, entry}; a hit skipped recall and planning, and its SQL ran again",
+    )
     timings: dict[str, float] = Field(default_factory=dict)

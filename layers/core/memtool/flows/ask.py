@@ -99,6 +99,7 @@ class AskService:
             error=error.model_dump() if error is not None else None,
             repaired=state.repaired,
             diagnosis=state.diagnosis if state.status == "failed" else None,
+            cache=state.cache,
             timings=timings,
         )
 

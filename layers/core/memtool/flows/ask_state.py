@@ -76,6 +76,11 @@ class AskState(BaseModel):
     failure: dict[str, Any] | None = None  # the classified failure Diagnose saw: {class, origin, message, code}
     diagnosis: dict[str, Any] | None = None  # the in-flow diagnosis (hypotheses and their tests)
     repaired: dict[str, Any] | None = None  # {root_cause, cause, memory_id}: the verified repair this answer ran
+    cache: dict[str, Any] | None = None  # the SQL cache's answer: {hit, key, similarity, bound_slots, reason, entry}
+    cache_status: str | None = None  # "hit" sends CacheChoice past Recall and Plan
+    cache_entry: dict[str, Any] | None = None  # {id, owner} of the entry a hit used
+    planned_intent: dict[str, Any] | None = None  # the planner's intent before lessons (the cache key's)
+    planned_sql: str | None = None  # the SQL before the guard rewrote it (what the cache keeps)
     analysis: dict[str, Any] | None = None
     chart: dict[str, Any] | None = None
     status: str | None = None

@@ -115,6 +115,7 @@ class AskSteps:
         sleep: Callable[[float], None] = time.sleep,
         diagnosis: Callable[[], Any] | None = None,  # -> DiagnosisService (lessons, in-flow repair, the queue)
         compiler: Callable[[], Any] | None = None,  # -> IntentCompiler: lessons recompile intents with it
+        cache: Callable[[], Any] | None = None,  # -> SqlCache
     ) -> None:
         self._settings = settings
         self._clock = clock
@@ -128,6 +129,7 @@ class AskSteps:
         self._sleep = sleep
         self._diagnosis = diagnosis
         self._compiler = compiler
+        self._cache = cache
 
     def run(self, step: str, raw_state: dict[str, Any]) -> dict[str, Any]:
         method = getattr(self, f"step_{step.lower()}", None)
@@ -219,8 +221,89 @@ class AskSteps:
         ]
         if plan.remember is not None:
             self._remember_preference(state, plan.remember.model_dump(exclude_none=True))
+        state.planned_intent = plan.intent.model_dump(mode="json") if plan.intent is not None else None
         if state.sql and state.plan_status == "ready":
             self._apply_lessons(state)
+        state.planned_sql = state.sql
+        return state
+
+    def step_cachelookup(self, state: AskState) -> AskState:
+        """A question asked before: its cached SQL (run again by Execute), skipping Recall and Plan."""
+        state.cache_status = "miss"
+        if self._cache is None:
+            state.cache = {"hit": False, "reason": "disabled", "key": None, "similarity": None, "bound_slots": [], "entry": None}
+            return state
+        previous = state.working[-1] if state.working else None
+        try:
+            outcome = self._cache().lookup(
+                state.caller.tenant,
+                state.caller.user,
+                state.input.question,
+                state.route or "",
+                profile_unit=state.profile.get("unit"),
+                conditions=dict(state.input.conditions),
+                previous_turn=previous if isinstance(previous, dict) else None,
+            )
+        except Exception:  # noqa: BLE001 - a cache that fails is a miss; the question is planned
+            logger.warning("episode %s: the SQL cache lookup failed", state.episode_id, exc_info=True)
+            state.cache = {"hit": False, "reason": "error", "key": None, "similarity": None, "bound_slots": [], "entry": None}
+            return state
+        state.cache = outcome.public()
+        if not outcome.hit:
+            return state
+        state.cache_status = "hit"
+        state.cache_entry = {"id": outcome.entry_id, "owner": outcome.entry_owner}
+        state.sql = outcome.sql
+        state.planned_sql = outcome.sql
+        state.lessons = list(outcome.lessons)
+        state.plan_status = "ready"
+        how = "the same question" if outcome.reason == "exact" else "a question of the same shape, with this question's values bound in"
+        state.plan = {
+            "status": "planned",
+            "route": state.route,
+            "intent": outcome.intent,
+            "sql": outcome.sql,
+            "planner": "cache",
+            "notes": [f"SQL from the cache ({how}; {state.cache['entry']}); it ran again on the warehouse"],
+            "citations": [],
+            "applied": [],
+            "carried_over": [],
+        }
+        state.memories_used = [
+            MemoryUse(id=memory_id, version=version, kind=kind, score=1.0, content="shaped the cached SQL")
+            for memory_id, version, kind in outcome.memories
+        ]
+        return state
+
+    def step_cachestore(self, state: AskState) -> AskState:
+        """Keep the SQL of an answered question for the next time it is asked (never a failure's)."""
+        if self._cache is None or state.cache_status == "hit" or getattr(state, "error", None) or state.guard_status != "passed":
+            return state
+        plan = state.plan or {}
+        if plan.get("carried_over") or plan.get("resolved_question") or state.repaired is not None or not state.planned_sql:
+            return state  # a follow-up, a reply or a repair means more than its own words: not cached
+        from memtool.semantic.intent import Intent
+
+        try:
+            record = self._cache().store(
+                state.caller.tenant,
+                state.caller.user,
+                state.input.question,
+                state.route or "",
+                planned_intent=Intent.model_validate(state.planned_intent) if state.planned_intent else None,
+                sql=state.planned_sql,
+                lessons=state.lessons,
+                used=[(m.id, m.version, m.kind) for m in state.memories_used],
+                profile_unit=state.profile.get("unit"),
+                conditions=dict(state.input.conditions),
+                planner=str(plan.get("planner") or ""),
+                episode_id=state.episode_id,
+            )
+        except Exception:  # noqa: BLE001 - the answer stands without its cache entry
+            logger.warning("episode %s: the SQL could not be cached", state.episode_id, exc_info=True)
+            return state
+        if record is not None and state.cache is not None:
+            state.cache["stored"] = f"memory:{record.id}@v{record.version}"
         return state
 
     def _apply_lessons(self, state: AskState) -> None:
@@ -400,8 +483,14 @@ class AskSteps:
         }
         return state
 
+    def _forget_failed_entry(self, state: AskState) -> None:
+        """A cached SQL that failed is never served again."""
+        if state.status == "failed" and state.cache_status == "hit" and state.cache_entry and self._cache is not None:
+            self._cache().forget(state.caller.tenant, str(state.cache_entry.get("owner")), str(state.cache_entry.get("id")))
+
     def step_record(self, state: AskState) -> AskState:
         state.status = _outcome(state)
+        self._forget_failed_entry(state)
         self._remember_learned(state)
         episode = self._remember_episode(state)
         self._remember_turn(state)
@@ -411,6 +500,7 @@ class AskSteps:
 
     def step_recordfailure(self, state: AskState) -> AskState:
         state.status = "failed"
+        self._forget_failed_entry(state)
         raw = getattr(state, "error", None)
         public = answer_error(state)
         if public is not None:
@@ -493,6 +583,7 @@ class AskSteps:
             "memories_used": [{"id": m.id, "version": m.version, "kind": m.kind} for m in state.memories_used],
             "trajectory": [{"step": step, "ms": ms} for step, ms in state.timings.items()],
             "lessons": state.lessons,  # verified lessons applied: a later diagnosis starts from the query as it ran
+            "cache": state.cache,
             "failure": state.failure,
             "repaired": state.repaired,
             "diagnosis": None

@@ -247,6 +247,8 @@ class MemoryService:
         """What only memtool writes: few-shots (from feedback, reviewed at /fewshots) and episodes."""
         if kind is MemoryKind.FEWSHOT:
             raise Forbidden("few-shots are recorded from thumbs-up feedback and reviewed at /fewshots/{id}/approve|reject", field="kind")
+        if kind is MemoryKind.CACHE:
+            raise Forbidden("the SQL cache is written by the ask flow only", field="kind")
         if kind is MemoryKind.CAUSAL:
             raise Forbidden("causal memories are made by diagnosis (POST /diagnose) and shared at /lessons/{id}/share", field="kind")
         if key is not None and key.startswith(SYSTEM_KEY_PREFIXES):

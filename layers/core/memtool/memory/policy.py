@@ -37,6 +37,9 @@ KIND_POLICIES: dict[MemoryKind, KindPolicy] = {
     MemoryKind.FEWSHOT: KindPolicy(None, MemoryScope.TENANT, _TENANT, MemoryStatus.PENDING_REVIEW, _REVIEWED),
     # A diagnosis: verified ones are active lessons (the user's; a curator may share one with the
     # tenant); unverified ones wait as pending_review and never steer generation.
+    # A cached SQL (memtool.cache.sql_cache): tenant-wide unless user memories shaped it; its time
+    # to live is the setting MEMTOOL_CACHE_TTL_SECONDS (this is the default).
+    MemoryKind.CACHE: KindPolicy(timedelta(minutes=15), MemoryScope.TENANT, _USER | _TENANT, MemoryStatus.ACTIVE, _PLAIN),
     MemoryKind.CAUSAL: KindPolicy(
         timedelta(days=180),
         MemoryScope.USER,
@@ -54,6 +57,8 @@ def policy_for(kind: MemoryKind) -> KindPolicy:
     return KIND_POLICIES[kind]
 
 
-def expires_at(kind: MemoryKind, now: datetime) -> datetime | None:
+def expires_at(kind: MemoryKind, now: datetime, ttl_seconds: int | None = None) -> datetime | None:
+    if ttl_seconds is not None:
+        return now + timedelta(seconds=ttl_seconds)
     ttl = KIND_POLICIES[kind].ttl
     return None if ttl is None else now + ttl

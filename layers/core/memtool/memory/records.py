@@ -19,6 +19,7 @@ class MemoryKind(StrEnum):
     KNOWLEDGE = "knowledge"
     FEWSHOT = "fewshot"
     CAUSAL = "causal"
+    CACHE = "cache"
 
 
 class MemoryScope(StrEnum):
@@ -145,6 +146,7 @@ class MemoryDraft(BaseModel):
     session_id: str | None = None
     tags: list[str] = Field(default_factory=list)
     redactions: dict[str, int] = Field(default_factory=dict)
+    ttl_seconds: int | None = Field(None, ge=1)  # a time to live other than the kind's (the SQL cache's setting)
 
 
 class MemoryPatch(BaseModel):
@@ -161,6 +163,7 @@ class MemoryPatch(BaseModel):
     tags: list[str] | None = None
     provenance: Provenance | None = None
     redactions: dict[str, int] | None = None
+    ttl_seconds: int | None = Field(None, ge=1)  # the new version's time to live, when not the kind's
 
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"

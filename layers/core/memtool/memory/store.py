@@ -188,7 +188,7 @@ def first_version(where: Partition, draft: MemoryDraft, now: datetime) -> Memory
         tags=draft.tags,
         created_at=now,
         updated_at=now,
-        expires_at=expires_at(draft.kind, now),
+        expires_at=expires_at(draft.kind, now, draft.ttl_seconds),
         redactions=draft.redactions,
     )
 
@@ -204,6 +204,7 @@ def supersede_patch(draft: MemoryDraft) -> MemoryPatch:
         tags=draft.tags,
         provenance=draft.provenance,
         redactions=draft.redactions,
+        ttl_seconds=draft.ttl_seconds,
     )
 
 
@@ -220,6 +221,7 @@ def same_content(current: MemoryRecord, patch: MemoryPatch) -> bool:
 def next_version(current: MemoryRecord, patch: MemoryPatch, now: datetime) -> MemoryRecord:
     """The version a patch makes: one up, fresh time to live, to be indexed again."""
     changes = patch.model_dump(exclude_unset=True)
+    ttl_seconds = changes.pop("ttl_seconds", None)
     if patch.provenance is not None:
         changes["provenance"] = patch.provenance
     if "status" in changes and "status_reason" not in changes:
@@ -229,7 +231,7 @@ def next_version(current: MemoryRecord, patch: MemoryPatch, now: datetime) -> Me
             **changes,
             "version": current.version + 1,
             "updated_at": now,
-            "expires_at": expires_at(current.kind, now),
+            "expires_at": expires_at(current.kind, now, ttl_seconds),
             "index_state": IndexState.PENDING,
             "redactions": patch.redactions or {},
         }

@@ -34,6 +34,8 @@ def facet_texts(record: MemoryRecord) -> list[tuple[str, str]]:
         scenario_text = "\n".join(dict.fromkeys([*asked, record.source_text or record.content]))
         cause = "\n".join(str(part) for part in (value.get("root_cause"), value.get("lesson")) if part) or record.content
         return [(record.id, scenario_text), (f"{record.id}{FACET_SEPARATOR}{CAUSE_FACET}", cause)]
+    if record.kind is MemoryKind.CACHE:
+        return [(record.id, record.content)]  # the masked question alone: the SQL cache matches shapes
     return [(record.id, searchable_text(record))]
 
 

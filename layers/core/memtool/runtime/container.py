@@ -281,6 +281,20 @@ def ask_steps():  # -> AskSteps
         today=today,
         diagnosis=diagnosis_service,
         compiler=intent_compiler,
+        cache=sql_cache,
+    )
+
+
+def rule_planner():  # -> RulePlanner: the planner's rules (the Bedrock planner falls back to them)
+    built = planner()
+    return getattr(built, "fallback", None) or built
+
+
+def sql_cache():  # -> SqlCache over the record store and the vector index
+    from memtool.cache.sql_cache import SqlCache
+
+    return SqlCache(
+        memory_store(), clock=clock(), settings=get_settings(), rules=rule_planner, today=today, index=vector_index, embedder=embedder
     )
 
 

@@ -309,6 +309,7 @@ class LocalRuntime:
                 "server_errors": http.server_errors if http else 0,
                 "in_flight": max(0, http.in_flight - 1) if http else 0,  # not counting this one
             },
+            "cache": _cache_stats(),
             "indexer": indexer,
             "diagnosis_queue": diagnoses,
         }
@@ -365,6 +366,12 @@ class LocalRuntime:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _cache_stats() -> dict[str, Any]:
+    from memtool.cache.sql_cache import STATS
+
+    return STATS.snapshot()
 
 
 def _openapi() -> dict[str, Any]:

@@ -116,6 +116,14 @@ class Settings(BaseSettings):
     bedrock_planner_model_id: str = "anthropic.claude-3-5-sonnet-20240620-v1:0"
     bedrock_embedding_model_id: str = "amazon.titan-embed-text-v2:0"
 
+    # The SQL semantic cache (memtool.cache.sql_cache).
+    cache_enabled: bool = Field(True, description="Serve repeated questions' SQL from the cache (it always runs again).")
+    cache_ttl_seconds: int = Field(900, ge=1, le=86_400, description="How long a cached SQL lives.")
+    cache_min_similarity: dict[str, float] = Field(
+        default_factory=lambda: {"nl2sql_query": 0.92, "kpi_lookup": 0.92},
+        description="route -> masked-text similarity a question the rules cannot plan needs to a cached one (JSON).",
+    )
+
     # Diagnosis: classify a failure, test hypotheses by running repairs, keep the verified lesson.
     diagnosis_max_executions: int = Field(
         8, ge=1, le=50, description="Intervention tests one diagnosis may run on the warehouse (its budget)."

@@ -124,6 +124,8 @@ def rebind_intent(
     question: str,
     parser: QuestionParser,
     today: date,
+    *,
+    same_shape: bool = True,
 ) -> Intent | None:
     """The example's intent with ``question``'s slot values bound in, or None.
 
@@ -140,8 +142,8 @@ def rebind_intent(
     example_parsed = parser.recognise(example_question, today=today)
     new_parsed = parser.recognise(question, today=today)
     example, new = mask_question(example_parsed), mask_question(new_parsed)
-    if example.key != new.key or example.signature != new.signature:
-        return None
+    if (same_shape and example.key != new.key) or example.signature != new.signature:
+        return None  # (the SQL cache compares shapes by similarity and terms itself: same_shape=False)
     pairs = list(zip(example.slots, new.slots, strict=True))
     try:
         filters = _bind_filters(intent, [(a, b) for a, b in pairs if a.kind == "entity"])
