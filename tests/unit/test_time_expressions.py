@@ -249,3 +249,23 @@ def test_comparison_windows() -> None:
     assert window_offset(last_month, mom) == ("month", 1)
     assert window_offset(quarter, qoq) == ("month", 3)
     assert window_offset(ninety, days) == ("day", 90)
+
+
+@pytest.mark.parametrize(
+    ("text", "start", "end"),
+    [
+        ("上上个月的净收入", date(2026, 9, 1), date(2026, 10, 1)),
+        ("上上月各渠道", date(2026, 9, 1), date(2026, 10, 1)),
+        ("net revenue the month before last", date(2026, 9, 1), date(2026, 10, 1)),
+        ("上上周的订单数", date(2026, 11, 9), date(2026, 11, 16)),
+        ("orders the week before last", date(2026, 11, 9), date(2026, 11, 16)),
+        ("上上季度", date(2026, 4, 1), date(2026, 7, 1)),
+        ("the quarter before last", date(2026, 4, 1), date(2026, 7, 1)),
+        ("大前年的销售额", date(2023, 1, 1), date(2024, 1, 1)),
+    ],
+)
+def test_the_period_before_last_is_never_read_as_last(text, start, end):
+    from memtool.semantic.time_expressions import find_time_expressions
+
+    [found] = find_time_expressions(text, date(2026, 11, 29))
+    assert (found.window.start, found.window.end) == (start, end)

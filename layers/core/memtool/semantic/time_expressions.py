@@ -2,7 +2,8 @@
 
 Every window is half-open on calendar dates. The choices, so answers are predictable:
 
-- Full periods: 上个月/last month, 上周/last week (Monday–Sunday), 上季度/last quarter, 去年/last
+- Full periods: 上个月/last month, 上上个月/the month before last (and weeks, quarters the same
+  way), 上周/last week (Monday–Sunday), 上季度/last quarter, 去年/last
   year, 前年, a named month/quarter/year ("2026年3月", "Q1 2026", "2025年"), 昨天/yesterday.
 - To-date periods include today: 本月/this month/MTD = [1st of this month, today + 1 day), 本周/this
   week, 本季度/QTD, 今年/this year/YTD, 今天/today.
@@ -333,6 +334,25 @@ def _last_month(today: date) -> tuple[date, date]:
     return add_months(this_month, -1), this_month
 
 
+def _month_before_last(today: date) -> tuple[date, date]:
+    this_month = month_start(today)
+    return add_months(this_month, -2), add_months(this_month, -1)
+
+
+def _week_before_last(today: date) -> tuple[date, date]:
+    this_week = week_start(today)
+    return this_week - timedelta(days=14), this_week - timedelta(days=7)
+
+
+def _quarter_before_last(today: date) -> tuple[date, date]:
+    this_quarter = quarter_start(today)
+    return add_months(this_quarter, -6), add_months(this_quarter, -3)
+
+
+def _three_years_ago(today: date) -> tuple[date, date]:
+    return date(today.year - 3, 1, 1), date(today.year - 2, 1, 1)
+
+
 def _this_month(today: date) -> tuple[date, date]:
     return month_start(today), today + timedelta(days=1)
 
@@ -489,7 +509,14 @@ _PATTERNS: list[tuple[str, str, Builder]] = [
     ("named_month", rf"{_B}(?:in\s+)?(?P<m>{_MONTH_EN}){_E}\.?", _named_month_en),
     ("named_quarter", rf"(?<![A-Za-z0-9年])(?:in\s+)?[Qq](?P<q>[1-4]){_E}", _named_quarter),
     ("named_quarter", rf"(?<![\d年上下本这当近每按分各])第?(?P<q>{_QUARTER_ZH})\s*季度", _named_quarter),
-    # relative periods
+    # relative periods ("上上个月" is the month before last: longer, so it wins over "上个月" inside it)
+    ("month_before_last", r"上上个月|上上一个月|上上月", _fixed(_month_before_last)),
+    ("month_before_last", rf"{_B}(?:(?:in|for|during)\s+)?the\s+month\s+before\s+last{_E}", _fixed(_month_before_last)),
+    ("week_before_last", r"上上个星期|上上星期|上上周|上上个礼拜|上上礼拜", _fixed(_week_before_last)),
+    ("week_before_last", rf"{_B}(?:(?:in|for|during)\s+)?the\s+week\s+before\s+last{_E}", _fixed(_week_before_last)),
+    ("quarter_before_last", r"上上个季度|上上季度|上上季", _fixed(_quarter_before_last)),
+    ("quarter_before_last", rf"{_B}(?:(?:in|for|during)\s+)?the\s+quarter\s+before\s+last{_E}", _fixed(_quarter_before_last)),
+    ("three_years_ago", r"大前年", _fixed(_three_years_ago)),
     ("last_month", r"上个月|上一个月|上一月|上月", _fixed(_last_month)),
     ("last_month", rf"{_B}(?:(?:in|for|during|over)\s+)?(?:the\s+)?(?:last|previous|prior)\s+(?:calendar\s+)?month{_E}", _fixed(_last_month)),
     ("this_month", r"本月至今|本月到目前为止|本月以来|本月|这个月|这月|当月|月初至今|月初到现在", _fixed(_this_month)),
