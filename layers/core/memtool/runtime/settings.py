@@ -76,11 +76,11 @@ class Settings(BaseSettings):
     )
     recall_min_candidates: int = Field(40, ge=1, le=1000)
     recall_min_cosine: dict[str, float] = Field(
-        default_factory=lambda: {kind: 0.5 for kind in ("profile", "episodic", "correction", "knowledge", "fewshot", "working", "causal")},
+        default_factory=lambda: {kind: 0.5 for kind in ("profile", "episodic", "correction", "knowledge", "fewshot", "working", "causal", "cache")},
         description="memory kind -> cosine similarity to the question a candidate needs (or a lexical match on a key term) (JSON).",
     )
     recall_min_score: dict[str, float] = Field(
-        default_factory=lambda: {kind: 0.2 for kind in ("profile", "episodic", "correction", "knowledge", "fewshot", "working", "causal")},
+        default_factory=lambda: {kind: 0.2 for kind in ("profile", "episodic", "correction", "knowledge", "fewshot", "working", "causal", "cache")},
         description="memory kind -> the final recall score below which a candidate is dropped (JSON).",
     )
     recall_duplicate_cosine: float = Field(0.95, gt=0, le=1, description="Candidates this similar to a better one are collapsed.")
