@@ -251,3 +251,56 @@ def test_a_shape_with_another_term_or_a_negation_is_refused(api, model, drain, o
     drain.drain()
     answer = ask(api, other) if "GMV" not in other else api.call("POST", "/ask", {"question": other}).json()
     assert answer["cache"]["hit"] is False, answer["cache"]
+
+
+def test_entries_keep_no_pii_name_no_one_and_are_read_by_admins_only(api, aws):
+    answer = ask(api, "上个月上海各渠道的净收入 请发到 zhang.san@example.com")
+    entry_id = answer["cache"]["stored"].removeprefix("memory:").split("@")[0]
+    other = Api(api.gateway, tenant=api.tenant, user="zhang")
+    assert other.call("GET", f"/memories/{entry_id}").status in (403, 404)
+    assert other.call("GET", "/memories", query={"kind": "cache", "scope": "tenant"}).status == 403
+    assert all(m["kind"] != "cache" for m in other.call("GET", "/memories", query={"scope": "tenant"}).json()["items"])
+    entry = api.call("GET", f"/memories/{entry_id}", roles="admin").json()["memory"]
+    assert "zhang.san@example.com" not in str(entry["value"]) + entry["content"]
+    assert entry["provenance"]["author"] is None and entry["provenance"]["episode_id"] is None
+
+
+def test_a_question_that_states_a_preference_is_never_served_or_kept(api, aws):
+    first = ask(api, "以后默认用万元，上个月各渠道的净收入")
+    assert first["cache"]["hit"] is False and first["cache"]["reason"] == "preference" and "stored" not in first["cache"]
+    other = Api(api.gateway, tenant=api.tenant, user="wang")
+    second = ask(other, "以后默认用万元，上个月各渠道的净收入")
+    assert second["cache"]["hit"] is False
+    assert other.call("GET", "/memories", query={"kind": "profile"}).json()["items"], "wang's preference was remembered"
+
+
+def test_a_thumbs_down_drops_the_cached_sql_and_empty_answers_are_not_kept(api, aws):
+    ask(api, "上个月各渠道的净收入")
+    hit = ask(api, "上月各个渠道净收入是多少")
+    assert hit["cache"]["hit"] is True
+    reply = api.call("POST", "/feedback", {"episode_id": hit["episode_id"], "rating": -1})
+    assert any("cached SQL of this answer" in note for note in reply.json()["notes"])
+    assert ask(Api(api.gateway, tenant=api.tenant, user="wang"), "上个月各渠道的净收入")["cache"]["hit"] is False
+    empty = ask(api, "2030年各渠道的净收入")
+    assert "stored" not in empty["cache"]
+
+
+def test_an_entry_planned_from_a_few_shot_is_stale_once_the_few_shot_is_gone(api, aws, drain):
+    """A few-shot is no part of the key (it is found by the question's shape), so a hit checks that
+    every memory that shaped the entry is still there at its version."""
+    session = {"session_id": "s-1"}
+    asked = api.call("POST", "/ask", {"question": "上个月华东的动销", **session}).json()
+    assert asked["status"] == "needs_clarification", asked
+    reply = ask(api, "销量", **session)
+    api.call("POST", "/feedback", {"episode_id": reply["episode_id"], "rating": 1})
+    [candidate] = api.call("GET", "/fewshots", roles="admin", as_user=(api.tenant, "boss")).json()["items"]
+    assert api.call("POST", f"/fewshots/{candidate['id']}/approve", roles="admin", as_user=(api.tenant, "boss")).status == 200
+    drain.drain()
+    zhang = Api(api.gateway, tenant=api.tenant, user="zhang")
+    templated = ask(zhang, "上个月华北的动销")
+    assert any(m["kind"] == "fewshot" for m in templated["memories_used"]) and templated["cache"]["stored"]
+    drain.drain()
+    assert api.call("DELETE", f"/memories/{candidate['id']}", roles="admin", as_user=(api.tenant, "boss")).status == 204
+    sun = Api(api.gateway, tenant=api.tenant, user="sun")
+    later = sun.call("POST", "/ask", {"question": "上个月华中的动销"}).json()
+    assert later["cache"]["hit"] is False and later["status"] == "needs_clarification", later["cache"]

@@ -85,6 +85,7 @@ class CacheOutcome:
     entry_owner: str | None = None
     lessons: list[dict[str, Any]] = field(default_factory=list)
     memories: list[tuple[str, int, str]] = field(default_factory=list)  # (id, version, kind) that shaped it
+    notes: list[str] = field(default_factory=list)  # the plan's own notes when it was planned
     refusals: list[str] = field(default_factory=list)  # candidates seen and refused, by reason
 
     def public(self) -> dict[str, Any]:
@@ -196,6 +197,9 @@ class SqlCache:
         if previous_turn is not None and (previous_turn.get("status") == "needs_clarification" or is_follow_up(parsed)):
             # A reply to a clarification, or a follow-up, means what it means with the previous turn.
             return CacheOutcome(False, "follow_up")
+        if parsed.lasting or parsed.this_time:
+            # "以后默认用万元", "这次用分": the plan remembers or applies a preference; the cache would skip it.
+            return CacheOutcome(False, "preference")
         planned = self._rule_plan(question, route, tenant, user, shaping, profile_unit, conditions)
         if planned is not None:
             key = self.entry_key(tenant, user, planned, shaping)
@@ -203,6 +207,9 @@ class SqlCache:
             if record is None:
                 return CacheOutcome(False, "no_entry", key=key)
             value = record.value if isinstance(record.value, dict) else {}
+            if not self._still_live(tenant, user, value, now):
+                self.forget(tenant, record.owner, record.id)
+                return CacheOutcome(False, "stale_memory", key=key, refusals=["stale_memory"])
             return CacheOutcome(
                 True,
                 "exact",
@@ -215,6 +222,7 @@ class SqlCache:
                 entry_owner=record.owner,
                 lessons=list(value.get("lessons") or []),
                 memories=_used(value),
+                notes=[str(n) for n in value.get("notes") or []],
             )
         return self._masked_lookup(tenant, user, question, route, shaping, parsed, now)
 
@@ -321,6 +329,10 @@ class SqlCache:
                 refusals.append(bound)
                 continue
             sql, intent, slots = bound
+            if not self._still_live(tenant, user, value, now):
+                self.forget(tenant, record.owner, record.id)
+                refusals.append("stale_memory")
+                continue
             return CacheOutcome(
                 True,
                 "masked",
@@ -334,6 +346,7 @@ class SqlCache:
                 entry_owner=record.owner,
                 lessons=list(value.get("lessons") or []),
                 memories=_used(value),
+                notes=[str(n) for n in value.get("notes") or []],
                 refusals=refusals,
             )
         return CacheOutcome(False, "no_candidate" if not refusals else "refused", refusals=refusals)
@@ -399,6 +412,7 @@ class SqlCache:
         sql: str,
         lessons: Sequence[dict[str, Any]],
         used: Sequence[tuple[str, int, str]] = (),
+        notes: Sequence[str] = (),
         profile_unit: str | None,
         conditions: dict[str, Any] | None,
         planner: str,
@@ -413,24 +427,29 @@ class SqlCache:
         now = self._clock.now()
         shaping = self.shaping(tenant, user, question, profile_unit=profile_unit, conditions=conditions or {}, now=now)
         parsed = rules.parser.recognise(question, today=self._today(), corrections=shaping.corrections)
+        if parsed.lasting or parsed.this_time:
+            return None  # a preference stated with the question: never replayed from the cache
         masked = mask_question(parsed)
         catalog = rules.parser.catalog
         if planned_intent is not None:
             key = self.entry_key(tenant, user, planned_intent, shaping)
         else:
             key = hashlib.sha256(json.dumps([tenant, masked.key, sql, shaping.as_key()], ensure_ascii=False).encode()).hexdigest()[:40]
+        from memtool.memory.pii import redact
+
         value = {
             "key": key,
             "route": route,
-            "question": question,
-            "masked": masked.key,
+            "question": redact(question).text,  # entries are shared in the tenant: no PII kept
+            "masked": redact(masked.key).text,
             "signature": [list(s) for s in masked.signature],
             "slots": [slot_json(s) for s in masked.slots],
             "terms": recognised_terms(parsed),
             "intent": None if planned_intent is None else planned_intent.model_dump(mode="json"),
             "sql": sql,
             "lessons": list(lessons),
-            "used": [list(u) for u in used],  # the memories that shaped it: a hit credits them
+            "used": [list(u) for u in used],  # the memories that shaped it: a hit credits them (and needs them live)
+            "notes": [str(n) for n in notes][:20],
             "shaping": shaping.as_key(),
             "model_version": catalog.model_version,
             "planner": planner,
@@ -440,16 +459,33 @@ class SqlCache:
         draft = MemoryDraft(
             kind=MemoryKind.CACHE,
             key=CACHE_KEY_PREFIX + key,
-            content=masked.key,
+            content=value["masked"],
             source_text=None,
             value=value,
             scope="user" if scoped else "tenant",  # type: ignore[arg-type]
-            provenance=Provenance(trigger=Trigger.INTERACTION, author=user, episode_id=episode_id),
+            # A shared entry names no one: who asked what stays in the asker's own episode.
+            provenance=Provenance(trigger=Trigger.INTERACTION, author=user if scoped else None, episode_id=episode_id if scoped else None),
             ttl_seconds=int(self._settings.cache_ttl_seconds),
         )
         record = self._store.create(where, draft, now).record
         self.stats.count("stored")
         return record
+
+    def _still_live(self, tenant: str, user: str, value: dict[str, Any], now: datetime) -> bool:
+        """Every memory that shaped the entry (a few-shot it was planned from, a correction, the
+        profile) is still there, live, at the version it had: otherwise the SQL is stale."""
+        used = _used(value)
+        if not used:
+            return True
+        refs = [(owner, memory_id) for memory_id, _, _ in used for owner in (user, TENANT_OWNER)]
+        found = self._store.get_many(tenant, refs)
+        for memory_id, version, _ in used:
+            record = found.get(memory_id)
+            if record is None or record.version != version or record.is_expired(now):
+                return False
+            if record.status not in (MemoryStatus.ACTIVE, MemoryStatus.APPROVED):
+                return False
+        return True
 
     def forget(self, tenant: str, owner: str, memory_id: str) -> None:
         """An entry whose SQL failed is never served again."""

@@ -264,7 +264,7 @@ class AskSteps:
             "intent": outcome.intent,
             "sql": outcome.sql,
             "planner": "cache",
-            "notes": [f"SQL from the cache ({how}; {state.cache['entry']}); it ran again on the warehouse"],
+            "notes": [*outcome.notes, f"SQL from the cache ({how}; {state.cache['entry']}); it ran again on the warehouse"],
             "citations": [],
             "applied": [],
             "carried_over": [],
@@ -282,6 +282,8 @@ class AskSteps:
         plan = state.plan or {}
         if plan.get("carried_over") or plan.get("resolved_question") or state.repaired is not None or not state.planned_sql:
             return state  # a follow-up, a reply or a repair means more than its own words: not cached
+        if plan.get("remember") or not _has_data(state.result):
+            return state  # a stated preference is not replayed; an empty answer is not kept
         from memtool.semantic.intent import Intent
 
         try:
@@ -294,6 +296,7 @@ class AskSteps:
                 sql=state.planned_sql,
                 lessons=state.lessons,
                 used=[(m.id, m.version, m.kind) for m in state.memories_used],
+                notes=list(plan.get("notes") or []),
                 profile_unit=state.profile.get("unit"),
                 conditions=dict(state.input.conditions),
                 planner=str(plan.get("planner") or ""),
@@ -832,6 +835,12 @@ def _typed_warehouse_error(exc: WarehouseError) -> WarehouseError:
     if cls is None or isinstance(exc, cls):
         return exc
     return cls(str(exc), code=exc.code, sql=exc.sql)
+
+
+def _has_data(result: dict[str, Any] | None) -> bool:
+    """Rows, and not only NULLs."""
+    rows = (result or {}).get("rows") or []
+    return any(cell is not None for row in rows for cell in row)
 
 
 def _turns_key(session_id: str) -> str:

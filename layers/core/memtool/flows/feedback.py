@@ -201,6 +201,8 @@ class FeedbackService:
                 episode = self._note_candidate(mine, episode, candidate.id, now)
         elif candidate_id and rating != 1:
             self._withdraw_candidate(who, str(candidate_id), command.episode_id, rating, now, notes)
+        if rating == -1 or command.expected is not None:
+            self._drop_cached_sql(who, value, notes)
         queued = self._queue_diagnosis(who, command, value, notes)
         return FeedbackOutcome(
             diagnosis_queued=queued,
@@ -214,6 +216,20 @@ class FeedbackService:
         )
 
     # ---- pieces ---------------------------------------------------------------------------
+
+    def _drop_cached_sql(self, who: Identity, value: dict[str, Any], notes: list[str]) -> None:
+        """An answer reported wrong is not served to anyone again from the SQL cache."""
+        cache = value.get("cache") if isinstance(value.get("cache"), dict) else {}
+        refs = [ref for ref in (cache.get("entry"), cache.get("stored")) if isinstance(ref, str) and ref.startswith("memory:")]
+        for ref in dict.fromkeys(refs):
+            memory_id = ref.removeprefix("memory:").split("@", 1)[0]
+            for owner in (who.user, TENANT_OWNER):
+                try:
+                    self._store.forget(Partition(who.tenant, owner), memory_id)
+                except NotFound:
+                    continue
+                notes.append(f"the cached SQL of this answer ({ref}) was dropped")
+                break
 
     def _queue_diagnosis(self, who: Identity, command: FeedbackCommand, value: dict[str, Any], notes: list[str]) -> bool:
         """A thumbs-down on an answer that ran SQL, or the value it should have been, is diagnosed

@@ -35,6 +35,8 @@ from memtool.runtime.settings import Settings
 PII_KINDS = ("phone", "email", "cn_id", "bank_card")
 # Slots that only memtool writes: an episode is the record of what happened (feedback trusts it).
 SYSTEM_KEY_PREFIXES = ("episode.",)
+# Kinds that hold other users' questions: read through /memories by admins only.
+_ADMIN_READ = frozenset({MemoryKind.FEWSHOT, MemoryKind.CACHE})
 
 logger = logging.getLogger("memtool.flows")
 
@@ -186,9 +188,9 @@ class MemoryService:
         page = self._store.list(
             where, self._clock.now(), kind=query.kind, status=query.status, cursor=query.cursor, limit=query.limit
         )
-        if not who.is_admin and any(r.kind is MemoryKind.FEWSHOT for r in page.items):
-            # The review queue holds other users' questions: only admins read it (at /fewshots).
-            page = MemoryPage([r for r in page.items if r.kind is not MemoryKind.FEWSHOT], page.next_cursor, page.skipped)
+        if not who.is_admin and any(r.kind in _ADMIN_READ for r in page.items):
+            # The review queue and the SQL cache hold other users' questions: only admins read them.
+            page = MemoryPage([r for r in page.items if r.kind not in _ADMIN_READ], page.next_cursor, page.skipped)
         skipped = page.skipped
         if skipped:
             logger.warning(
@@ -258,6 +260,8 @@ class MemoryService:
     def _require_reviewer_for(who: Identity, kind: MemoryKind) -> None:
         if kind is MemoryKind.FEWSHOT and not who.is_admin:
             raise Forbidden("the few-shot library is read by admins, at /fewshots", field="kind")
+        if kind is MemoryKind.CACHE and not who.is_admin:
+            raise Forbidden("the SQL cache holds the tenant's questions: admins read it", field="kind")
 
     @staticmethod
     def _require_write_access(who: Identity, scope: MemoryScope) -> None:
