@@ -210,20 +210,7 @@ class SqlCache:
             if not self._still_live(tenant, user, value, now):
                 self.forget(tenant, record.owner, record.id)
                 return CacheOutcome(False, "stale_memory", key=key, refusals=["stale_memory"])
-            return CacheOutcome(
-                True,
-                "exact",
-                key=key,
-                similarity=1.0,
-                sql=str(value.get("sql") or ""),
-                intent=value.get("intent"),
-                entry_id=record.id,
-                entry_version=record.version,
-                entry_owner=record.owner,
-                lessons=list(value.get("lessons") or []),
-                memories=_used(value),
-                notes=[str(n) for n in value.get("notes") or []],
-            )
+            return _hit("exact", record, key=key, similarity=1.0, sql=str(value.get("sql") or ""), intent=value.get("intent"))
         return self._masked_lookup(tenant, user, question, route, shaping, parsed, now)
 
     def _rule_plan(
@@ -333,22 +320,7 @@ class SqlCache:
                 self.forget(tenant, record.owner, record.id)
                 refusals.append("stale_memory")
                 continue
-            return CacheOutcome(
-                True,
-                "masked",
-                key=str(value.get("key") or ""),
-                similarity=similarity,
-                bound_slots=slots,
-                sql=sql,
-                intent=intent,
-                entry_id=record.id,
-                entry_version=record.version,
-                entry_owner=record.owner,
-                lessons=list(value.get("lessons") or []),
-                memories=_used(value),
-                notes=[str(n) for n in value.get("notes") or []],
-                refusals=refusals,
-            )
+            return _hit("masked", record, key=str(value.get("key") or ""), similarity=similarity, sql=sql, intent=intent, bound_slots=slots, refusals=refusals)
         return CacheOutcome(False, "no_candidate" if not refusals else "refused", refusals=refusals)
 
     def _bind(self, value: dict[str, Any], question: str, masked: Any) -> tuple[str, dict[str, Any] | None, list[dict[str, Any]]] | str:
@@ -529,6 +501,25 @@ class SqlCache:
             corrections=tuple(mapping for _, mapping in chosen.values()),
             lessons=tuple(lessons),
         )
+
+
+def _hit(how: str, record: MemoryRecord, *, key: str, similarity: float, sql: str, intent: dict[str, Any] | None, **more: Any) -> CacheOutcome:
+    value = record.value if isinstance(record.value, dict) else {}
+    return CacheOutcome(
+        True,
+        how,
+        key=key,
+        similarity=similarity,
+        sql=sql,
+        intent=intent,
+        entry_id=record.id,
+        entry_version=record.version,
+        entry_owner=record.owner,
+        lessons=list(value.get("lessons") or []),
+        memories=_used(value),
+        notes=[str(n) for n in value.get("notes") or []],
+        **more,
+    )
 
 
 def _used(value: dict[str, Any]) -> list[tuple[str, int, str]]:
