@@ -19,7 +19,7 @@ def ask(api: Api, question: str, **body: Any) -> dict:
     reply = api.call("POST", "/ask", {"question": question, **body})
     assert reply.status == 200, reply.body
     answer = reply.json()
-    assert answer["status"] == "answered", answer
+    assert answer["status"] == "answered", (answer["status"], answer.get("error"), answer.get("cache"), answer.get("timings"))
     return answer
 
 
