@@ -397,3 +397,26 @@ def test_refunds_by_refund_date_is_a_hypothesis_only_where_the_compiler_can_say_
     gross = Intent(metric="gross_revenue", time_window=OCTOBER)
     found = hypotheses_for(logical_failure(expected=True, row_count=1), Subject("q", gross, COMPILER.compile(gross).sql), schema(), COMPILER)
     assert "refund_period" not in [h.cause for h in found]
+
+
+def test_the_cache_key_holds_the_comparison_window_and_the_dimension_order():
+    from memtool.semantic.intent import Comparison
+
+    last_year = Comparison(kind="yoy", window=TimeWindow(start=date(2025, 10, 1), end=date(2025, 11, 1)))
+    two_years = Comparison(kind="yoy", window=TimeWindow(start=date(2024, 10, 1), end=date(2024, 11, 1)))
+    a = Intent(metric="net_revenue", time_window=OCTOBER, comparison=last_year)
+    b = Intent(metric="net_revenue", time_window=OCTOBER, comparison=two_years)
+    assert a.signature(tenant="t", model_version="1") != b.signature(tenant="t", model_version="1")
+    by_city_channel = Intent(metric="order_count", dimensions=("city", "channel"), time_window=OCTOBER)
+    by_channel_city = Intent(metric="order_count", dimensions=("channel", "city"), time_window=OCTOBER)
+    assert by_city_channel.signature(tenant="t", model_version="1") != by_channel_city.signature(tenant="t", model_version="1")
+
+
+@pytest.mark.parametrize("question", ["上月除电商以外的净收入", "上个月除电商外的净收入", "上个月除了电商以外的净收入"])
+def test_except_without_le_is_still_an_exclusion(question):
+    from memtool.planning.rule_planner import RulePlanner
+    from memtool.semantic.entities import EntityIndex
+
+    catalog = COMPILER.catalog
+    plan = RulePlanner(catalog, EntityIndex.static(catalog), today=lambda: date(2026, 11, 29)).plan(question, route="nl2sql_query")
+    assert plan.intent is not None and [(f.dimension, f.op, f.values) for f in plan.intent.filters] == [("channel", "not_in", ("电商",))]

@@ -49,15 +49,18 @@ class Intent(BaseModel):
     unit: Literal["元", "万元", "分"] | None = None  # display unit for money metrics
 
     def signature(self, *, tenant: str, model_version: str) -> str:
-        """The semantic-cache key: metric, dimensions, filters, absolute window, model version, tenant."""
+        """The semantic-cache key: metric, dimensions (in order), filters, the absolute window and the
+        absolute comparison window, order, limit, unit, model version, tenant."""
         payload = {
             "tenant": tenant,
             "model_version": model_version,
             "metric": self.metric,
-            "dimensions": sorted(self.dimensions),
+            "dimensions": list(self.dimensions),  # in order: it is the order of the result's columns
             "filters": sorted((f.dimension, f.op, sorted(f.values)) for f in self.filters),
             "window": None if self.time_window is None else [self.time_window.start.isoformat(), self.time_window.end.isoformat()],
-            "comparison": None if self.comparison is None else self.comparison.kind,
+            "comparison": None
+            if self.comparison is None
+            else [self.comparison.kind, self.comparison.window.start.isoformat(), self.comparison.window.end.isoformat()],
             "order": self.order,
             "limit": self.limit,
             "unit": self.unit,

@@ -145,7 +145,7 @@ _GROUP_PREFIX_EN = r"(?:by|per|for\s+each|for\s+every|each|every|across(?:\s+all
 _GROUP_SUFFIX_EN = r"\s+(?:breakdown|ranking|rankings|split|mix|share|shares|level)"
 _TREND = r"变化趋势|趋势|走势|时间序列|" + rf"{_B}(?:trends?|over\s+time|time\s+series|trajectory){_E}"
 _SHARE = r"占比|份额|比重|构成|" + rf"{_B}(?:share|shares|proportion|percentage\s+of\s+total|mix){_E}"
-_NEGATION = r"除了|除去|不含|不包括|不包含|排除|去掉|不看|不要看|不算|不计|剔除|" + rf"{_B}(?:excluding|except(?:\s+for)?|other\s+than|not\s+including|without){_E}"
+_NEGATION = r"除了|除去|除(?=\S{1,12}?(?:以外|之外|外))|不含|不包括|不包含|排除|去掉|不看|不要看|不算|不计|剔除|" + rf"{_B}(?:excluding|except(?:\s+for)?|other\s+than|not\s+including|without){_E}"
 _PLURAL_ZH = r"哪些|哪几个|哪几家|几个|那些"
 # A standing preference ("以后默认用万元") or a this-time condition ("这次用分"), and chart names.
 _LASTING = r"以后都|以后|今后|往后|从现在起|从现在开始|从今以后|从此|默认|一律|总是|每次都|" + rf"{_B}(?:always|from\s+now\s+on|by\s+default|going\s+forward|in\s+(?:the\s+)?future|default\s+to|as\s+(?:the|my)\s+default){_E}"
