@@ -55,6 +55,8 @@ def test_feedback_is_diagnosed_through_the_queue_and_shows_on_the_episode(tmp_pa
         health = json.loads(urllib.request.urlopen(f"{runtime.api_url}/health", timeout=10).read())
         assert health["diagnosis_queue"]["pending"] == 0 and health["diagnosis_queue"]["dead_letters"] == 0
         assert health["diagnosis_queue"]["delivered"] >= 1
+        # the SQL cache's counts are there too: 上个月上海的销售额 was stored, then the diagnosis changed nothing yet
+        assert health["cache"]["stored"] >= 1 and "misses_by_reason" in health["cache"]
 
         # li's next question on that metric counts by order date; wang's does not
         beijing = li.call("POST", "/ask", {"question": "上个月北京的销售额"}).body
