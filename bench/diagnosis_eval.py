@@ -661,7 +661,6 @@ def report(
     budget = "/".join(sorted({str(c.value.get("budget")) for c in cases if c.diagnosis})) or "–"
     waits = [c.wait_seconds for c in cases]
     replaced = [(c, s) for c in cases for s in c.skipped]
-    share_ok = next((a for a in drift.share_attempts if a[1] == 201), None)
 
     figures = [
         f"drift: first question failed on first attempt: {'yes' if first.failed else 'no'} (Diagnose {first.diagnosed}, status {first.status})",
@@ -673,7 +672,7 @@ def report(
         f"drift: next {len(following)} questions with rows equal to the normal warehouse's: {_frac(right_20, len(following))}",
         f"drift: second user's first question repaired in the same ask: {'yes' if drift.second.repaired else 'no'} "
         f"(Diagnose {drift.second.diagnosed}, rows equal {drift.second.correct})",
-        f"drift: lesson shared by a curator: "
+        "drift: lesson shared by a curator: "
         + ", ".join(f"{who} HTTP {status}" for who, status, _ in drift.share_attempts),
         f"drift: third user's first question after the share needed Diagnose: {'yes' if drift.third.diagnosed else 'no'} "
         f"(cites the shared lesson {drift.third.cites()}, rows equal {drift.third.correct})",
