@@ -265,109 +265,85 @@ def _value_causes(subject: Subject, schema: LiveSchema, compiler: IntentCompiler
     live_fact = _live_name(fact, subject)
     current = compiler.with_options(subject.options).time_column(metric)
     found: list[Hypothesis] = []
+
+    def propose(cause: str, root_cause: str, repair: Repair, cost: int, confidence: float) -> None:
+        found.append(Hypothesis(id="", cause=cause, root_cause=root_cause, repairs=(repair,), cost=cost, confidence=confidence))
+
     for column in schema.time_columns(live_fact):
         if column != current:
-            found.append(
-                Hypothesis(
-                    id="",
-                    cause="time_column",
-                    root_cause=f"{metric.name} was counted in the period of {current}; the expected value counts it by {column}.",
-                    repairs=(Repair(kind="time_column", metric=metric.name, to=column),),
-                    cost=2,
-                    confidence=0.6,
-                )
+            propose(
+                "time_column",
+                f"{metric.name} was counted in the period of {current}; the expected value counts it by {column}.",
+                Repair(kind="time_column", metric=metric.name, to=column),
+                2,
+                0.6,
             )
     if metric.source == "order_line":
         if not subject.options.include_test_lines and "is_test" in schema.columns_of(live_fact):
-            found.append(
-                Hypothesis(
-                    id="",
-                    cause="test_lines",
-                    root_cause="Test order lines (is_test) were left out; the expected value includes them.",
-                    repairs=(Repair(kind="include_rows", metric=metric.name, rows="test"),),
-                    cost=3,
-                    confidence=0.4,
-                )
+            propose(
+                "test_lines",
+                "Test order lines (is_test) were left out; the expected value includes them.",
+                Repair(kind="include_rows", metric=metric.name, rows="test"),
+                3,
+                0.4,
             )
         # Unpaid lines have no paid_at: a window on paid_at leaves them out whatever the filter
         # says, so including them can only change an answer counted by another column.
         counted_by_paid_at = current == "paid_at" and intent.time_window is not None
         if not subject.options.include_unpaid_lines and not counted_by_paid_at:
-            found.append(
-                Hypothesis(
-                    id="",
-                    cause="unpaid_lines",
-                    root_cause="Unpaid order lines (no paid_at) were left out; the expected value includes them.",
-                    repairs=(Repair(kind="include_rows", metric=metric.name, rows="unpaid"),),
-                    cost=3,
-                    confidence=0.4,
-                )
+            propose(
+                "unpaid_lines",
+                "Unpaid order lines (no paid_at) were left out; the expected value includes them.",
+                Repair(kind="include_rows", metric=metric.name, rows="unpaid"),
+                3,
+                0.4,
             )
     for other in DEFINITION_VARIANTS.get(metric.name, ()):
         if catalog.has_metric(other):
-            found.append(
-                Hypothesis(
-                    id="",
-                    cause="metric_definition",
-                    root_cause=f"The user's {metric.label('zh') if _zh(subject.question) else metric.label('en')} is "
-                    f"{catalog.metric(other).en} ({other}), not {metric.en}.",
-                    repairs=(Repair(kind="metric_definition", metric=metric.name, to=other),),
-                    cost=3,
-                    confidence=0.4,
-                )
+            label = metric.label("zh") if _zh(subject.question) else metric.label("en")
+            propose(
+                "metric_definition",
+                f"The user's {label} is {catalog.metric(other).en} ({other}), not {metric.en}.",
+                Repair(kind="metric_definition", metric=metric.name, to=other),
+                3,
+                0.4,
             )
-    refunded = metric.name in ("net_revenue", "refund_amount", "refund_rate")
-    grains = any(catalog.has_dimension(d) and catalog.dimension(d).kind == "time" for d in intent.dimensions)
-    by_reason = any(catalog.has_dimension(n) and catalog.dimension(n).table == "fact_refund" for n in (*intent.dimensions, *(f.dimension for f in intent.filters)))
-    if refunded and intent.time_window is not None and intent.comparison is None and not grains and not by_reason:
-        if metric.name not in subject.options.refunds_by_refund_date:
-            found.append(
-                Hypothesis(
-                    id="",
-                    cause="refund_period",
-                    root_cause="Refunds were counted in the period their line was paid; the expected value counts them when they were refunded.",
-                    repairs=(Repair(kind="refund_period", metric=metric.name, to="refund_date"),),
-                    cost=3,
-                    confidence=0.4,
-                )
-            )
+    if metric.name not in subject.options.refunds_by_refund_date and compiler.refunds_by_refund_date_expressible(intent):
+        propose(
+            "refund_period",
+            "Refunds were counted in the period their line was paid; the expected value counts them when they were refunded.",
+            Repair(kind="refund_period", metric=metric.name, to="refund_date"),
+            3,
+            0.4,
+        )
     if intent.time_window is not None:
         if not subject.options.window_end_inclusive:
-            found.append(
-                Hypothesis(
-                    id="",
-                    cause="window_edges",
-                    root_cause=f"The window ended before {intent.time_window.end}; the expected value counts that day too.",
-                    repairs=(Repair(kind="window_edges", metric=metric.name, edge="end_inclusive"),),
-                    cost=4,
-                    confidence=0.3,
-                )
+            propose(
+                "window_edges",
+                f"The window ended before {intent.time_window.end}; the expected value counts that day too.",
+                Repair(kind="window_edges", metric=metric.name, edge="end_inclusive"),
+                4,
+                0.3,
             )
         if not subject.options.window_start_exclusive:
-            found.append(
-                Hypothesis(
-                    id="",
-                    cause="window_edges",
-                    root_cause=f"The window began on {intent.time_window.start}; the expected value leaves that day out.",
-                    repairs=(Repair(kind="window_edges", metric=metric.name, edge="start_exclusive"),),
-                    cost=4,
-                    confidence=0.3,
-                )
+            propose(
+                "window_edges",
+                f"The window began on {intent.time_window.start}; the expected value leaves that day out.",
+                Repair(kind="window_edges", metric=metric.name, edge="start_exclusive"),
+                4,
+                0.3,
             )
     catalog_dims = [catalog.dimension(d) for d in intent.dimensions if catalog.has_dimension(d)]
     filtered_tables = {catalog.dimension(f.dimension).table for f in intent.filters if catalog.has_dimension(f.dimension)}
     # A LEFT JOIN keeps fact rows without a dimension row only where nothing filters that table.
     unfiltered = [d for d in catalog_dims if d.kind == "attribute" and d.table not in filtered_tables]
     if unfiltered and subject.options.dimension_join != "left":
-        found.append(
-            Hypothesis(
-                id="",
-                cause="join_type",
-                root_cause="Fact rows without a matching dimension row were dropped by an inner join.",
-                repairs=(Repair(kind="join_type", metric=metric.name, join="left"),),
-                cost=4,
-                confidence=0.3,
-            )
+        propose(
+            "join_type",
+            "Fact rows without a matching dimension row were dropped by an inner join.",
+            Repair(kind="join_type", metric=metric.name, join="left"),
+            4,
+            0.3,
         )
     return found
 

@@ -133,6 +133,14 @@ class IntentCompiler:
     def time_column(self, metric: MetricSpec) -> str:
         return self.options.time_columns.get(metric.name, metric.time_column)
 
+    def refunds_by_refund_date_expressible(self, intent: Intent) -> bool:
+        """Whether the intent's refunds can be counted by refund date: a metric with refunds over one
+        window, without time grains, comparisons or refund attributes (a refund's month is not its line's)."""
+        if intent.metric not in _NEEDS_REFUNDS or intent.time_window is None or intent.comparison is not None:
+            return False
+        grains = any(self.catalog.has_dimension(d) and self.catalog.dimension(d).kind == "time" for d in intent.dimensions)
+        return not grains and not self._refund_side(intent)
+
     def _refunds_by_refund_date(self, metric: MetricSpec) -> bool:
         return metric.name in self.options.refunds_by_refund_date and metric.name in _NEEDS_REFUNDS
 
@@ -154,9 +162,8 @@ class IntentCompiler:
         unit = (intent.unit or "元") if metric.kind == "money" else None
         value_column = metric.name + (_UNIT_SUFFIX[unit] if unit else "")
         dim_columns = [d.name for d in dims]
-        if self._refunds_by_refund_date(metric):
-            if intent.comparison is not None or any(d.kind == "time" for d in dims) or self._refund_side(intent) or intent.time_window is None:
-                raise CompileError("refunds by refund date: only for one window, without time grains, comparisons or refund reasons")
+        if self._refunds_by_refund_date(metric) and not self.refunds_by_refund_date_expressible(intent):
+            raise CompileError("refunds by refund date: only for one window, without time grains, comparisons or refund reasons")
         if intent.comparison is None:
             sql = self._single(intent, metric, dims, unit, value_column)
             shape = "grouped" if dims else "single"
