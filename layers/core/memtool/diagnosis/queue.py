@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from memtool.diagnosis.requests import DiagnoseRequest
 from memtool.errors import MemtoolError
+from memtool.memory.sqlite_tx import read_transaction, write_transaction
 
 if TYPE_CHECKING:
     from memtool.runtime.settings import Settings
@@ -161,15 +162,8 @@ class SQLiteDiagnosisQueue:
         with self._lock:
             if self._conn is None:
                 raise RuntimeError(f"the diagnosis queue at {self.path} is closed")
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with write_transaction(self._conn) as conn:
                 yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
@@ -177,13 +171,8 @@ class SQLiteDiagnosisQueue:
         with self._lock:
             if self._conn is None:
                 raise RuntimeError(f"the diagnosis queue at {self.path} is closed")
-            conn = self._conn
-            conn.execute("BEGIN")
-            try:
+            with read_transaction(self._conn) as conn:
                 yield conn
-            finally:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
 
     def send(self, request: DiagnoseRequest) -> None:
         self.send_body(request.model_dump_json())

@@ -46,6 +46,7 @@ from memtool.memory.records import (
     MemoryRecord,
     MemoryStatus,
 )
+from memtool.memory.sqlite_tx import read_transaction, write_transaction
 from memtool.memory.store import (
     ForgetOutcome,
     forgotten,
@@ -189,26 +190,14 @@ class ConnectionPool:
     @contextmanager
     def writing(self) -> Iterator[sqlite3.Connection]:
         """One write transaction; BEGIN IMMEDIATE takes the write lock before the first read."""
-        with self.lease() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+        with self.lease() as conn, write_transaction(conn):
+            yield conn
 
     @contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
         """One read transaction: every SELECT in it sees the same snapshot."""
-        with self.lease() as conn:
-            conn.execute("BEGIN")
-            try:
-                yield conn
-            finally:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+        with self.lease() as conn, read_transaction(conn):
+            yield conn
 
     def close(self) -> None:
         """Close idle connections now; leased ones close when they come back."""
