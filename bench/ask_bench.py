@@ -34,7 +34,7 @@ QUESTIONS = [
     "净收入怎么算？",
     "上个月西安的GMV",
 ]
-COLUMNS = ["Prepare", "Recall", "Plan", "Guard", "Execute", "Visualize", "Record", "flow_overhead", "total"]
+COLUMNS = ["Prepare", "CacheLookup", "Recall", "Plan", "Guard", "Execute", "Visualize", "CacheStore", "Record", "flow_overhead", "total"]
 
 
 def percentile(values: list[float], q: float) -> float:
