@@ -149,6 +149,21 @@ class Settings(BaseSettings):
     diagnose_queue_path: Path | None = Field(None, description="SQLite diagnose queue; default <home>/state/diagnose-queue.sqlite3.")
     diagnose_max_attempts: int = Field(3, ge=1, le=100, description="Deliveries of one diagnose event before it is a dead letter.")
 
+    # Tools and analysis (memtool.tools, memtool.analysis).
+    sandbox: Literal["local", "e2b"] = Field(
+        "local", description="Code interpreter: 'e2b' (hosted, MEMTOOL_E2B_SECRET_ARN) or 'local' (a separate process with limits)."
+    )
+    sandbox_timeout_seconds: float = Field(30.0, gt=0, le=300, description="Wall clock of one code-interpreter run.")
+    sandbox_memory_mb: int = Field(1024, ge=256, le=8192, description="Address-space limit of a local sandbox run.")
+    analysis_code_rows: int = Field(
+        200, ge=1, le=10_000, description="Results of at most this many rows go to the code interpreter; larger ones to the ML tools."
+    )
+    tool_max_parallel: int = Field(4, ge=1, le=32, description="Independent tool calls of one turn run at most this many at a time.")
+    breaker_failure_threshold: int = Field(
+        3, ge=1, le=100, description="Consecutive failures of an outside dependency (Bedrock, OpenSearch, Redshift, E2B) that open its circuit."
+    )
+    breaker_cooldown_seconds: float = Field(30.0, gt=0, le=3600, description="How long an open circuit skips its dependency.")
+
     @property
     def is_local(self) -> bool:
         return self.runtime == "local"
