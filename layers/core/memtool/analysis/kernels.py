@@ -1,0 +1,862 @@
+"""Analysis kernels: robust seasonal z-scores, a seasonal forecast, exact additive attribution,
+correlation with p-values, k-means with silhouette and OLS, on plain lists and floats.
+
+This file's SOURCE is shipped into the code-interpreter sandbox as the head of a templated script
+(``memtool.analysis.scripts``), so it imports the standard library and numpy only, never pandas,
+scipy, scikit-learn or statsmodels, and never another memtool module. The ``*_report`` functions
+build results in the same JSON shape as the ML tools' output models (``memtool.analysis.ml``), so
+one summariser reads both.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Any
+
+MAD_TO_SIGMA = 1.4826  # 1.4826·MAD estimates the standard deviation of a normal sample
+Z_80 = 1.2815515655446004  # two-sided 80% normal quantile
+Z_95 = 1.959963984540054  # two-sided 95% normal quantile
+_CENT = Decimal("0.01")
+
+
+class KernelInputError(ValueError):
+    """The data cannot be analysed as given; ``field`` names the argument at fault."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables and series
+# ---------------------------------------------------------------------------------------------
+
+
+def as_float(value: Any, *, field: str) -> float:
+    """A finite float from a JSON cell (numbers, numeric strings, Decimals), or KernelInputError."""
+    if isinstance(value, bool) or value is None:
+        raise KernelInputError(f"{field}: {value!r} is not a number", field=field)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise KernelInputError(f"{field}: {value!r} is not a number", field=field) from None
+    if not math.isfinite(number):
+        raise KernelInputError(f"{field}: {value!r} is not a finite number", field=field)
+    return number
+
+
+def table_column(columns: Sequence[str], rows: Sequence[Sequence[Any]], name: str, *, field: str) -> list[Any]:
+    """The cells of column ``name``; ``field`` names the argument that chose it."""
+    if name not in columns:
+        raise KernelInputError(f"{field}: no column {name!r}; the columns are {list(columns)}", field=field)
+    index = list(columns).index(name)
+    for number, row in enumerate(rows):
+        if len(row) != len(columns):
+            raise KernelInputError(f"rows[{number}] has {len(row)} cells for {len(columns)} columns", field="rows")
+    return [row[index] for row in rows]
+
+
+def numeric_column(columns: Sequence[str], rows: Sequence[Sequence[Any]], name: str, *, field: str) -> list[float]:
+    return [as_float(v, field=f"{field} ({name})") for v in table_column(columns, rows, name, field=field)]
+
+
+def is_numeric_column(columns: Sequence[str], rows: Sequence[Sequence[Any]], name: str) -> bool:
+    try:
+        numeric_column(columns, rows, name, field="columns")
+    except KernelInputError:
+        return False
+    return len(rows) > 0
+
+
+def period_label(value: Any) -> str:
+    """A period cell as a label: dates and timestamps keep their month when they fall on its first
+    day (``2026-06-01`` -> ``2026-06``), because monthly series come from ``date_trunc``."""
+    text = str(value)
+    if len(text) >= 10 and text[4] == "-" and text[7] == "-" and text[8:10] == "01" and text[10:].strip(" T0:") == "":
+        return text[:7]
+    return text
+
+
+def series_from_table(
+    columns: Sequence[str], rows: Sequence[Sequence[Any]], label_column: str, value_column: str
+) -> tuple[list[str], list[float]]:
+    """(labels, values) ordered by label, summing rows that share a label."""
+    labels = [period_label(v) for v in table_column(columns, rows, label_column, field="label_column")]
+    values = numeric_column(columns, rows, value_column, field="value_column")
+    totals: dict[str, float] = {}
+    for label, value in zip(labels, values, strict=True):
+        totals[label] = totals.get(label, 0.0) + value
+    ordered = sorted(totals)
+    return ordered, [totals[label] for label in ordered]
+
+
+def next_labels(labels: Sequence[str], horizon: int) -> list[str]:
+    """The labels of the ``horizon`` periods after the last one: months stay months
+    (``2026-11`` -> ``2026-12``, ``2027-01``), anything else becomes ``+1``, ``+2``…"""
+    last = labels[-1] if labels else ""
+    if len(last) == 7 and last[4] == "-" and last[:4].isdigit() and last[5:].isdigit():
+        year, month = int(last[:4]), int(last[5:])
+        out = []
+        for _ in range(horizon):
+            year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+            out.append(f"{year:04d}-{month:02d}")
+        return out
+    return [f"+{h}" for h in range(1, horizon + 1)]
+
+
+def month_of_year(label: str) -> int | None:
+    if len(label) >= 7 and label[4] == "-" and label[5:7].isdigit():
+        return int(label[5:7])
+    return None
+
+
+def _check_series(values: Sequence[float], labels: Sequence[str], *, minimum: int) -> None:
+    if len(values) != len(labels):
+        raise KernelInputError(f"{len(values)} values for {len(labels)} labels", field="labels")
+    if len(values) < minimum:
+        raise KernelInputError(f"{len(values)} points; at least {minimum} are needed", field="values")
+    for i, v in enumerate(values):
+        as_float(v, field=f"values[{i}]")
+    if max(values) == min(values):
+        raise KernelInputError("the series is constant; there is nothing to analyse", field="values")
+
+
+# ---------------------------------------------------------------------------------------------
+# Robust seasonal z-scores
+# ---------------------------------------------------------------------------------------------
+
+
+def _neighbour_median(values: Sequence[float], i: int, reach: int) -> float:
+    around = list(values[max(0, i - reach) : i]) + list(values[i + 1 : i + 1 + reach])
+    return statistics.median(around)
+
+
+def _robust_scale(residuals: Sequence[float]) -> float:
+    """1.4826·MAD; when more than half the residuals tie (MAD 0), the mean absolute deviation
+    scaled to sigma (1.2533·MeanAD), so a mostly flat series with one jump still has a scale."""
+    centre = statistics.median(residuals)
+    mad = statistics.median(abs(r - centre) for r in residuals)
+    if mad > 0:
+        return MAD_TO_SIGMA * mad
+    mean_ad = statistics.fmean(abs(r - centre) for r in residuals)
+    return 1.2533141373155 * mean_ad
+
+
+def robust_seasonal_z(
+    values: Sequence[float],
+    labels: Sequence[str],
+    period: int | None = 12,
+    threshold: float = 3.5,
+    reach: int = 2,
+    transform: str = "auto",
+) -> list[dict[str, Any]]:
+    """Each point's expected value, robust z and anomaly flag.
+
+    Where the same period one season earlier exists and is not itself an outlier among its
+    neighbours (a spike last June must not make this June look like a drop), the expected value is
+    the mean of that point plus the median season-over-season change and the median of the
+    ``reach`` neighbours on each side; with only two seasons a single year-ago point is as noisy as
+    the point it judges, and the neighbours halve that noise. Without a full season before it, the
+    expected value is the neighbours' median alone. The residual is scaled by 1.4826·MAD of all
+    residuals, so one spike cannot inflate the scale that judges it.
+
+    ``transform="log"`` scores log values (a drop to 25% is as unusual at any level; amounts are
+    multiplicative); ``"auto"`` uses it when every value is positive, ``"none"`` never.
+    """
+    _check_series(values, labels, minimum=max(2 * reach + 1, 6))
+    if transform not in ("auto", "log", "none"):
+        raise KernelInputError(f"transform must be auto, log or none, not {transform!r}", field="transform")
+    positive = min(values) > 0
+    if transform == "log" and not positive:
+        raise KernelInputError("a log transform needs every value to be positive", field="transform")
+    use_log = transform == "log" or (transform == "auto" and positive)
+    scored = [math.log(v) for v in values] if use_log else [float(v) for v in values]
+    n = len(scored)
+    local = [_neighbour_median(scored, i, reach) for i in range(n)]
+    local_residuals = [scored[i] - local[i] for i in range(n)]
+    local_scale = _robust_scale(local_residuals) or 1.0
+    outlier_locally = [abs(r) / local_scale >= threshold for r in local_residuals]
+
+    seasonal = period is not None and period >= 2 and n > period
+    drift = statistics.median(scored[j] - scored[j - period] for j in range(period, n)) if seasonal else 0.0  # type: ignore[operator]
+
+    expected: list[float] = []
+    baselines: list[str] = []
+    for i in range(n):
+        if seasonal and i >= period and not outlier_locally[i - period]:  # type: ignore[operator]
+            expected.append((scored[i - period] + drift + local[i]) / 2.0)  # type: ignore[operator]
+            baselines.append("last_season_and_neighbours")
+        else:
+            expected.append(local[i])
+            baselines.append("neighbour_median")
+    residuals = [scored[i] - expected[i] for i in range(n)]
+    scale = _robust_scale(residuals) or 1.0
+    return [
+        {
+            "label": str(labels[i]),
+            "value": float(values[i]),
+            "expected": math.exp(expected[i]) if use_log else expected[i],
+            "z": residuals[i] / scale,
+            "anomaly": abs(residuals[i] / scale) >= threshold,
+            "baseline": baselines[i],
+            "scale": scale,
+            "transform": "log" if use_log else "none",
+        }
+        for i in range(n)
+    ]
+
+
+def anomaly_report(
+    values: Sequence[float],
+    labels: Sequence[str],
+    *,
+    series_name: str,
+    period: int | None = 12,
+    threshold: float = 3.5,
+    transform: str = "auto",
+) -> dict[str, Any]:
+    """The ``AnomalyResult`` shape with the robust z method only (no isolation forest here)."""
+    scored = robust_seasonal_z(values, labels, period=period, threshold=threshold, transform=transform)
+    points = [
+        {
+            "label": p["label"],
+            "value": p["value"],
+            "expected": p["expected"],
+            "z": p["z"],
+            "baseline": p["baseline"],
+            "robust_anomaly": p["anomaly"],
+            "iforest_score": None,
+            "iforest_anomaly": None,
+            "flagged_by": ["robust_z"] if p["anomaly"] else [],
+        }
+        for p in scored
+    ]
+    return {
+        "series_name": series_name,
+        "period": period,
+        "threshold": threshold,
+        "transform": scored[0]["transform"],
+        "scale": scored[0]["scale"],
+        "methods": ["robust_z"],
+        "points": points,
+        "anomalies": [p["label"] for p in points if p["flagged_by"]],
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Seasonal forecast
+# ---------------------------------------------------------------------------------------------
+
+
+def seasonal_naive_drift(values: Sequence[float], horizon: int, period: int | None) -> tuple[list[float], list[float], str]:
+    """Point forecasts, their standard errors and the method's name.
+
+    With more than one season: the same period last season plus the mean season-over-season
+    change (per season ahead), errors growing with the number of seasons ahead. Otherwise: the last
+    value plus the mean step (naive with drift), errors as in Hyndman & Athanasopoulos, 5.5.
+    """
+    n = len(values)
+    if period is not None and period >= 2 and n >= period + 2:
+        diffs = [values[j] - values[j - period] for j in range(period, n)]
+        drift = statistics.fmean(diffs)
+        sd = statistics.stdev(diffs) if len(diffs) > 1 else abs(drift)
+        points, errors = [], []
+        for h in range(1, horizon + 1):
+            seasons_ahead = (h - 1) // period + 1
+            points.append(values[n - period + (h - 1) % period] + seasons_ahead * drift)
+            errors.append(sd * math.sqrt(seasons_ahead))
+        return points, errors, "seasonal_naive_drift"
+    if n < 2:
+        raise KernelInputError("a forecast needs at least 2 points", field="values")
+    steps = [values[j] - values[j - 1] for j in range(1, n)]
+    drift = statistics.fmean(steps)
+    sd = statistics.stdev(steps) if len(steps) > 1 else abs(drift)
+    points = [values[-1] + h * drift for h in range(1, horizon + 1)]
+    errors = [sd * math.sqrt(h * (1 + h / (n - 1))) for h in range(1, horizon + 1)]
+    return points, errors, "naive_drift"
+
+
+Forecaster = Callable[[Sequence[float], int], Sequence[float]]
+
+
+def rolling_origin_mape(values: Sequence[float], forecaster: Forecaster, *, origins: int, minimum_train: int) -> tuple[float | None, int]:
+    """Mean absolute percentage error (in %) of one-step-ahead forecasts from the last ``origins``
+    origins, each fitted on the history before it; None when no origin has a non-zero actual."""
+    n = len(values)
+    errors: list[float] = []
+    for origin in range(max(minimum_train, n - origins), n):
+        actual = values[origin]
+        if actual == 0:
+            continue  # a percentage of zero is undefined
+        predicted = forecaster(values[:origin], 1)[0]
+        errors.append(abs(actual - predicted) / abs(actual))
+    if not errors:
+        return None, 0
+    return 100.0 * statistics.fmean(errors), len(errors)
+
+
+def interval_points(labels: Sequence[str], points: Sequence[float], errors: Sequence[float]) -> list[dict[str, Any]]:
+    return [
+        {
+            "label": label,
+            "point": float(point),
+            "lower_80": float(point - Z_80 * error),
+            "upper_80": float(point + Z_80 * error),
+            "lower_95": float(point - Z_95 * error),
+            "upper_95": float(point + Z_95 * error),
+        }
+        for label, point, error in zip(labels, points, errors, strict=True)
+    ]
+
+
+def seasonal_forecast(
+    values: Sequence[float], labels: Sequence[str], horizon: int, period: int | None = 12, *, backtest_origins: int = 6
+) -> dict[str, Any]:
+    """A forecast with 80% and 95% prediction intervals and a rolling-origin backtest MAPE
+    (one ``ForecastSeries`` of the ``ForecastResult`` shape, without its group)."""
+    _check_series(values, labels, minimum=4)
+    if horizon < 1:
+        raise KernelInputError("horizon must be at least 1", field="horizon")
+    points, errors, method = seasonal_naive_drift(values, horizon, period)
+
+    def refit(history: Sequence[float], steps: int) -> Sequence[float]:
+        return seasonal_naive_drift(history, steps, period)[0]
+
+    # Backtest origins keep the method of the full fit: a seasonal method is only judged on
+    # histories long enough to be seasonal.
+    minimum_train = (period + 2) if method == "seasonal_naive_drift" and period else 3
+    mape, used = rolling_origin_mape(values, refit, origins=backtest_origins, minimum_train=minimum_train)
+    return {
+        "method": method,
+        "history_points": len(values),
+        "last_label": str(labels[-1]),
+        "last_value": float(values[-1]),
+        "forecast": interval_points(next_labels(labels, horizon), points, errors),
+        "backtest_mape": mape,
+        "backtest_origins": used,
+    }
+
+
+def forecast_report(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    period_column: str,
+    value_column: str,
+    group_column: str | None,
+    horizon: int,
+    period: int | None,
+    backtest_origins: int = 6,
+) -> dict[str, Any]:
+    """The ``ForecastResult`` shape from the kernel forecast, one series per group."""
+    series = []
+    for group, (labels, values) in grouped_series(columns, rows, period_column, value_column, group_column).items():
+        one = seasonal_forecast(values, labels, horizon, period, backtest_origins=backtest_origins)
+        series.append({"group": group, **one})
+    return {"horizon": horizon, "period": period, "series": series}
+
+
+def grouped_series(
+    columns: Sequence[str], rows: Sequence[Sequence[Any]], period_column: str, value_column: str, group_column: str | None
+) -> dict[str | None, tuple[list[str], list[float]]]:
+    """(labels, values) per group (one ``None`` group without a group column), groups sorted."""
+    if group_column is None:
+        return {None: series_from_table(columns, rows, period_column, value_column)}
+    groups = [str(g) for g in table_column(columns, rows, group_column, field="group_column")]
+    out: dict[str | None, tuple[list[str], list[float]]] = {}
+    for group in sorted(set(groups)):
+        subset = [row for row, g in zip(rows, groups, strict=True) if g == group]
+        out[group] = series_from_table(columns, subset, period_column, value_column)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Additive attribution
+# ---------------------------------------------------------------------------------------------
+
+
+def _decimal(value: float | int | Decimal | str) -> Decimal:
+    # repr of a float is its shortest round-tripping decimal, so 0.1 stays 0.1 and not 0.1000…055
+    return value if isinstance(value, Decimal) else Decimal(repr(value) if isinstance(value, float) else str(value))
+
+
+def _cents(value: Decimal) -> Decimal:
+    return value.quantize(_CENT, rounding=ROUND_HALF_EVEN)
+
+
+def additive_attribution(before: Mapping[str, float], after: Mapping[str, float]) -> list[dict[str, Any]]:
+    """Each member's change between two periods, in cents, summing exactly to the total change.
+
+    Deltas are rounded to cents; the rounding remainder (a few cents at most) goes to the member
+    with the largest absolute change, where it distorts the least. Members are ordered by the size
+    of their change. ``share`` is the member's part of the total change (None when it is zero).
+    """
+    members = list(dict.fromkeys([*before, *after]))
+    b = {m: _decimal(before.get(m, 0)) for m in members}
+    a = {m: _decimal(after.get(m, 0)) for m in members}
+    total = _cents(sum(a.values(), Decimal(0)) - sum(b.values(), Decimal(0)))
+    deltas = {m: _cents(a[m] - b[m]) for m in members}
+    remainder = total - sum(deltas.values(), Decimal(0))
+    if members and remainder:
+        largest = max(members, key=lambda m: (abs(deltas[m]), m))
+        deltas[largest] += remainder
+    ordered = sorted(members, key=lambda m: (-abs(deltas[m]), m))
+    return [
+        {
+            "member": m,
+            "before": float(_cents(b[m])),
+            "after": float(_cents(a[m])),
+            "delta": float(deltas[m]),
+            "share": float(deltas[m] / total) if total else None,
+        }
+        for m in ordered
+    ]
+
+
+def attribution_report(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    period_column: str,
+    value_column: str,
+    dimensions: Sequence[str],
+    before_period: str | None = None,
+    after_period: str | None = None,
+) -> dict[str, Any]:
+    """The ``AttributionResult`` shape: per dimension, its members' contributions between two
+    periods, every dimension's parts summing exactly to the same total change.
+
+    The periods default to the last two in the data.
+    """
+    if not dimensions:
+        raise KernelInputError("name at least one dimension column", field="dimensions")
+    periods = [period_label(v) for v in table_column(columns, rows, period_column, field="period_column")]
+    raw_values = table_column(columns, rows, value_column, field="value_column")
+    values = [_decimal(as_float(v, field=f"value_column ({value_column})") if not isinstance(v, Decimal) else v) for v in raw_values]
+    known = sorted(set(periods))
+    if before_period is None or after_period is None:
+        if len(known) < 2:
+            raise KernelInputError(f"attribution needs two periods; the data has {known}", field="period_column")
+        before_period, after_period = before_period or known[-2], after_period or known[-1]
+    before_period, after_period = period_label(before_period), period_label(after_period)
+    for name, chosen in (("before_period", before_period), ("after_period", after_period)):
+        if chosen not in known:
+            raise KernelInputError(f"{name}: no rows for period {chosen!r}; the periods are {known}", field=name)
+    before_total = sum((v for v, p in zip(values, periods, strict=True) if p == before_period), Decimal(0))
+    after_total = sum((v for v, p in zip(values, periods, strict=True) if p == after_period), Decimal(0))
+    parts = []
+    for dimension in dimensions:
+        members = [str(m) for m in table_column(columns, rows, dimension, field="dimensions")]
+        before: dict[str, Decimal] = {}
+        after: dict[str, Decimal] = {}
+        for member, period, value in zip(members, periods, values, strict=True):
+            if period == before_period:
+                before[member] = before.get(member, Decimal(0)) + value
+            elif period == after_period:
+                after[member] = after.get(member, Decimal(0)) + value
+        contributions = additive_attribution(before, after)  # type: ignore[arg-type]
+        rising = [c for c in contributions if c["delta"] > 0]
+        falling = [c for c in contributions if c["delta"] < 0]
+        parts.append(
+            {
+                "dimension": dimension,
+                "contributions": contributions,
+                "largest_increase": max(rising, key=lambda c: c["delta"])["member"] if rising else None,
+                "largest_decrease": min(falling, key=lambda c: c["delta"])["member"] if falling else None,
+            }
+        )
+    return {
+        "before_period": before_period,
+        "after_period": after_period,
+        "before_total": float(_cents(before_total)),
+        "after_total": float(_cents(after_total)),
+        "total_change": float(_cents(after_total) - _cents(before_total)),
+        "dimensions": parts,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Distributions (stdlib): regularized incomplete beta and gamma, Student t and chi-square tails
+# ---------------------------------------------------------------------------------------------
+
+
+def _beta_continued_fraction(a: float, b: float, x: float) -> float:
+    # Lentz's method for the continued fraction of I_x(a, b) (Numerical Recipes, 6.4).
+    tiny, eps = 1e-300, 1e-15
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 400):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < eps:
+            break
+    return h
+
+
+def regularized_beta(a: float, b: float, x: float) -> float:
+    """I_x(a, b), the regularized incomplete beta function."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    # The continued fraction converges fast for x < (a+1)/(a+b+2); use the symmetry otherwise.
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _beta_continued_fraction(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _beta_continued_fraction(b, a, 1.0 - x) / b
+
+
+def student_t_two_sided_p(t: float, df: float) -> float:
+    """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom."""
+    if math.isinf(t):
+        return 0.0
+    return regularized_beta(df / 2.0, 0.5, df / (df + t * t))
+
+
+def regularized_gamma_q(a: float, x: float) -> float:
+    """Q(a, x) = 1 - P(a, x), the upper regularized incomplete gamma function."""
+    if x <= 0:
+        return 1.0
+    log_front = -x + a * math.log(x) - math.lgamma(a)
+    if x < a + 1.0:  # series for P
+        term = total = 1.0 / a
+        ap = a
+        for _ in range(500):
+            ap += 1.0
+            term *= x / ap
+            total += term
+            if abs(term) < abs(total) * 1e-15:
+                break
+        return max(0.0, 1.0 - total * math.exp(log_front))
+    tiny = 1e-300  # continued fraction for Q (Numerical Recipes, 6.2)
+    b = x + 1.0 - a
+    c, d = 1.0 / tiny, 1.0 / b
+    h = d
+    for i in range(1, 500):
+        an = -i * (i - a)
+        b += 2.0
+        d = an * d + b
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = b + an / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-15:
+            break
+    return math.exp(log_front) * h
+
+
+def chi2_sf(statistic: float, df: float) -> float:
+    return regularized_gamma_q(df / 2.0, statistic / 2.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Correlation
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_pair(x: Sequence[float], y: Sequence[float]) -> None:
+    if len(x) != len(y):
+        raise KernelInputError(f"{len(x)} x values for {len(y)} y values", field="y")
+    if len(x) < 3:
+        raise KernelInputError(f"{len(x)} pairs; a correlation with a p-value needs at least 3", field="rows")
+    for name, seq in (("x", x), ("y", y)):
+        if max(seq) == min(seq):
+            raise KernelInputError(f"{name} is constant; its correlation is undefined", field=name)
+
+
+def _correlation_p(r: float, n: int) -> float:
+    if abs(r) >= 1.0:
+        return 0.0
+    df = n - 2
+    t = r * math.sqrt(df / (1.0 - r * r))
+    return student_t_two_sided_p(t, df)
+
+
+def pearson(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
+    """Pearson's r and its two-sided p-value (t-distribution with n-2 degrees of freedom)."""
+    _check_pair(x, y)
+    mx, my = statistics.fmean(x), statistics.fmean(y)
+    sxy = math.fsum((a - mx) * (b - my) for a, b in zip(x, y, strict=True))
+    sxx = math.fsum((a - mx) ** 2 for a in x)
+    syy = math.fsum((b - my) ** 2 for b in y)
+    r = max(-1.0, min(1.0, sxy / math.sqrt(sxx * syy)))
+    return r, _correlation_p(r, len(x))
+
+
+def average_ranks(values: Sequence[float]) -> list[float]:
+    """1-based ranks, ties sharing their average rank."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return ranks
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
+    """Spearman's rho (Pearson on average ranks) and its t-approximation p-value, as scipy."""
+    _check_pair(x, y)
+    return pearson(average_ranks(x), average_ranks(y))
+
+
+def numeric_columns(columns: Sequence[str], rows: Sequence[Sequence[Any]], chosen: Sequence[str] | None) -> list[str]:
+    if chosen:
+        for name in chosen:
+            numeric_column(columns, rows, name, field="numeric_columns")
+        return list(chosen)
+    return [c for c in columns if is_numeric_column(columns, rows, c)]
+
+
+def correlation_report(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, numeric: Sequence[str] | None = None) -> dict[str, Any]:
+    """The ``CorrelationResult`` shape: Pearson and Spearman with p-values for every pair."""
+    names = numeric_columns(columns, rows, numeric)
+    if len(names) < 2:
+        raise KernelInputError(f"correlation needs two numeric columns; found {names}", field="numeric_columns")
+    data = {name: numeric_column(columns, rows, name, field="numeric_columns") for name in names}
+    pairs = []
+    for i, x in enumerate(names):
+        for y in names[i + 1 :]:
+            try:
+                r, p_r = pearson(data[x], data[y])
+                rho, p_rho = spearman(data[x], data[y])
+            except KernelInputError as error:
+                constant = x if error.field == "x" else y
+                raise KernelInputError(f"column {constant!r} is constant; its correlation is undefined", field="numeric_columns") from None
+            pairs.append({"x": x, "y": y, "n": len(rows), "pearson_r": r, "pearson_p": p_r, "spearman_rho": rho, "spearman_p": p_rho})
+    pairs.sort(key=lambda p: -abs(p["pearson_r"]))
+    return {"columns": names, "n_rows": len(rows), "pairs": pairs}
+
+
+# ---------------------------------------------------------------------------------------------
+# Clustering (numpy): k-means on standardised features, k by silhouette
+# ---------------------------------------------------------------------------------------------
+
+
+def standardise(matrix: Any) -> Any:
+    import numpy as np
+
+    m = np.asarray(matrix, dtype=float)
+    sd = m.std(axis=0)
+    if (sd == 0).any():
+        raise KernelInputError("a feature is constant; it cannot separate clusters", field="feature_columns")
+    return (m - m.mean(axis=0)) / sd
+
+
+def kmeans(points: Any, k: int, *, seed: int = 0, restarts: int = 10, iterations: int = 100) -> tuple[Any, float]:
+    """Lloyd's k-means with k-means++ starts; (labels, inertia) of the best restart."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    x = np.asarray(points, dtype=float)
+    best_labels, best_inertia = None, math.inf
+    for _ in range(restarts):
+        centres = [x[rng.integers(len(x))]]
+        for _ in range(1, k):
+            d2 = np.min([((x - c) ** 2).sum(axis=1) for c in centres], axis=0)
+            total = d2.sum()
+            centres.append(x[rng.choice(len(x), p=d2 / total)] if total > 0 else x[rng.integers(len(x))])
+        c = np.array(centres)
+        labels = np.zeros(len(x), dtype=int)
+        for _ in range(iterations):
+            labels = ((x[:, None, :] - c[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
+            moved = np.array([x[labels == j].mean(axis=0) if (labels == j).any() else c[j] for j in range(k)])
+            if np.allclose(moved, c):
+                break
+            c = moved
+        inertia = float(((x - c[labels]) ** 2).sum())
+        if inertia < best_inertia:
+            best_labels, best_inertia = labels, inertia
+    return best_labels, best_inertia
+
+
+def silhouette(points: Any, labels: Any) -> float:
+    """Mean silhouette (Euclidean), 0 for points alone in their cluster, as scikit-learn."""
+    import numpy as np
+
+    x = np.asarray(points, dtype=float)
+    lab = np.asarray(labels)
+    distances = np.sqrt(((x[:, None, :] - x[None, :, :]) ** 2).sum(axis=2))
+    scores = []
+    for i in range(len(x)):
+        own = lab == lab[i]
+        if own.sum() <= 1:
+            scores.append(0.0)
+            continue
+        a = distances[i, own].sum() / (own.sum() - 1)
+        b = min(distances[i, lab == other].mean() for other in set(lab.tolist()) if other != lab[i])
+        scores.append((b - a) / max(a, b) if max(a, b) > 0 else 0.0)
+    return float(np.mean(scores))
+
+
+def cluster_profiles(members: Sequence[str], features: Sequence[str], raw: Any, labels: Sequence[int]) -> list[dict[str, Any]]:
+    """Clusters numbered by size (0 the largest), each with its size, feature means and members."""
+    import numpy as np
+
+    raw = np.asarray(raw, dtype=float)
+    ids = sorted(set(int(v) for v in labels), key=lambda j: (-sum(1 for v in labels if v == j), j))
+    profiles = []
+    for number, j in enumerate(ids):
+        mask = np.array([int(v) == j for v in labels])
+        profiles.append(
+            {
+                "cluster": number,
+                "size": int(mask.sum()),
+                "means": {f: float(raw[mask, i].mean()) for i, f in enumerate(features)},
+                "members": [m for m, keep in zip(members, mask, strict=True) if keep],
+            }
+        )
+    return profiles
+
+
+def clustering_inputs(
+    columns: Sequence[str], rows: Sequence[Sequence[Any]], id_column: str | None, feature_columns: Sequence[str] | None
+) -> tuple[list[str], list[str], list[list[float]]]:
+    """(member labels, feature names, raw feature rows) checked for clustering."""
+    members = [str(v) for v in table_column(columns, rows, id_column, field="id_column")] if id_column else [str(i) for i in range(len(rows))]
+    features = [f for f in numeric_columns(columns, rows, feature_columns) if f != id_column]
+    if not features:
+        raise KernelInputError("no numeric feature columns to cluster on", field="feature_columns")
+    if len(rows) < 3:
+        raise KernelInputError(f"{len(rows)} rows; clustering needs at least 3", field="rows")
+    data = [numeric_column(columns, rows, f, field="feature_columns") for f in features]
+    return members, features, [list(r) for r in zip(*data, strict=True)]
+
+
+def clustering_report(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    id_column: str | None,
+    feature_columns: Sequence[str] | None,
+    max_k: int = 8,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The ``ClusteringResult`` shape with the numpy k-means."""
+    members, features, raw = clustering_inputs(columns, rows, id_column, feature_columns)
+    scaled = standardise(raw)
+    scores = []
+    best: tuple[float, int, Any] | None = None
+    for k in range(2, min(max_k, len(rows) - 1) + 1):
+        labels, _ = kmeans(scaled, k, seed=seed)
+        if len(set(labels.tolist())) < 2:
+            continue
+        score = silhouette(scaled, labels)
+        scores.append({"k": k, "silhouette": score})
+        if best is None or score > best[0]:
+            best = (score, k, labels)
+    if best is None:
+        raise KernelInputError("the rows do not separate into two or more clusters", field="rows")
+    return {
+        "features": features,
+        "k": best[1],
+        "silhouette": best[0],
+        "silhouette_by_k": scores,
+        "clusters": cluster_profiles(members, features, raw, best[2].tolist()),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Regression (numpy): OLS with coefficient tests and residual checks
+# ---------------------------------------------------------------------------------------------
+
+
+def durbin_watson(residuals: Sequence[float]) -> float:
+    return math.fsum((residuals[i] - residuals[i - 1]) ** 2 for i in range(1, len(residuals))) / math.fsum(r * r for r in residuals)
+
+
+def jarque_bera_p(residuals: Sequence[float]) -> float:
+    n = len(residuals)
+    mean = statistics.fmean(residuals)
+    m2 = math.fsum((r - mean) ** 2 for r in residuals) / n
+    m3 = math.fsum((r - mean) ** 3 for r in residuals) / n
+    m4 = math.fsum((r - mean) ** 4 for r in residuals) / n
+    skew, kurt = m3 / m2**1.5, m4 / m2**2
+    jb = n / 6.0 * (skew**2 + (kurt - 3.0) ** 2 / 4.0)
+    return chi2_sf(jb, 2)
+
+
+def regression_inputs(
+    columns: Sequence[str], rows: Sequence[Sequence[Any]], target: str, features: Sequence[str] | None
+) -> tuple[list[str], list[float], list[list[float]]]:
+    """(feature names, y, X rows without the intercept) checked for OLS."""
+    y = numeric_column(columns, rows, target, field="target")
+    names = [f for f in numeric_columns(columns, rows, features) if f != target]
+    if not names:
+        raise KernelInputError("no numeric feature columns to regress on", field="features")
+    if len(rows) < len(names) + 3:
+        raise KernelInputError(f"{len(rows)} rows for {len(names)} features; OLS needs at least {len(names) + 3}", field="rows")
+    if max(y) == min(y):
+        raise KernelInputError(f"target {target!r} is constant", field="target")
+    data = [numeric_column(columns, rows, f, field="features") for f in names]
+    for name, column in zip(names, data, strict=True):
+        if max(column) == min(column):
+            raise KernelInputError(f"feature {name!r} is constant; it is collinear with the intercept", field="features")
+    return names, y, [list(r) for r in zip(*data, strict=True)]
+
+
+def regression_report(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, target: str, features: Sequence[str] | None) -> dict[str, Any]:
+    """The ``RegressionResult`` shape with numpy OLS (no Shapiro-Wilk: it needs scipy)."""
+    import numpy as np
+
+    names, y_list, x_rows = regression_inputs(columns, rows, target, features)
+    y = np.asarray(y_list, dtype=float)
+    x = np.column_stack([np.ones(len(y)), np.asarray(x_rows, dtype=float)])
+    n, p = x.shape
+    if np.linalg.matrix_rank(x) < p:
+        raise KernelInputError("the features are collinear", field="features")
+    beta, *_ = np.linalg.lstsq(x, y, rcond=None)
+    residuals = y - x @ beta
+    rss = float(residuals @ residuals)
+    tss = float(((y - y.mean()) ** 2).sum())
+    df = n - p
+    sigma2 = rss / df
+    cov = sigma2 * np.linalg.inv(x.T @ x)
+    coefficients = []
+    for i, name in enumerate(["const", *names]):
+        se = float(math.sqrt(cov[i, i]))
+        t = float(beta[i]) / se if se > 0 else math.inf
+        coefficients.append({"name": name, "estimate": float(beta[i]), "std_error": se, "t": t, "p": student_t_two_sided_p(t, df)})
+    # Breusch-Pagan (Koenker's studentised form, statsmodels' default): n·R² of e² on X.
+    e2 = residuals**2
+    gamma, *_ = np.linalg.lstsq(x, e2, rcond=None)
+    aux_rss = float(((e2 - x @ gamma) ** 2).sum())
+    aux_tss = float(((e2 - e2.mean()) ** 2).sum())
+    lm = n * (1 - aux_rss / aux_tss) if aux_tss > 0 else 0.0
+    r2 = 1 - rss / tss
+    return {
+        "target": target,
+        "features": names,
+        "n": n,
+        "coefficients": coefficients,
+        "r_squared": r2,
+        "adj_r_squared": 1 - (1 - r2) * (n - 1) / df,
+        "residual_checks": {
+            "shapiro_p": None,
+            "jarque_bera_p": jarque_bera_p(residuals.tolist()),
+            "durbin_watson": durbin_watson(residuals.tolist()),
+            "breusch_pagan_p": chi2_sf(lm, p - 1),
+        },
+    }
