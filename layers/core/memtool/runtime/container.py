@@ -121,7 +121,7 @@ def embedder() -> Embedder:
         from memtool.runtime.aws import client
 
         return BedrockTitanEmbedder(
-            client("bedrock-runtime", settings, max_attempts=1),  # the embedder retries
+            guarded_aws_client("bedrock", client("bedrock-runtime", settings, max_attempts=1)),  # the embedder retries
             model_id=settings.bedrock_embedding_model_id,
             dimensions=settings.bedrock_embedding_dimensions,
         )
@@ -153,6 +153,8 @@ def vector_index() -> VectorIndex | None:
             pipeline=settings.opensearch_pipeline,
             serverless=settings.opensearch_service == "aoss",
         )
+        index.ensure()
+        return guarded_index(index)
     else:
         from memtool.retrieval.embedded_index import EmbeddedIndex
 
@@ -213,7 +215,7 @@ def warehouse():  # -> Warehouse
 
         if not settings.redshift_secret_arn:
             raise RuntimeError("MEMTOOL_WAREHOUSE=redshift needs MEMTOOL_REDSHIFT_SECRET_ARN")
-        return redshift_from_secret(settings.redshift_secret_arn, client("secretsmanager", settings))
+        return guarded_warehouse(redshift_from_secret(settings.redshift_secret_arn, client("secretsmanager", settings)))
     from memtool.sql.duckdb_warehouse import DuckDBWarehouse
 
     path = warehouse_path()
@@ -242,7 +244,7 @@ def planner():  # -> the planning port
         from memtool.runtime.aws import client
 
         return BedrockPlanner(
-            client("bedrock-runtime", settings, max_attempts=1),
+            guarded_aws_client("bedrock", client("bedrock-runtime", settings, max_attempts=1)),
             model_id=settings.bedrock_planner_model_id,
             catalog=catalog,
             entities=entities,
@@ -319,7 +321,9 @@ def diagnosis_llm():  # -> the Bedrock diagnoser, when MEMTOOL_DIAGNOSER=bedrock
     from memtool.diagnosis.bedrock import BedrockDiagnoser
     from memtool.runtime.aws import client
 
-    return BedrockDiagnoser(client("bedrock-runtime", settings, max_attempts=1), model_id=settings.bedrock_diagnoser_model_id)
+    return BedrockDiagnoser(
+        guarded_aws_client("bedrock", client("bedrock-runtime", settings, max_attempts=1)), model_id=settings.bedrock_diagnoser_model_id
+    )
 
 
 def diagnosis_service():  # -> DiagnosisService
@@ -375,6 +379,8 @@ def flow_runner():  # -> FlowRunner
     install_in_process_lambdas(
         {
             "FlowStepsFunction": function_fleet(root, "flow_steps"),
+            "AnalyzeFunction": function_fleet(root, "analyze"),
+            "MlToolsFunction": function_fleet(root, "ml_tools"),
             "MaintenanceFunction": function_fleet(root, "maintenance"),
         }
     )
@@ -387,7 +393,112 @@ def ask_service():  # -> AskService
     return AskService(flow_runner(), clock(), response_rows=get_settings().response_rows)
 
 
-_CACHED = (memory_store, idempotency_store, embedder, vector_index, warehouse, planner, flow_runner, diagnosis_queue)
+# ---- tools, analysis and the circuit breakers --------------------------------------------------
+
+
+@once
+def breakers():  # -> CircuitBreakers: one per outside dependency, per process (per Lambda container)
+    from memtool.tools.breakers import CircuitBreakers
+
+    settings = get_settings()
+    return CircuitBreakers(failure_threshold=settings.breaker_failure_threshold, cooldown_seconds=settings.breaker_cooldown_seconds)
+
+
+def guarded_aws_client(dependency: str, aws_client):  # -> a boto3 client whose calls go through the breaker
+    from memtool.tools.breakers import GuardedClient
+
+    def counts(exc: BaseException) -> bool:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        if isinstance(exc, ClientError):
+            code = str(exc.response.get("Error", {}).get("Code") or "")
+            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+            return status >= 500 or code in _DEPENDENCY_ERROR_CODES
+        return isinstance(exc, BotoCoreError)
+
+    def open_error(exc, operation: str):
+        from botocore.exceptions import ClientError
+
+        return ClientError({"Error": {"Code": "CircuitOpen", "Message": str(exc)}}, operation)
+
+    return GuardedClient(aws_client, breakers().get(dependency), counts=counts, open_error=open_error, unguarded=frozenset({"can_paginate", "get_paginator", "get_waiter"}))
+
+
+_DEPENDENCY_ERROR_CODES = frozenset(
+    {"ThrottlingException", "ServiceUnavailableException", "InternalServerException", "ModelNotReadyException", "ModelTimeoutException", "ServiceQuotaExceededException"}
+)
+
+
+def guarded_index(index):  # -> the vector index behind the "opensearch" breaker (an open circuit reads as IndexUnavailable)
+    from memtool.retrieval.index import IndexUnavailable
+    from memtool.tools.breakers import GuardedClient
+
+    return GuardedClient(
+        index,
+        breakers().get("opensearch"),
+        counts=lambda exc: isinstance(exc, IndexUnavailable),
+        open_error=lambda exc, _name: IndexUnavailable(str(exc)),
+    )
+
+
+def guarded_warehouse(built):  # -> Redshift behind the "redshift" breaker: only outages count, never a bad SQL
+    from memtool.sql.warehouse import WarehouseError
+    from memtool.tools.breakers import GuardedClient
+
+    return GuardedClient(
+        built,
+        breakers().get("redshift"),
+        counts=lambda exc: isinstance(exc, WarehouseError) and exc.code in ("unavailable", "timeout"),
+        open_error=lambda exc, _name: WarehouseError(f"{exc}; try again later", code="unavailable"),
+    )
+
+
+def local_sandbox():  # -> LocalProcessSandbox
+    from memtool.analysis.sandbox.local import LocalProcessSandbox
+
+    settings = get_settings()
+    return LocalProcessSandbox(memory_mb=settings.sandbox_memory_mb)
+
+
+@once
+def sandbox():  # -> ResilientSandbox: E2B behind its breaker with the local sandbox as fallback, or the local sandbox
+    from memtool.analysis.code_interpreter import ResilientSandbox
+
+    settings = get_settings()
+    if settings.sandbox != "e2b":
+        return ResilientSandbox(local_sandbox())
+    from memtool.analysis.sandbox.e2b import E2BSandbox
+
+    if not settings.e2b_secret_arn:
+        raise RuntimeError("MEMTOOL_SANDBOX=e2b needs MEMTOOL_E2B_SECRET_ARN")
+    from memtool.runtime.aws import client
+
+    secret = client("secretsmanager", settings).get_secret_value(SecretId=settings.e2b_secret_arn)["SecretString"]
+    api_key = secret.strip()
+    if api_key.startswith("{"):
+        import json
+
+        api_key = str(json.loads(api_key).get("api_key") or json.loads(api_key).get("E2B_API_KEY") or "")
+    return ResilientSandbox(E2BSandbox(api_key=api_key), fallback=local_sandbox, breaker=breakers().get("e2b"))
+
+
+@once
+def tool_registry():  # -> ToolRegistry: the code interpreter and the ML tools (their libraries load on first call)
+    from memtool.analysis.code_interpreter import code_interpreter_tool
+    from memtool.analysis.ml.registry import ml_tools
+    from memtool.tools.base import ToolRegistry
+
+    settings = get_settings()
+    return ToolRegistry([code_interpreter_tool(sandbox, timeout_seconds=settings.sandbox_timeout_seconds), *ml_tools()])
+
+
+def tool_executor():  # -> ToolExecutor over the registry, with the breakers
+    from memtool.tools.executor import ToolExecutor
+
+    return ToolExecutor(tool_registry(), breakers=breakers(), max_parallel=get_settings().tool_max_parallel)
+
+
+_CACHED = (memory_store, idempotency_store, embedder, vector_index, warehouse, planner, flow_runner, diagnosis_queue, breakers, sandbox, tool_registry)
 
 
 def reset() -> None:

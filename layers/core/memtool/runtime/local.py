@@ -293,6 +293,7 @@ class LocalRuntime:
             problems.append(f"indexer lags {lag:.0f} s")
         if indexer.get("drain_errors"):
             problems.append("indexer feed failing")
+        problems.extend(f"{name} circuit {state['state']}" for name, state in _breaker_states().items() if state["state"] != "closed")
         http = self._http.stats if self._http is not None else None
         return {
             "status": "degraded" if problems else "ok",
@@ -310,6 +311,7 @@ class LocalRuntime:
                 "in_flight": max(0, http.in_flight - 1) if http else 0,  # not counting this one
             },
             "cache": _cache_stats(),
+            "breakers": _breaker_states(),
             "indexer": indexer,
             "diagnosis_queue": diagnoses,
         }
@@ -372,6 +374,13 @@ def _cache_stats() -> dict[str, Any]:
     from memtool.cache.sql_cache import STATS
 
     return STATS.snapshot()
+
+
+def _breaker_states() -> dict[str, Any]:
+    """Each outside dependency's circuit (closed, open, half_open) and its counts."""
+    from memtool.runtime import container
+
+    return container.breakers().health()
 
 
 def _openapi() -> dict[str, Any]:

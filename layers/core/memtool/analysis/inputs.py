@@ -1,0 +1,180 @@
+"""The tables an analysis needs, built from the question's intent and its answered series.
+
+- **anomaly** and **forecast** read the series the ask already ran (a month grain, widened for
+  context by the planner), grouped when the question grouped it (one series per region).
+- **attribution** needs the change broken down: the metric by each of the dimensions that can
+  explain it (region or city, channel, product; for refunds also the refund reason), for the
+  period asked about and the period before it. Those queries are compiled from the intent by the
+  semantic layer, so the same definitions (and lessons) hold, and run through the guardrails.
+- **clustering**, **correlation** and **regression** need several measures per member: the asked
+  metric with the catalog's other measures, by the question's grouping (cities by default).
+
+Windows: the period asked about (*focus*) is the question's own time words, before the planner
+widened them; a future period is the forecast *horizon*.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from memtool.semantic.intent import Filter, Intent, TimeWindow
+from memtool.semantic.time_expressions import add_months, month_start
+
+GRAINS = ("day", "week", "month", "quarter", "year")
+# Measures a member is profiled by for clustering / correlation / regression (additive, comparable).
+PROFILE_METRICS = ("net_revenue", "order_count", "units", "refund_amount")
+ADDITIVE_KINDS = ("money", "count")
+NON_ADDITIVE = ("avg_order_value", "refund_rate")
+
+
+@dataclass(frozen=True)
+class AnalysisWindows:
+    focus: TimeWindow | None = None  # the period the question asks about (not the widened context)
+    horizon: TimeWindow | None = None  # a future period: what to forecast
+
+
+@dataclass
+class Table:
+    columns: list[str]
+    rows: list[list[Any]]
+    params: dict[str, Any] = field(default_factory=dict)
+    queries: list[str] = field(default_factory=list)  # the SQL that built it (beyond the ask's own)
+    notes: list[str] = field(default_factory=list)
+
+
+def analysis_windows(times: Sequence[Any], today: date) -> AnalysisWindows:
+    """The focus and the horizon from the question's time matches (``ParsedQuestion.times``)."""
+    future = [t.window for t in times if t.window.start > today]
+    past = [t.window for t in times if t.window.start <= today and t.family != "same_period_last_year"]
+    return AnalysisWindows(focus=max(past, key=lambda w: w.start) if past else None, horizon=future[0] if future else None)
+
+
+def series_shape(columns: Sequence[str], intent: Intent | None) -> tuple[str | None, list[str], str | None]:
+    """(the period column, the group columns, the value column) of an answered table."""
+    if not columns:
+        return None, [], None
+    period = next((c for c in columns if c in GRAINS), None)
+    value = columns[-1]
+    groups = [c for c in columns if c not in (period, value)]
+    return period, groups, value
+
+
+def month_labels(window: TimeWindow) -> list[str]:
+    """The YYYY-MM labels a window covers."""
+    labels, current = [], month_start(window.start)
+    while current < window.end:
+        labels.append(current.strftime("%Y-%m"))
+        current = add_months(current, 1)
+    return labels
+
+
+def _label(value: Any) -> str:
+    text = str(value)
+    return text[:7] if len(text) >= 7 and text[4] == "-" else text
+
+
+def series_table(columns: list[str], rows: list[list[Any]], intent: Intent | None, windows: AnalysisWindows) -> Table:
+    """The answered series, as {period, [group], value} with YYYY-MM labels and the focus marked."""
+    period, groups, value = series_shape(columns, intent)
+    params: dict[str, Any] = {"period_column": period, "value_column": value, "group_columns": groups, "season_length": 12}
+    if windows.focus is not None:
+        params["focus"] = month_labels(windows.focus)
+    out_rows = [[_label(cell) if name == period else cell for name, cell in zip(columns, row, strict=False)] for row in rows]
+    return Table(columns=list(columns), rows=out_rows, params=params)
+
+
+def forecast_table(columns: list[str], rows: list[list[Any]], intent: Intent | None, windows: AnalysisWindows, today: date) -> Table:
+    table = series_table(columns, rows, intent, windows)
+    labels = sorted({row[columns.index(table.params["period_column"])] for row in table.rows}) if table.params["period_column"] else []
+    horizon = windows.horizon
+    if horizon is None:  # "预测…" with no period: the next month after the history
+        start = add_months(month_start(today), 1) if not labels else add_months(date.fromisoformat(labels[-1] + "-01"), 1)
+        horizon = TimeWindow(start=start, end=add_months(start, 1), label="next month")
+        table.notes.append(f"no forecast period named: forecasting {start:%Y-%m}")
+    wanted = month_labels(horizon)
+    last = date.fromisoformat(labels[-1] + "-01") if labels else month_start(today)
+    steps = max(1, (date.fromisoformat(wanted[-1] + "-01").year - last.year) * 12 + date.fromisoformat(wanted[-1] + "-01").month - last.month)
+    table.params.update({"horizon": steps, "report_periods": wanted, "horizon_label": horizon.label})
+    return table
+
+
+def attribution_table(
+    intent: Intent,
+    windows: AnalysisWindows,
+    run: Callable[[Intent], tuple[list[str], list[list[Any]], str]],
+    dimensions_of: Callable[[str], Sequence[str]],
+    series_labels: Sequence[str],
+) -> Table:
+    """The metric by each explaining dimension, for the focus period and the one before it.
+
+    ``run(intent) -> (columns, rows, sql)`` compiles, guards and runs a drill-down.
+    """
+    if intent.metric in NON_ADDITIVE:
+        raise ValueError(f"{intent.metric} is a ratio: its change cannot be split into parts that add up")
+    focus = windows.focus
+    if focus is None or focus.end - focus.start > (add_months(focus.start, 1) - focus.start):
+        # No single period named (or a longer one): the last month of the series against the one before.
+        last = series_labels[-1] if series_labels else None
+        if last is None:
+            raise ValueError("there is no period to explain")
+        start = date.fromisoformat(last + "-01")
+        focus = TimeWindow(start=start, end=add_months(start, 1), label=last)
+    before = TimeWindow(start=add_months(focus.start, -1), end=focus.start, label=add_months(focus.start, -1).strftime("%Y-%m"))
+    filtered = {f.dimension for f in intent.filters if f.op == "in"}
+    allowed = set(dimensions_of(intent.metric))
+    candidates = ["region", "city", "channel", "product"] + (["refund_reason"] if intent.metric.startswith("refund") else [])
+    if "city" in filtered:
+        candidates = [d for d in candidates if d not in ("region", "city")]
+    elif "region" in filtered:
+        candidates = [d for d in candidates if d != "region"]
+    else:
+        candidates = [d for d in candidates if d != "city"]  # regions first; a city is one level down
+    dims = [d for d in candidates if d in allowed and d not in filtered]
+    rows: list[list[Any]] = []
+    queries: list[str] = []
+    for dim in dims:
+        values: dict[str, list[float]] = {}
+        for position, window in enumerate((before, focus)):
+            drill = Intent(metric=intent.metric, dimensions=(dim,), filters=tuple(f for f in intent.filters), time_window=window, unit=intent.unit)
+            columns, result_rows, sql = run(drill)
+            queries.append(sql)
+            for row in result_rows:
+                member = str(row[0])
+                values.setdefault(member, [0.0, 0.0])[position] = float(row[-1] or 0)
+        rows.extend([dim, member, round(b, 2), round(a, 2)] for member, (b, a) in sorted(values.items()))
+    return Table(
+        columns=["dimension", "member", "before", "after"],
+        rows=rows,
+        params={"before_label": before.start.strftime("%Y-%m"), "after_label": focus.start.strftime("%Y-%m"), "metric": intent.metric},
+        queries=queries,
+    )
+
+
+def profile_table(
+    intent: Intent,
+    run: Callable[[Intent], tuple[list[str], list[list[Any]], str]],
+    dimensions_of: Callable[[str], Sequence[str]],
+    window: TimeWindow | None,
+) -> Table:
+    """Several measures per member of the question's grouping (cities by default)."""
+    group = next((d for d in intent.dimensions if d not in GRAINS), "city")
+    metrics = [intent.metric, *[m for m in PROFILE_METRICS if m != intent.metric]]
+    metrics = [m for m in metrics if group in dimensions_of(m)]
+    filters: tuple[Filter, ...] = tuple(intent.filters)
+    by_member: dict[str, dict[str, float]] = {}
+    queries = []
+    for metric in metrics:
+        columns, rows, sql = run(Intent(metric=metric, dimensions=(group,), filters=filters, time_window=window or intent.time_window))
+        queries.append(sql)
+        for row in rows:
+            by_member.setdefault(str(row[0]), {})[metric] = float(row[-1] or 0)
+    members = sorted(m for m, v in by_member.items() if len(v) == len(metrics))
+    return Table(
+        columns=[group, *metrics],
+        rows=[[m, *[round(by_member[m][k], 2) for k in metrics]] for m in members],
+        params={"label_column": group, "target": intent.metric, "features": metrics},
+        queries=queries,
+    )
