@@ -69,6 +69,11 @@ EXPECTED_FUNCTIONS: dict[str, tuple[str, set[tuple[str, str]]]] = {
     "IndexerFunction": ("functions/indexer/", set()),
     "MaintenanceFunction": ("functions/maintenance/", set()),
 }
+# The analysis runners: container images built from a Dockerfile (no routes, invoked by AskFlow).
+EXPECTED_IMAGE_FUNCTIONS: dict[str, str] = {
+    "AnalyzeFunction": "functions/analyze/Dockerfile",
+    "MlToolsFunction": "functions/ml_tools/Dockerfile",
+}
 
 # The step names each state machine sends in its Lambda payload; the handlers dispatch on them.
 ASK_FLOW_STEPS = {
@@ -287,11 +292,15 @@ def test_every_function_exists_with_exactly_its_routes(template: dict[str, Any])
         name: r for name, r in resources.items() if r["Type"] == "AWS::Serverless::Function"
     }
 
-    assert set(functions) == set(EXPECTED_FUNCTIONS)
+    assert set(functions) == set(EXPECTED_FUNCTIONS) | set(EXPECTED_IMAGE_FUNCTIONS)
     for name, (code_uri, routes) in EXPECTED_FUNCTIONS.items():
         props = functions[name]["Properties"]
+        assert props.get("PackageType", "Zip") == "Zip", name
         assert props["CodeUri"] == code_uri, name
         assert props["Handler"] == "app.lambda_handler", name
+        assert props["Runtime"] == "python3.12", name
+        # The core layer only: with the analysis dependencies a zip function passes 250 MB.
+        assert props["Layers"] == [{"Ref": "CoreLayer"}], name
         assert (ROOT / code_uri).is_dir(), f"{code_uri} is missing"
         assert api_routes(functions[name]) == routes, name
         for event in props.get("Events", {}).values():
@@ -299,6 +308,35 @@ def test_every_function_exists_with_exactly_its_routes(template: dict[str, Any])
                 assert event["Properties"]["RestApiId"] == {"Ref": "MemtoolApi"}, name
                 # Every route goes through the Cognito authorizer (no per-route opt-out).
                 assert "Auth" not in event["Properties"], name
+
+
+def test_the_analysis_runners_are_images_that_sam_build_can_build(template: dict[str, Any]) -> None:
+    for name, dockerfile in EXPECTED_IMAGE_FUNCTIONS.items():
+        function = template["Resources"][name]
+        props = function["Properties"]
+
+        assert props["PackageType"] == "Image", name
+        # SAM rejects Runtime, Handler and Layers on an image function (the image's CMD is the handler).
+        assert not {"Runtime", "Handler", "Layers", "CodeUri"} & set(props), name
+        assert props["Timeout"] == 60, name
+        assert not props.get("Events"), name
+        metadata = function["Metadata"]
+        assert metadata["DockerContext"] == "."
+        assert metadata["Dockerfile"] == dockerfile
+        assert (ROOT / metadata["DockerContext"] / dockerfile).is_file(), dockerfile
+        assert metadata["DockerTag"], name
+    assert template["Resources"]["AnalyzeFunction"]["Properties"]["MemorySize"] == 2048
+    assert template["Resources"]["MlToolsFunction"]["Properties"]["MemorySize"] == 3008
+    analyze_env = template["Resources"]["AnalyzeFunction"]["Properties"]["Environment"]["Variables"]
+    assert analyze_env["MEMTOOL_SANDBOX"] == {"Fn::If": ["HasE2BSecret", "e2b", "local"]}
+    assert analyze_env["MEMTOOL_E2B_SECRET_ARN"] == {"Ref": "E2BApiKeySecretArn"}
+
+
+def test_the_analysis_layer_is_gone(template: dict[str, Any]) -> None:
+    layers = {n for n, r in template["Resources"].items() if r["Type"] == "AWS::Serverless::LayerVersion"}
+
+    assert layers == {"CoreLayer"}
+    assert not (ROOT / "layers" / "analysis").exists()
 
 
 def test_api_uses_the_cognito_authorizer_by_default(template: dict[str, Any]) -> None:
@@ -316,9 +354,10 @@ def test_globals_give_every_function_the_shared_settings(template: dict[str, Any
     function_globals = template["Globals"]["Function"]
     variables = function_globals["Environment"]["Variables"]
 
-    assert function_globals["Runtime"] == "python3.12"
+    # Globals reach the image functions too: nothing SAM rejects on PackageType Image.
+    assert not {"Runtime", "Handler", "Layers", "CodeUri"} & set(function_globals)
+    assert function_globals["Architectures"] == ["x86_64"]
     assert function_globals["Tracing"] == "Active"
-    assert function_globals["Layers"] == [{"Ref": "CoreLayer"}]
     assert variables["MEMTOOL_RUNTIME"] == "aws"
     assert variables["MEMTOOL_MEMORY_TABLE"] == {"Ref": "MemoryTable"}
     assert variables["MEMTOOL_IDEMPOTENCY_TABLE"] == {"Ref": "IdempotencyTable"}
@@ -327,7 +366,6 @@ def test_globals_give_every_function_the_shared_settings(template: dict[str, Any
         "MEMTOOL_OPENSEARCH_ENDPOINT",
         "MEMTOOL_OPENSEARCH_SERVICE",
         "MEMTOOL_REDSHIFT_SECRET_ARN",
-        "MEMTOOL_E2B_SECRET_ARN",
         "MEMTOOL_BEDROCK_PLANNER_MODEL_ID",
         "MEMTOOL_BEDROCK_EMBEDDING_MODEL_ID",
         "POWERTOOLS_SERVICE_NAME",
@@ -368,7 +406,7 @@ def test_alarms_notify_only_when_a_topic_is_given(template: dict[str, Any]) -> N
         if p.get("Namespace") == "AWS/Lambda" and p.get("MetricName") == "Errors"
     }
 
-    assert alarmed_functions == set(EXPECTED_FUNCTIONS)
+    assert alarmed_functions == set(EXPECTED_FUNCTIONS) | set(EXPECTED_IMAGE_FUNCTIONS)
     for name, props in alarms.items():
         assert props["AlarmActions"] == {
             "Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]
@@ -450,9 +488,17 @@ def diagnose_redrive_problems(template: dict[str, Any]) -> list[str]:
     return problems
 
 
+def _policies(policy: dict[str, Any]) -> list[dict[str, Any]]:
+    """A role policy, or both branches of a conditional one (SAM keeps a Policies Fn::If as is)."""
+    if "Fn::If" in policy:
+        _condition, *branches = policy["Fn::If"]
+        return [p for branch in branches if isinstance(branch, dict) for p in _policies(branch)]
+    return [policy] if "PolicyDocument" in policy else []
+
+
 def _statements(role: dict[str, Any]) -> list[dict[str, Any]]:
     found = []
-    for policy in role["Properties"].get("Policies", []):
+    for policy in (p for item in role["Properties"].get("Policies", []) for p in _policies(item)):
         statements = policy["PolicyDocument"]["Statement"]
         found.extend(statements if isinstance(statements, list) else [statements])
     return found
@@ -596,8 +642,13 @@ def test_state_machine_types_and_wiring(template: dict[str, Any]) -> None:
 
     assert ask["Type"] == "EXPRESS"
     assert ask["DefinitionSubstitutions"] == {
-        "FlowStepsFunctionArn": {"Fn::GetAtt": ["FlowStepsFunction", "Arn"]}
+        "FlowStepsFunctionArn": {"Fn::GetAtt": ["FlowStepsFunction", "Arn"]},
+        "AnalyzeFunctionArn": {"Fn::GetAtt": ["AnalyzeFunction", "Arn"]},
+        "MlToolsFunctionArn": {"Fn::GetAtt": ["MlToolsFunction", "Arn"]},
     }
+    # The flow may invoke exactly the functions it names.
+    invoked = {p["LambdaInvokePolicy"]["FunctionName"]["Ref"] for p in ask["Policies"] if "LambdaInvokePolicy" in p}
+    assert invoked == {"FlowStepsFunction", "AnalyzeFunction", "MlToolsFunction"}
     assert ask["Logging"]["Level"] == "ERROR"
     assert ask["Tracing"]["Enabled"] is True
     assert maintenance["Type"] == "STANDARD"
@@ -1085,3 +1136,45 @@ def test_maintenance_stops_at_a_failed_step_and_fails_with_its_error(
     assert scripted.steps_called == ["Decay", "Consolidate", "Archive"]
     assert execution["error"] == "ArchiveError"
     assert "could not archive m-7" in execution["cause"]
+
+
+# ---------------------------------------------------------------------------------- analysis runners
+
+
+def e2b_secret_readers(transformed: dict[str, Any]) -> set[str]:
+    """Functions whose role may read the E2B API key secret (in either branch of a condition)."""
+    resources = transformed["Resources"]
+    readers = set()
+    for name, function in resources.items():
+        if function["Type"] != "AWS::Lambda::Function":
+            continue
+        role = resources[function["Properties"]["Role"]["Fn::GetAtt"][0]]
+        for statement in _statements(role):
+            reads = any(a in ("secretsmanager:GetSecretValue", "secretsmanager:*", "*") for a in _actions(statement))
+            if statement.get("Effect") == "Allow" and reads and "E2BApiKeySecretArn" in repr(statement.get("Resource")):
+                readers.add(name)
+    return readers
+
+
+def test_only_the_code_interpreter_may_read_the_e2b_secret(transformed: dict[str, Any]) -> None:
+    import copy
+
+    assert e2b_secret_readers(transformed) == {"AnalyzeFunction"}
+    # The ML tools make no AWS call: logs and X-Ray (SAM's managed policies), nothing inline.
+    ml_role = transformed["Resources"]["MlToolsFunctionRole"]["Properties"]
+    assert not ml_role.get("Policies")
+    assert sorted(ml_role["ManagedPolicyArns"]) == sorted(
+        ["arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole", "arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess"]
+    )
+
+    # The check is not vacuous: a second reader is reported.
+    leaky = copy.deepcopy(transformed)
+    leaky["Resources"]["FlowStepsFunctionRole"]["Properties"]["Policies"].append(
+        {
+            "PolicyName": "x",
+            "PolicyDocument": {
+                "Statement": [{"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": {"Ref": "E2BApiKeySecretArn"}}]
+            },
+        }
+    )
+    assert e2b_secret_readers(leaky) == {"AnalyzeFunction", "FlowStepsFunction"}
