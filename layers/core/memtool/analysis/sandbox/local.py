@@ -1,0 +1,448 @@
+"""The local process sandbox: one untrusted script in a separate, locked-down Python process.
+
+Isolation level L2, the embedded default (E2B's microVM is the stronger level). The walls:
+
+* a fresh process ``python -I _runner.py``: an empty environment (only fixed variables), a
+  temporary working directory that is always removed, its own session (so the whole process
+  group is killed on the wall-clock timeout);
+* rlimits set in the child before exec: CPU seconds, address space (memory), file size, no core
+  dumps, and RLIMIT_NPROC = 0 — no new process or thread at all;
+* a network namespace of its own (``unshare --net``, when a one-time probe shows it works here):
+  no interface but a down loopback, so even native code has no route anywhere;
+* as root, the runner drops to ``nobody`` after it started (root ignores RLIMIT_NPROC);
+* an audit-hook policy in the runner (see ``_runner.py``) for clear errors on files outside the
+  working directory, processes, sockets, ctypes and mmap.
+
+On macOS or in Lambda (no ``unshare``, not root) the sandbox degrades to what is available and
+``SandboxRun.isolation`` says exactly which walls were up.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from memtool.analysis.sandbox import _runner
+from memtool.analysis.sandbox.port import (
+    MAX_RESULT_BYTES,
+    MAX_RETURNED_FILE_BYTES,
+    MAX_RETURNED_FILES,
+    RESULT_FILE,
+    STREAM_CAP_BYTES,
+    SandboxErrorKind,
+    SandboxFile,
+    SandboxRun,
+    SandboxUnavailable,
+    cap_text,
+    check_input_names,
+    content_type_of,
+)
+
+NOBODY = 65534
+RUNNER_PATH = Path(_runner.__file__).resolve()
+DEFAULT_PRELOAD = ("numpy", "pandas", "matplotlib", "matplotlib.pyplot")
+MPL_DIR = ".mpl"
+_READ_CHUNK = 64 * 1024
+_TAIL_BYTES = 4096
+_VERDICT = _runner.ERROR_PREFIX.encode()
+
+
+@functools.cache
+def network_namespace_prefix() -> tuple[str, ...]:
+    """``unshare --net --`` when it works on this machine (root, or unprivileged user namespaces), else ()."""
+    unshare = shutil.which("unshare") or ("/usr/bin/unshare" if os.path.exists("/usr/bin/unshare") else None)
+    if unshare is None:
+        return ()
+    for prefix in ((unshare, "--net", "--"), (unshare, "--net", "--map-root-user", "--")):
+        if prefix[-2] == "--map-root-user" and os.geteuid() == 0:
+            continue
+        try:
+            probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=10, env={})
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if probe.returncode == 0:
+            return prefix
+    return ()
+
+
+def _tree_readable_by_others(path: str) -> bool:
+    """Whether a uid other than the owner can reach ``path`` (every ancestor searchable)."""
+    current = os.path.realpath(path)
+    while True:
+        try:
+            mode = os.stat(current).st_mode
+        except OSError:
+            return False
+        if not mode & stat.S_IXOTH:
+            return False
+        parent = os.path.dirname(current)
+        if parent == current:
+            return True
+        current = parent
+
+
+@dataclass
+class _Stream:
+    """One of the child's output pipes, read with a cap so a flood neither fills memory nor hangs us."""
+
+    keep: int
+    kill_after: int
+    head: bytearray
+    tail: bytes = b""  # the last few KB: the runner's verdict line is the last thing it writes
+    total: int = 0
+    flooded: bool = False
+
+    def drain(self, fd: int, on_flood: threading.Event) -> None:
+        while True:
+            try:
+                chunk = os.read(fd, _READ_CHUNK)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.total += len(chunk)
+            room = self.keep - len(self.head)
+            if room > 0:
+                self.head += chunk[:room]
+            self.tail = (self.tail + chunk)[-_TAIL_BYTES:]
+            if self.total > self.kill_after and not self.flooded:
+                self.flooded = True
+                on_flood.set()
+
+    def text(self) -> str:
+        # the verdict line is for us; the script's own output is what the caller reads
+        head = b"".join(line for line in bytes(self.head).splitlines(keepends=True) if not line.startswith(_VERDICT))
+        return cap_text(head, self.keep, dropped=self.total - len(self.head))
+
+
+class LocalProcessSandbox:
+    """Runs a script in a separate Python process behind rlimits, a netns, a uid drop and an audit hook."""
+
+    name = "local-process"
+
+    def __init__(
+        self,
+        *,
+        cpu_seconds: int = 30,
+        memory_bytes: int = 1 << 30,
+        file_size_bytes: int = 16 << 20,
+        output_bytes: int = STREAM_CAP_BYTES,
+        output_kill_bytes: int = 4 << 20,
+        max_files: int = MAX_RETURNED_FILES,
+        max_files_bytes: int = MAX_RETURNED_FILE_BYTES,
+        max_result_bytes: int = MAX_RESULT_BYTES,
+        preload: Sequence[str] = DEFAULT_PRELOAD,
+        python: str | None = None,
+        sandbox_uid: int = NOBODY,
+        use_network_namespace: bool = True,
+    ) -> None:
+        self.cpu_seconds = max(1, int(cpu_seconds))
+        self.memory_bytes = memory_bytes
+        self.file_size_bytes = file_size_bytes
+        self.output_bytes = output_bytes
+        self.output_kill_bytes = max(output_kill_bytes, output_bytes)
+        self.max_files = max_files
+        self.max_files_bytes = max_files_bytes
+        self.max_result_bytes = max_result_bytes
+        self.preload = tuple(preload)
+        self.python = python or sys.executable
+        self.sandbox_uid = sandbox_uid
+        self.use_network_namespace = use_network_namespace
+        if not self.python or not os.path.exists(self.python):
+            raise SandboxUnavailable(f"no Python interpreter to start the sandbox with ({self.python!r})")
+
+    # -- what this machine offers --------------------------------------------------------------
+
+    @property
+    def drops_privileges(self) -> bool:
+        return hasattr(os, "geteuid") and os.geteuid() == 0 and self.sandbox_uid >= 0
+
+    @functools.cached_property
+    def _keep_read_search(self) -> bool:
+        # A Python installed under /root (pyenv) is unreadable to nobody; without CAP_DAC_READ_SEARCH
+        # every lazy import in the script would fail. Only then is the one read capability kept.
+        return self.drops_privileges and not _tree_readable_by_others(sys.prefix)
+
+    def _netns(self) -> tuple[str, ...]:
+        return network_namespace_prefix() if self.use_network_namespace and sys.platform.startswith("linux") else ()
+
+    def isolation(self) -> str:
+        walls = []
+        if self._netns():
+            walls.append("netns")
+        if self.drops_privileges:
+            walls.append("setuid+dac_read_search" if self._keep_read_search else "setuid")
+        walls += ["rlimits", "audit"]
+        return f"local-process({','.join(walls)})"
+
+    # -- one run ---------------------------------------------------------------------------------
+
+    def run(self, code: str, *, files: dict[str, bytes], timeout_seconds: float = 30.0) -> SandboxRun:
+        check_input_names(files)
+        started = time.monotonic()
+        isolation = self.isolation()
+        try:
+            workdir = tempfile.mkdtemp(prefix="memtool-sandbox-")
+        except OSError as exc:
+            raise SandboxUnavailable(f"cannot create the sandbox's working directory: {exc}") from exc
+        try:
+            self._prepare(workdir, files)
+            outcome = self._execute(workdir, code, timeout_seconds)
+            return self._collect(workdir, files, outcome, started, isolation, timeout_seconds)
+        finally:
+            _remove_tree(workdir)
+
+    def _prepare(self, workdir: str, files: dict[str, bytes]) -> None:
+        os.mkdir(os.path.join(workdir, MPL_DIR))
+        for name, data in files.items():
+            Path(workdir, name).write_bytes(data)
+        if self.drops_privileges:
+            for root, dirs, names in os.walk(workdir):
+                for entry in [root, *(os.path.join(root, n) for n in dirs + names)]:
+                    os.chown(entry, self.sandbox_uid, self.sandbox_uid)
+
+    def _environment(self, workdir: str) -> dict[str, str]:
+        # Built from nothing: no host variable (credentials, tokens) can reach the script.
+        return {
+            "HOME": workdir,
+            "MPLBACKEND": "Agg",
+            "MPLCONFIGDIR": os.path.join(workdir, MPL_DIR),
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+        }
+
+    def _limits(self) -> None:
+        """Runs in the child between fork and exec: only async-signal-safe-ish calls, no imports."""
+        import resource
+
+        wanted = [
+            (resource.RLIMIT_CPU, (self.cpu_seconds, self.cpu_seconds + 1)),  # SIGXCPU, then SIGKILL
+            (resource.RLIMIT_FSIZE, (self.file_size_bytes, self.file_size_bytes)),
+            (resource.RLIMIT_CORE, (0, 0)),
+            (resource.RLIMIT_NPROC, (0, 0)),
+        ]
+        if hasattr(resource, "RLIMIT_AS"):
+            wanted.append((resource.RLIMIT_AS, (self.memory_bytes, self.memory_bytes)))
+        for limit, value in wanted:
+            try:
+                resource.setrlimit(limit, value)
+            except (ValueError, OSError):
+                pass  # macOS rejects some (RLIMIT_AS); the isolation string does not claim more than rlimits
+
+    def _execute(self, workdir: str, code: str, timeout_seconds: float) -> _Outcome:
+        config = {
+            "workdir": workdir,
+            "preload": list(self.preload),
+            "uid": self.sandbox_uid if self.drops_privileges else -1,
+            "gid": self.sandbox_uid if self.drops_privileges else -1,
+            "keep_read_search": self._keep_read_search,
+        }
+        argv = [*self._netns(), self.python, "-I", str(RUNNER_PATH), json.dumps(config)]
+        try:
+            process = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=workdir,
+                env=self._environment(workdir),
+                start_new_session=True,
+                preexec_fn=self._limits,
+                close_fds=True,
+            )
+        except OSError as exc:
+            raise SandboxUnavailable(f"cannot start the sandbox process: {exc}") from exc
+        flood = threading.Event()
+        assert process.stdout is not None and process.stderr is not None and process.stdin is not None
+        out = _Stream(self.output_bytes, self.output_kill_bytes, bytearray())
+        err = _Stream(self.output_bytes, self.output_kill_bytes, bytearray())
+        readers = [
+            threading.Thread(target=out.drain, args=(process.stdout.fileno(), flood), daemon=True),
+            threading.Thread(target=err.drain, args=(process.stderr.fileno(), flood), daemon=True),
+        ]
+        for reader in readers:
+            reader.start()
+        try:
+            process.stdin.write(code.encode("utf-8"))
+            process.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass  # the child died before reading; its exit status says why
+        deadline = time.monotonic() + timeout_seconds
+        timed_out = False
+        while process.poll() is None:
+            if flood.wait(timeout=min(0.05, max(0.0, deadline - time.monotonic()))):
+                break
+            if time.monotonic() >= deadline:
+                timed_out = True
+                break
+        killed_by_us = process.poll() is None
+        if killed_by_us:
+            _kill_group(process)
+        returncode = process.wait()
+        for reader in readers:
+            reader.join(timeout=5)
+        process.stdout.close()
+        process.stderr.close()
+        return _Outcome(returncode, out, err, timed_out and killed_by_us, (out.flooded or err.flooded) and killed_by_us, killed_by_us)
+
+    # -- what came back --------------------------------------------------------------------------
+
+    def _collect(self, workdir: str, inputs: dict[str, bytes], outcome: _Outcome, started: float, isolation: str, timeout_seconds: float) -> SandboxRun:
+        stderr_notes: list[str] = []
+        kind, error = self._verdict(outcome, timeout_seconds)
+        result, result_error = self._read_result(workdir)
+        if result_error and kind is None:
+            kind, error = "output_limit", result_error
+        files = self._read_files(workdir, set(inputs), stderr_notes)
+        stderr = outcome.err.text()
+        if stderr_notes:
+            stderr = (stderr + ("\n" if stderr and not stderr.endswith("\n") else "") + "\n".join(stderr_notes)).strip("\n")
+        return SandboxRun(
+            ok=kind is None,
+            result=result,
+            stdout=outcome.out.text(),
+            stderr=stderr,
+            files=files,
+            error=error,
+            error_kind=kind,
+            duration_ms=(time.monotonic() - started) * 1000.0,
+            isolation=isolation,
+        )
+
+    def _verdict(self, outcome: _Outcome, timeout_seconds: float) -> tuple[SandboxErrorKind | None, str | None]:
+        code = outcome.returncode
+        message = _error_line(outcome.err.tail if outcome.err.total > len(outcome.err.head) else bytes(outcome.err.head))
+        if outcome.timed_out:
+            return "timeout", f"the script ran longer than {timeout_seconds:g} s (wall clock) and was stopped"
+        if outcome.flooded:
+            return "output_limit", f"the script printed more than {self.output_kill_bytes} bytes and was stopped"
+        if code == 0:
+            return None, None
+        if code == -signal.SIGXCPU or (code == -signal.SIGKILL and not outcome.killed_by_us):
+            return "cpu_limit", f"the script used more than {self.cpu_seconds} s of CPU time and was stopped"
+        if code == -getattr(signal, "SIGXFSZ", 25):
+            return "output_limit", f"the script wrote a file larger than {self.file_size_bytes} bytes"
+        if code < 0:
+            return "exit", f"the script was killed by signal {signal.Signals(-code).name}"
+        if code == _runner.EXIT_FORBIDDEN:
+            return "forbidden", message or "the script tried something the sandbox does not allow"
+        if code == _runner.EXIT_MEMORY:
+            return "memory_limit", f"the script ran out of memory (limit {self.memory_bytes // (1 << 20)} MiB): {message or 'MemoryError'}"
+        if code == _runner.EXIT_FILE_TOO_LARGE:
+            return "output_limit", f"the script wrote a file larger than {self.file_size_bytes} bytes: {message or 'File too large'}"
+        if code == _runner.EXIT_SETUP:
+            return "unavailable", message or "the sandbox could not be set up"
+        return "exit", message or f"the script exited with status {code}"
+
+    def _read_result(self, workdir: str) -> tuple[object | None, str | None]:
+        data, too_big = _read_own_file(os.path.join(workdir, RESULT_FILE), self.max_result_bytes, self._owner())
+        if too_big:
+            return None, f"result.json is larger than {self.max_result_bytes} bytes"
+        if data is None:
+            return None, None
+        try:
+            return json.loads(data), None
+        except ValueError:
+            return None, None
+
+    def _owner(self) -> int | None:
+        return self.sandbox_uid if self.drops_privileges else None
+
+    def _read_files(self, workdir: str, inputs: set[str], notes: list[str]) -> list[SandboxFile]:
+        found: list[SandboxFile] = []
+        skipped = 0
+        budget = self.max_files_bytes
+        for root, dirs, names in os.walk(workdir, followlinks=False):
+            relative_root = os.path.relpath(root, workdir)
+            if relative_root == ".":
+                dirs[:] = [d for d in dirs if d != MPL_DIR]
+            dirs.sort()
+            for name in sorted(names):
+                relative = name if relative_root == "." else f"{relative_root}/{name}".replace(os.sep, "/")
+                if relative in inputs or relative == RESULT_FILE:
+                    continue
+                if len(found) >= self.max_files:
+                    skipped += 1
+                    continue
+                data, too_big = _read_own_file(os.path.join(root, name), budget, self._owner())
+                if data is None:
+                    skipped += int(too_big)
+                    continue
+                budget -= len(data)
+                found.append(SandboxFile(name=relative, content_type=content_type_of(name), size=len(data), data=data))
+        if skipped:
+            notes.append(f"sandbox: {skipped} file(s) not returned (limits: {self.max_files} files, {self.max_files_bytes} bytes)")
+        return found
+
+
+@dataclass
+class _Outcome:
+    returncode: int
+    out: _Stream
+    err: _Stream
+    timed_out: bool
+    flooded: bool
+    killed_by_us: bool
+
+
+def _read_own_file(path: str, cap: int, owner: int | None) -> tuple[bytes | None, bool]:
+    """Read a file the script wrote — never through a symlink or a hard link to a host file (we may be root)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None, False
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or (owner is not None and info.st_uid != owner):
+            return None, False
+        if info.st_size > cap:
+            return None, True
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(cap + 1)
+        return (None, True) if len(data) > cap else (data, False)
+    finally:
+        os.close(fd)
+
+
+def _error_line(stderr_head: bytes) -> str | None:
+    lines = [line for line in stderr_head.decode("utf-8", errors="replace").splitlines() if line.startswith(_runner.ERROR_PREFIX)]
+    return lines[-1][len(_runner.ERROR_PREFIX):].strip() if lines else None
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    for kill in (lambda: os.killpg(process.pid, signal.SIGKILL), process.kill):
+        try:
+            kill()
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+
+
+def _remove_tree(path: str) -> None:
+    def make_writable(function, target, _exc_info):  # type: ignore[no-untyped-def]
+        # a script may chmod its own files read-only; we still remove them
+        try:
+            os.chmod(os.path.dirname(target), stat.S_IRWXU)
+            os.chmod(target, stat.S_IRWXU)
+            function(target)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=make_writable)
+    if os.path.exists(path):
+        shutil.rmtree(path, ignore_errors=True)
