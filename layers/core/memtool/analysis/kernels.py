@@ -23,11 +23,16 @@ _CENT = Decimal("0.01")
 
 
 class KernelInputError(ValueError):
-    """The data cannot be analysed as given; ``field`` names the argument at fault."""
+    """The data cannot be analysed as given; ``field`` names the argument at fault.
 
-    def __init__(self, message: str, *, field: str) -> None:
+    ``unanswerable`` marks well-formed data the analysis cannot answer (too few points, a constant
+    series) as opposed to malformed arguments (a missing column, a word where a number belongs).
+    """
+
+    def __init__(self, message: str, *, field: str, unanswerable: bool = False) -> None:
         super().__init__(message)
         self.field = field
+        self.unanswerable = unanswerable
 
 
 # ---------------------------------------------------------------------------------------------
@@ -117,11 +122,11 @@ def _check_series(values: Sequence[float], labels: Sequence[str], *, minimum: in
     if len(values) != len(labels):
         raise KernelInputError(f"{len(values)} values for {len(labels)} labels", field="labels")
     if len(values) < minimum:
-        raise KernelInputError(f"{len(values)} points; at least {minimum} are needed", field="values")
+        raise KernelInputError(f"{len(values)} points; at least {minimum} are needed", field="values", unanswerable=True)
     for i, v in enumerate(values):
         as_float(v, field=f"values[{i}]")
     if max(values) == min(values):
-        raise KernelInputError("the series is constant; there is nothing to analyse", field="values")
+        raise KernelInputError("the series is constant; there is nothing to analyse", field="values", unanswerable=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -444,7 +449,7 @@ def attribution_report(
     before_period, after_period = period_label(before_period), period_label(after_period)
     for name, chosen in (("before_period", before_period), ("after_period", after_period)):
         if chosen not in known:
-            raise KernelInputError(f"{name}: no rows for period {chosen!r}; the periods are {known}", field=name)
+            raise KernelInputError(f"{name}: no rows for period {chosen!r}; the periods are {known}", unanswerable=True, field=name)
     before_total = sum((v for v, p in zip(values, periods, strict=True) if p == before_period), Decimal(0))
     after_total = sum((v for v, p in zip(values, periods, strict=True) if p == after_period), Decimal(0))
     parts = []
@@ -576,10 +581,10 @@ def _check_pair(x: Sequence[float], y: Sequence[float]) -> None:
     if len(x) != len(y):
         raise KernelInputError(f"{len(x)} x values for {len(y)} y values", field="y")
     if len(x) < 3:
-        raise KernelInputError(f"{len(x)} pairs; a correlation with a p-value needs at least 3", field="rows")
+        raise KernelInputError(f"{len(x)} pairs; a correlation with a p-value needs at least 3", unanswerable=True, field="rows")
     for name, seq in (("x", x), ("y", y)):
         if max(seq) == min(seq):
-            raise KernelInputError(f"{name} is constant; its correlation is undefined", field=name)
+            raise KernelInputError(f"{name} is constant; its correlation is undefined", unanswerable=True, field=name)
 
 
 def _correlation_p(r: float, n: int) -> float:
@@ -644,7 +649,7 @@ def correlation_report(columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
                 rho, p_rho = spearman(data[x], data[y])
             except KernelInputError as error:
                 constant = x if error.field == "x" else y
-                raise KernelInputError(f"column {constant!r} is constant; its correlation is undefined", field="numeric_columns") from None
+                raise KernelInputError(f"column {constant!r} is constant; its correlation is undefined", unanswerable=True, field="numeric_columns") from None
             pairs.append({"x": x, "y": y, "n": len(rows), "pearson_r": r, "pearson_p": p_r, "spearman_rho": rho, "spearman_p": p_rho})
     pairs.sort(key=lambda p: -abs(p["pearson_r"]))
     return {"columns": names, "n_rows": len(rows), "pairs": pairs}
@@ -661,7 +666,7 @@ def standardise(matrix: Any) -> Any:
     m = np.asarray(matrix, dtype=float)
     sd = m.std(axis=0)
     if (sd == 0).any():
-        raise KernelInputError("a feature is constant; it cannot separate clusters", field="feature_columns")
+        raise KernelInputError("a feature is constant; it cannot separate clusters", unanswerable=True, field="feature_columns")
     return (m - m.mean(axis=0)) / sd
 
 
@@ -740,7 +745,7 @@ def clustering_inputs(
     if not features:
         raise KernelInputError("no numeric feature columns to cluster on", field="feature_columns")
     if len(rows) < 3:
-        raise KernelInputError(f"{len(rows)} rows; clustering needs at least 3", field="rows")
+        raise KernelInputError(f"{len(rows)} rows; clustering needs at least 3", unanswerable=True, field="rows")
     data = [numeric_column(columns, rows, f, field="feature_columns") for f in features]
     return members, features, [list(r) for r in zip(*data, strict=True)]
 
@@ -768,7 +773,7 @@ def clustering_report(
         if best is None or score > best[0]:
             best = (score, k, labels)
     if best is None:
-        raise KernelInputError("the rows do not separate into two or more clusters", field="rows")
+        raise KernelInputError("the rows do not separate into two or more clusters", unanswerable=True, field="rows")
     return {
         "features": features,
         "k": best[1],
@@ -807,13 +812,13 @@ def regression_inputs(
     if not names:
         raise KernelInputError("no numeric feature columns to regress on", field="features")
     if len(rows) < len(names) + 3:
-        raise KernelInputError(f"{len(rows)} rows for {len(names)} features; OLS needs at least {len(names) + 3}", field="rows")
+        raise KernelInputError(f"{len(rows)} rows for {len(names)} features; OLS needs at least {len(names) + 3}", unanswerable=True, field="rows")
     if max(y) == min(y):
-        raise KernelInputError(f"target {target!r} is constant", field="target")
+        raise KernelInputError(f"target {target!r} is constant", unanswerable=True, field="target")
     data = [numeric_column(columns, rows, f, field="features") for f in names]
     for name, column in zip(names, data, strict=True):
         if max(column) == min(column):
-            raise KernelInputError(f"feature {name!r} is constant; it is collinear with the intercept", field="features")
+            raise KernelInputError(f"feature {name!r} is constant; it is collinear with the intercept", unanswerable=True, field="features")
     return names, y, [list(r) for r in zip(*data, strict=True)]
 
 
