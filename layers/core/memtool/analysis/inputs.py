@@ -108,48 +108,54 @@ def attribution_table(
     dimensions_of: Callable[[str], Sequence[str]],
     series_labels: Sequence[str],
 ) -> Table:
-    """The metric by each explaining dimension, for the focus period and the one before it.
+    """The metric by month and every explaining dimension, for the focus month and the one before.
 
-    ``run(intent) -> (columns, rows, sql)`` compiles, guards and runs a drill-down.
+    One query grouped by all the dimensions at once, so each dimension's parts add up to the same
+    total change. ``run(intent) -> (columns, rows, sql)`` compiles, guards and runs it.
     """
     if intent.metric in NON_ADDITIVE:
         raise ValueError(f"{intent.metric} is a ratio: its change cannot be split into parts that add up")
     focus = windows.focus
-    if focus is None or focus.end - focus.start > (add_months(focus.start, 1) - focus.start):
-        # No single period named (or a longer one): the last month of the series against the one before.
+    if focus is None or add_months(month_start(focus.start), 1) < focus.end:
+        # No single month named (or a longer period): the last month of the series against the one before.
         last = series_labels[-1] if series_labels else None
         if last is None:
             raise ValueError("there is no period to explain")
         start = date.fromisoformat(last + "-01")
         focus = TimeWindow(start=start, end=add_months(start, 1), label=last)
-    before = TimeWindow(start=add_months(focus.start, -1), end=focus.start, label=add_months(focus.start, -1).strftime("%Y-%m"))
+    focus = TimeWindow(start=month_start(focus.start), end=add_months(month_start(focus.start), 1), label=focus.label)
+    before = add_months(focus.start, -1)
     filtered = {f.dimension for f in intent.filters if f.op == "in"}
     allowed = set(dimensions_of(intent.metric))
-    candidates = ["region", "city", "channel", "product"] + (["refund_reason"] if intent.metric.startswith("refund") else [])
-    if "city" in filtered:
-        candidates = [d for d in candidates if d not in ("region", "city")]
-    elif "region" in filtered:
-        candidates = [d for d in candidates if d != "region"]
+    if intent.metric.startswith("refund"):
+        candidates = ["product", "refund_reason", "channel"]
+    elif "city" in filtered or "region" in filtered:
+        candidates = ["channel", "product"]
     else:
-        candidates = [d for d in candidates if d != "city"]  # regions first; a city is one level down
+        candidates = ["region", "channel", "product"]
     dims = [d for d in candidates if d in allowed and d not in filtered]
-    rows: list[list[Any]] = []
-    queries: list[str] = []
-    for dim in dims:
-        values: dict[str, list[float]] = {}
-        for position, window in enumerate((before, focus)):
-            drill = Intent(metric=intent.metric, dimensions=(dim,), filters=tuple(f for f in intent.filters), time_window=window, unit=intent.unit)
-            columns, result_rows, sql = run(drill)
-            queries.append(sql)
-            for row in result_rows:
-                member = str(row[0])
-                values.setdefault(member, [0.0, 0.0])[position] = float(row[-1] or 0)
-        rows.extend([dim, member, round(b, 2), round(a, 2)] for member, (b, a) in sorted(values.items()))
+    if not dims:
+        raise ValueError(f"{intent.metric} has no dimension to break its change down by")
+    drill = Intent(
+        metric=intent.metric,
+        dimensions=("month", *dims),
+        filters=tuple(intent.filters),
+        time_window=TimeWindow(start=before, end=focus.end, label=f"{before:%Y-%m} to {focus.start:%Y-%m}"),
+        unit=intent.unit,
+    )
+    columns, rows, sql = run(drill)
+    value = columns[-1]
     return Table(
-        columns=["dimension", "member", "before", "after"],
-        rows=rows,
-        params={"before_label": before.start.strftime("%Y-%m"), "after_label": focus.start.strftime("%Y-%m"), "metric": intent.metric},
-        queries=queries,
+        columns=list(columns),
+        rows=[[_label(row[0]), *row[1:]] for row in rows],
+        params={
+            "period_column": "month",
+            "value_column": value,
+            "dimensions": dims,
+            "before_period": f"{before:%Y-%m}",
+            "after_period": f"{focus.start:%Y-%m}",
+        },
+        queries=[sql],
     )
 
 
@@ -178,3 +184,32 @@ def profile_table(
         params={"label_column": group, "target": intent.metric, "features": metrics},
         queries=queries,
     )
+
+
+# ---- the tools' arguments (memtool.analysis.ml's input models; the templated scripts read the same) ----
+
+MAX_SERIES = 12  # one question scans at most this many series for anomalies
+
+
+def anomaly_params(table: Table, series_name: str) -> dict[str, Any]:
+    return {"label_column": table.params["period_column"], "value_column": table.params["value_column"], "series_name": series_name, "period": 12}
+
+
+def forecast_params(table: Table) -> dict[str, Any]:
+    groups = table.params.get("group_columns") or []
+    return {
+        "period_column": table.params["period_column"],
+        "value_column": table.params["value_column"],
+        "group_column": groups[0] if groups else None,
+        "horizon": int(min(24, max(1, table.params["horizon"]))),
+        "period": 12,
+    }
+
+
+def profile_params(kind: str, table: Table) -> dict[str, Any]:
+    label, features, target = table.params["label_column"], list(table.params["features"]), table.params["target"]
+    if kind == "clustering":
+        return {"id_column": label, "feature_columns": features}
+    if kind == "correlation":
+        return {"numeric_columns": features}
+    return {"target": target, "features": [f for f in features if f != target]}

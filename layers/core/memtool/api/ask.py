@@ -45,7 +45,9 @@ class AskAnswer(BaseModel):
 
     episode_id: str
     route: str | None
-    status: Literal["answered", "needs_clarification", "remembered", "failed"]
+    status: Literal["answered", "partial", "needs_clarification", "remembered", "failed"] = Field(
+        description="partial: the data was answered but an analysis the question asked for could not run (notes say which and why)"
+    )
     question: str
     sql: str | None = None
     columns: list[str] = Field(default_factory=list)
@@ -75,5 +77,9 @@ class AskAnswer(BaseModel):
     cache: dict[str, Any] | None = Field(
         None,
         description="the SQL cache: {hit, key, similarity, bound_slots, reason, entry}; a hit skipped recall and planning, and its SQL ran again",
+    )
+    analysis: dict[str, Any] | None = Field(
+        None,
+        description="deep analyses: {status, tool, result, summary, analyses: [{kind, tool, runner, success, result, summary, error}], skipped, queries, chart_png}",
     )
     timings: dict[str, float] = Field(default_factory=dict)

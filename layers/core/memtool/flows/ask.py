@@ -88,7 +88,7 @@ class AskService:
             row_count=int(result.get("row_count") or 0),
             truncated=bool(result.get("truncated")) or len(rows) > self._response_rows,
             chart=state.chart,
-            answer=plan.get("answer"),
+            answer=plan.get("answer") or (state.analysis or {}).get("summary"),
             citations=list(plan.get("citations") or []),
             memories_used=[m.model_dump() for m in state.memories_used],
             memories_recalled=[m.model_dump(exclude={"content"}) for m in state.memories_recalled],
@@ -100,8 +100,16 @@ class AskService:
             repaired=state.repaired,
             diagnosis=state.diagnosis if state.status == "failed" else None,
             cache=state.cache,
+            analysis=_public_analysis(state.analysis),
             timings=timings,
         )
+
+
+def _public_analysis(analysis: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The analysis as the caller sees it (PlanAnalyses' interim record is not one)."""
+    if not analysis or analysis.get("status") == "planned":
+        return None
+    return analysis
 
 
 def _short(text: str | None, limit: int = 2000) -> str | None:

@@ -81,7 +81,10 @@ class AskState(BaseModel):
     cache_entry: dict[str, Any] | None = None  # {id, owner} of the entry a hit used
     planned_intent: dict[str, Any] | None = None  # the planner's intent before lessons (the cache key's)
     planned_sql: str | None = None  # the SQL before the guard rewrote it (what the cache keeps)
-    analysis: dict[str, Any] | None = None
+    analysis_tasks: list[dict[str, Any]] = Field(default_factory=list)  # PlanAnalyses: {kind, runner, tool, arguments, rows, why}
+    analysis_runs: list[dict[str, Any]] | None = None  # the Map's tool results, in the tasks' order
+    analysis: dict[str, Any] | None = None  # Summarize: {status, tool, result, summary, analyses, chart_png}
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)  # the trajectory's tool calls: inputs and a summary
     chart: dict[str, Any] | None = None
     status: str | None = None
     notes: list[str] = Field(default_factory=list)  # what the steps want the caller to know

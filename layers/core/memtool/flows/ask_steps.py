@@ -35,6 +35,8 @@ from memtool.runtime.settings import Settings
 from memtool.sql.warehouse import WarehouseError
 
 WORKING_TURNS_KEPT = 10
+# An analysis's drill-down table must be complete: above this many rows the analysis refuses.
+ANALYSIS_ROW_CAP = 5000
 # Two asks in one session race on the working-memory slot: re-read and retry this many times,
 # with a short jittered backoff, before giving up on keeping the turn (never on the answer).
 TURN_WRITE_ATTEMPTS = 5
@@ -452,13 +454,246 @@ class AskSteps:
         state.note(f"repaired: {report.root_cause} Verified by running the repaired query; kept as memory:{record.id}@v{record.version}")
         return state
 
-    def step_analyze(self, state: AskState) -> AskState:
-        # The analysis issue fills this in (sandbox for small results, ML registry for large ones).
-        rows = (state.result or {}).get("row_count", 0)
-        state.analysis = {"status": "not_analyzed", "reason": "analysis arrives with the analysis issue", "rows": rows}
+    # ---- the deep-analysis route -----------------------------------------------------------
+
+    def step_plananalyses(self, state: AskState) -> AskState:
+        """The analyses the question asks for, each with its table and the runner its size chooses.
+
+        Drill-down tables (attribution's breakdown, clustering's profiles) are compiled from the
+        intent by the semantic layer, guarded and run here; the Map state then runs each task.
+        An analysis that cannot be prepared is listed under ``analysis.skipped`` with the reason.
+        """
+        from memtool.analysis.inputs import analysis_windows
+        from memtool.analysis.selection import AnalysisTask, choose_analyses, runner_for, tool_for
+        from memtool.semantic.intent import Intent
+
+        state.analysis_tasks = []
+        kinds, words = choose_analyses(state.input.question)
+        if not kinds:
+            kinds, words = ["anomaly"], [""]
+            state.note("no analysis was named: the series was scanned for anomalies")
+        raw = (state.plan or {}).get("intent")
+        intent = Intent.model_validate(raw) if raw else None
+        today = self._today()
+        parser = _question_parser(self._planner)
+        times = parser.recognise(state.input.question, today=today).times if parser is not None else []
+        windows = analysis_windows(times, today)
+        skipped: list[dict[str, Any]] = []
+        queries: list[str] = []
+        for kind, why in zip(kinds, words, strict=True):
+            try:
+                tables = self._analysis_tables(state, kind, intent, windows, today)
+            except (ValueError, MemtoolError, WarehouseError) as exc:
+                reason = getattr(exc, "message", None) or str(exc)
+                skipped.append({"kind": kind, "reason": reason})
+                state.note(f"the {kind} analysis could not run: {reason}")
+                continue
+            for table, context in tables:
+                queries.extend(table.queries)
+                for note in table.notes:
+                    state.note(note)
+                runner = runner_for(len(table.rows), code_rows=self._settings.analysis_code_rows)
+                params = dict(table.params)
+                if runner == "sandbox":
+                    arguments: dict[str, Any] = {"analysis": kind, "columns": table.columns, "rows": table.rows, "params": params}
+                else:
+                    arguments = {"columns": table.columns, "rows": table.rows, **params}
+                task = AnalysisTask(kind=kind, runner=runner, tool=tool_for(kind, runner), arguments=arguments, rows=len(table.rows), why=why)
+                state.analysis_tasks.append({**task.model_dump(mode="json"), "context": context})
+        state.analysis = {"status": "planned", "skipped": skipped, "queries": queries}
+        return state
+
+    def _analysis_tables(self, state: AskState, kind: str, intent: Any, windows: Any, today: date) -> list[tuple[Any, dict[str, Any]]]:
+        """The tables one analysis runs on, each with what Summarize needs to word its result."""
+        from memtool.analysis import inputs
+
+        result = state.result or {}
+        columns, rows = list(result.get("columns") or []), list(result.get("rows") or [])
+        metric = intent.metric if intent is not None else (columns[-1] if columns else "value")
+        base = {"metric": metric, "unit": intent.unit if intent is not None else None, "focus": inputs.month_labels(windows.focus) if windows.focus else []}
+        if kind in ("anomaly", "forecast", "attribution") and not any(c in inputs.GRAINS for c in columns):
+            raise ValueError("the answer has no time series to analyse")
+        if kind == "anomaly":
+            table = inputs.series_table(columns, rows, intent, windows)
+            groups = table.params["group_columns"]
+            period, value = table.params["period_column"], table.params["value_column"]
+            if not groups:
+                return [(inputs.Table([period, value], [[r[columns.index(period)], r[columns.index(value)]] for r in table.rows], inputs.anomaly_params(table, metric)), base)]
+            by_group: dict[str, list[list[Any]]] = {}
+            for row in table.rows:
+                name = " / ".join(str(row[columns.index(g)]) for g in groups)
+                by_group.setdefault(name, []).append([row[columns.index(period)], row[columns.index(value)]])
+            if len(by_group) > inputs.MAX_SERIES:
+                raise ValueError(f"{len(by_group)} series are more than the {inputs.MAX_SERIES} one question can scan; narrow the question")
+            return [
+                (inputs.Table([period, value], series, inputs.anomaly_params(table, f"{metric} ({name})")), {**base, "group": name})
+                for name, series in sorted(by_group.items())
+            ]
+        if kind == "forecast":
+            table = inputs.forecast_table(columns, rows, intent, windows, today)
+            return [(inputs.Table(table.columns, table.rows, inputs.forecast_params(table), notes=table.notes), {**base, "report_periods": table.params["report_periods"], "horizon_label": table.params["horizon_label"]})]
+        if intent is None:
+            raise ValueError("the question's intent is not known")
+        catalog = self._catalog()
+        if kind == "attribution":
+            period = next(c for c in columns if c in inputs.GRAINS)
+            labels = sorted({str(r[columns.index(period)])[:7] for r in rows})
+            table = inputs.attribution_table(intent, windows, lambda drill: self._run_drilldown(state, drill), lambda m: catalog.metric(m).dimensions, labels)
+            return [(table, {**base, "before": table.params["before_period"], "after": table.params["after_period"]})]
+        table = inputs.profile_table(intent, lambda drill: self._run_drilldown(state, drill), lambda m: catalog.metric(m).dimensions, windows.focus)
+        if len(table.rows) < 3:
+            raise ValueError(f"{kind} needs at least 3 members with every measure; the data has {len(table.rows)}")
+        return [(inputs.Table(table.columns, table.rows, inputs.profile_params(kind, table), queries=table.queries), base)]
+
+    def _catalog(self) -> Any:
+        compiler = self._compiler() if self._compiler is not None else None
+        if compiler is not None:
+            return compiler.catalog
+        from memtool.semantic.catalog import load_catalog
+
+        return load_catalog()
+
+    def _run_drilldown(self, state: AskState, drill: Any) -> tuple[list[str], list[list[Any]], str]:
+        """Compile, guard and run one drill-down; the rows must be complete (a sum over a
+        truncated table would be wrong)."""
+        from memtool.sql.guardrails import GuardPolicy, check_sql
+
+        if self._compiler is None:
+            raise ValueError("no semantic layer is configured to build the analysis's tables")
+        compiled = self._compiler().compile(drill)
+        verdict = check_sql(compiled.sql, self._guard_policy(GuardPolicy))
+        if not verdict.allowed:
+            raise ValueError(f"the guardrails refused the analysis's query: {verdict.reason}")
+        try:
+            warehouse = self._warehouse_factory()
+            result = warehouse.run(verdict.sql, max_rows=ANALYSIS_ROW_CAP, timeout_seconds=self._settings.statement_timeout_seconds)
+        except WarehouseError as exc:
+            raise ValueError(f"the analysis's query failed on the warehouse ({exc.code})") from exc
+        if result.truncated or result.row_count > ANALYSIS_ROW_CAP:
+            raise ValueError(f"the analysis's table has more than {ANALYSIS_ROW_CAP} rows; narrow the question")
+        return list(result.columns), [list(r) for r in result.rows], verdict.sql
+
+    def step_summarize(self, state: AskState) -> AskState:
+        """The tools' results as ``analysis`` {status, tool, result, summary, analyses}; a
+        summary in the question's language built from the numbers, and each failure named."""
+        from memtool.analysis.summary import summarize_analysis
+        from memtool.tools.executor import ToolResult
+
+        planned = state.analysis or {}
+        skipped = list(planned.get("skipped") or [])
+        runs = state.analysis_runs or []
+        crashed = getattr(state, "analysis_error", None)
+        lang = "zh" if _is_zh(state.input.question) else "en"
+        analyses: list[dict[str, Any]] = []
+        png: dict[str, Any] | None = None
+        for position, task in enumerate(state.analysis_tasks):
+            raw = runs[position] if position < len(runs) and isinstance(runs[position], dict) else None
+            context = task.get("context") or {}
+            entry: dict[str, Any] = {"kind": task["kind"], "tool": task["tool"], "runner": task["runner"], "rows": task.get("rows"), "group": context.get("group")}
+            if raw is None:
+                entry.update(success=False, error={"kind": "internal", "message": "the analysis did not return a result"})
+                analyses.append(entry)
+                continue
+            try:
+                outcome = ToolResult.model_validate(raw)
+            except ValueError:
+                entry.update(success=False, error={"kind": "internal", "message": "the analysis returned a result of the wrong shape"})
+                analyses.append(entry)
+                continue
+            state.tool_calls.append(outcome.trajectory_entry())
+            if not outcome.success or outcome.data is None:
+                entry.update(success=False, error=outcome.error.model_dump() if outcome.error else None)
+                analyses.append(entry)
+                continue
+            data = outcome.data
+            result = data.get("result") if task["tool"] == "code_interpreter" else data
+            for note in data.get("notes") or []:
+                state.note(f"{task['kind']}: {note}")
+            if task["tool"] == "code_interpreter" and png is None:
+                png = next((f for f in data.get("files") or [] if f.get("content_type") == "image/png" and f.get("data_base64")), None)
+            try:
+                summary = summarize_analysis(
+                    task["kind"], result or {}, lang=lang, metric_label=_metric_label(context.get("metric"), lang), unit=context.get("unit")
+                )
+                if task["kind"] == "anomaly" and context.get("focus"):
+                    summary = _focus_sentence(result or {}, context["focus"], lang, context.get("group")) + summary
+            except Exception:  # noqa: BLE001 - the numbers stand without their sentence
+                logger.warning("episode %s: the %s result could not be summarised", state.episode_id, task["kind"], exc_info=True)
+                summary = ""
+            entry.update(success=True, result=result, summary=summary, duration_ms=outcome.duration_ms, isolation=data.get("isolation"))
+            analyses.append(entry)
+        failed = [a for a in analyses if not a.get("success")]
+        for item in failed:
+            message = (item.get("error") or {}).get("message") or "it failed"
+            state.note(f"the {item['kind']} analysis{' of ' + item['group'] if item.get('group') else ''} could not run: {message}")
+        if crashed is not None:
+            state.note("the analyses could not be run: " + _crash_reason(crashed))
+        done = [a for a in analyses if a.get("success")]
+        status = "complete" if done and not failed and not skipped and crashed is None else "partial" if done else "failed"
+        summaries = [a["summary"] for a in done if a.get("summary")]
+        state.analysis = {
+            "status": status,
+            "tool": done[0]["tool"] if done else None,
+            "result": done[0]["result"] if done else None,
+            "summary": "\n".join(summaries) if summaries else None,
+            "analyses": analyses,
+            "skipped": skipped,
+            "queries": planned.get("queries") or [],
+            "chart_png": png,
+        }
+        if status != "complete" and not done:
+            state.note("no analysis ran: the answer has the data only")
+        return state
+
+    def step_visualizekpi(self, state: AskState) -> AskState:
+        """kpi_lookup: one number is a KPI card at once, without the chart candidate search;
+        anything else (or another chart asked for) gets the full recommendation."""
+        from memtool.semantic.intent import Intent
+        from memtool.semantic.periods import partial_buckets
+        from memtool.viz.charts import kpi_card
+
+        result = state.result or {"columns": [], "rows": []}
+        if state.input.conditions.get("chart") not in (None, "kpi_card"):
+            return self._visualize_result(state)
+        intent = (state.plan or {}).get("intent")
+        buckets = partial_buckets(Intent.model_validate(intent), self._today()) if intent else []
+        card = kpi_card(result["columns"], result["rows"], hints=_shape_hints(state.plan, state.input.question), partial=[b.label for b in buckets])
+        if card is None:
+            return self._visualize_result(state)
+        state.chart = _chart_state(card)
         return state
 
     def step_visualize(self, state: AskState) -> AskState:
+        if state.route == "deep_analysis_workflow" and state.analysis and state.analysis.get("result") is not None:
+            return self._visualize_analysis(state)
+        return self._visualize_result(state)
+
+    def _visualize_analysis(self, state: AskState) -> AskState:
+        """The chart of the first analysis that ran (its PNG from the sandbox rides along)."""
+        from memtool.viz.analysis_charts import analysis_chart
+
+        analysis = state.analysis or {}
+        first = next((a for a in analysis.get("analyses") or [] if a.get("success")), None)
+        result = state.result or {}
+        columns = list(result.get("columns") or [])
+        history: list[tuple[str, float]] = []
+        if columns and columns[0] in ("day", "week", "month", "quarter", "year") and len(columns) == 2:
+            history = [(str(r[0])[:7], r[-1]) for r in result.get("rows") or [] if isinstance(r[-1], (int, float))]
+        built = analysis_chart(first["kind"], first.get("result") or {}, lang="zh" if _is_zh(state.input.question) else "en", history=history) if first else None
+        if built is None:
+            return self._visualize_result(state)
+        state.chart = {
+            "type": built["type"],
+            "confidence": 1.0,
+            "checkpoint_status": "auto",
+            "candidates": [],
+            "option": built["option"],
+            "partial_buckets": [],
+            "of": f"analysis:{first['kind']}",
+        }
+        return state
+
+    def _visualize_result(self, state: AskState) -> AskState:
         from memtool.semantic.intent import Intent
         from memtool.semantic.periods import partial_buckets, partial_note
         from memtool.viz.charts import recommend_chart
@@ -476,14 +711,7 @@ class AskSteps:
         note = partial_note(buckets)
         if note:
             state.note(note)
-        state.chart = {
-            "type": chart.chart_type,
-            "confidence": chart.confidence,
-            "checkpoint_status": chart.checkpoint_status,
-            "candidates": [{"type": c.chart_type, "confidence": c.confidence, "reason": c.reason} for c in chart.candidates],
-            "option": chart.option,
-            "partial_buckets": list(chart.partial_buckets),
-        }
+        state.chart = _chart_state(chart)
         return state
 
     def _forget_failed_entry(self, state: AskState) -> None:
@@ -584,7 +812,7 @@ class AskSteps:
             # Recalled and applied kept apart: feedback credits only what shaped the plan.
             "memories_recalled": [{"id": m.id, "version": m.version, "kind": m.kind} for m in state.memories_recalled],
             "memories_used": [{"id": m.id, "version": m.version, "kind": m.kind} for m in state.memories_used],
-            "trajectory": [{"step": step, "ms": ms} for step, ms in state.timings.items()],
+            "trajectory": [{"step": step, "ms": ms} for step, ms in state.timings.items()] + [{"step": "tool", **call} for call in state.tool_calls],
             "lessons": state.lessons,  # verified lessons applied: a later diagnosis starts from the query as it ran
             "cache": state.cache,
             "failure": state.failure,
@@ -850,11 +1078,60 @@ def _turns_key(session_id: str) -> str:
 def _outcome(state: AskState) -> str:
     if getattr(state, "error", None) or state.guard_status == "blocked":
         return "failed"
+    if state.route == "deep_analysis_workflow" and state.result is not None and (state.analysis or {}).get("status") != "complete":
+        return "partial"  # the data is there; an analysis it asked for did not run (the notes say which)
     if state.plan_status == "needs_clarification":
         return "needs_clarification"
     if state.plan_status == "remembered":
         return "remembered"
     return "answered"
+
+
+def _chart_state(chart: Any) -> dict[str, Any]:
+    return {
+        "type": chart.chart_type,
+        "confidence": chart.confidence,
+        "checkpoint_status": chart.checkpoint_status,
+        "candidates": [{"type": c.chart_type, "confidence": c.confidence, "reason": c.reason} for c in chart.candidates],
+        "option": chart.option,
+        "partial_buckets": list(chart.partial_buckets),
+    }
+
+
+def _question_parser(planner: Any) -> Any:
+    """The rule planner's question parser (the Bedrock planner falls back to the rule planner)."""
+    rules = getattr(planner, "fallback", None) or planner
+    return getattr(rules, "parser", None)
+
+
+def _metric_label(metric: str | None, lang: str) -> str:
+    if not metric:
+        return ""
+    try:
+        from memtool.semantic.catalog import load_catalog
+
+        return load_catalog().metric(metric).label(lang)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - a metric outside the catalog keeps its name
+        return metric
+
+
+def _focus_sentence(result: dict[str, Any], focus: list[str], lang: str, group: str | None) -> str:
+    """What the anomaly scan says about the period the question asked about, first."""
+    flagged = [label for label in result.get("anomalies") or [] if label in focus]
+    span = focus[0] if len(focus) == 1 else f"{focus[0]}–{focus[-1]}" if lang == "en" else f"{focus[0]} 至 {focus[-1]}"
+    who = f"{group}: " if group else ""
+    if lang == "zh":
+        return f"{who}所问期间（{span}）" + (f"有异常：{'、'.join(flagged)}。" if flagged else "没有异常点。")
+    return f"{who}In the period asked about ({span}) " + (f"the anomalies are {', '.join(flagged)}. " if flagged else "there is no anomaly. ")
+
+
+def _crash_reason(raw: Any) -> str:
+    if isinstance(raw, dict):
+        from memtool.flows.ask_state import step_error_parts
+
+        kind, message = step_error_parts(str(raw.get("Error") or ""), str(raw.get("Cause") or ""))
+        return f"{kind}: {message}"[:300] if message else kind or "an internal error"
+    return "an internal error"
 
 
 def _is_zh(text: str) -> bool:

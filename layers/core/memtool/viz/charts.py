@@ -397,6 +397,29 @@ def recommend_chart(
     )
 
 
+def kpi_card(columns: list[str], rows: list[list[Any]], *, hints: ShapeHints | None = None, partial: Sequence[str] = ()) -> ChartRecommendation | None:
+    """The KPI card of a one-number result, without ranking chart candidates (kpi_lookup's path);
+    None when the result is not one number."""
+    if len(rows) != 1:
+        return None
+    shape = analyze_shape(columns, [list(r) for r in rows], hints=hints)
+    if shape.kind is not ShapeKind.SINGLE_KPI:
+        return None
+    held = _partial_held(shape, rows, partial)
+    ctx = _Context(shape, list(columns), [list(r) for r in rows], frozenset(_period_key(label) for label in held))
+    option, notes = _build_option(ChartType.KPI_CARD, ctx)
+    return ChartRecommendation(
+        chart_type=str(ChartType.KPI_CARD),
+        confidence=0.95,
+        checkpoint_status=checkpoint_status(0.95),
+        candidates=[ChartCandidate(str(ChartType.KPI_CARD), 0.95, "kpi_lookup: one number")],
+        option=option,
+        shape=shape,
+        notes=notes,
+        partial_buckets=held,
+    )
+
+
 def _period_key(value: Any) -> str:
     """A bucket label compared on the date it starts: date(2026, 11, 1), "2026-11-01", a midnight
     "2026-11-01T00:00:00", "2026-11" and "2026年11月" are one key ("2026-Q4" is 2026-10-01);
