@@ -1,0 +1,235 @@
+"""Plain-language summaries of analysis results, in the question's language.
+
+A summary reads only the result (an ML tool's output or a templated script's ``result.json``, the
+same JSON shape) and the labels the caller gives: every number it states comes from the result,
+so it cannot report a figure the analysis did not produce.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+Lang = Literal["zh", "en"]
+AnalysisKind = Literal["anomaly", "forecast", "attribution", "clustering", "correlation", "regression"]
+
+_MINUS = "−"  # U+2212: a typographic minus reads better than a hyphen in prose
+_EN_UNITS = {"元": "yuan", "万元": "10k yuan", "亿元": "100m yuan"}
+_TOP_MEMBERS = 3
+_TOP_ANOMALIES = 3
+_ALPHA = 0.05
+
+
+def _number(value: float, *, digits: int = 2) -> str:
+    text = f"{abs(value):,.{digits}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return (_MINUS if value < 0 else "") + text
+
+
+def format_amount(value: float, *, lang: Lang, unit: str | None) -> str:
+    """An amount the way a reader of ``lang`` expects: 万/亿 in Chinese (when the unit is 元 or
+    none), thousands separators in English."""
+    sign = _MINUS if value < 0 else ""
+    magnitude = abs(value)
+    if lang == "zh" and unit in (None, "元"):
+        suffix = unit or ""
+        if magnitude >= 1e8:
+            return f"{sign}{magnitude / 1e8:.2f} 亿{suffix}"
+        if magnitude >= 1e4:
+            return f"{sign}{magnitude / 1e4:.1f} 万{suffix}"
+        return f"{sign}{_number(magnitude, digits=0 if magnitude >= 100 else 2)} {suffix}".rstrip()
+    if lang == "zh":
+        return f"{sign}{_number(magnitude)} {unit}"
+    shown = _EN_UNITS.get(unit or "", unit)
+    digits = 0 if magnitude >= 100 else 2
+    return f"{sign}{_number(magnitude, digits=digits)}" + (f" {shown}" if shown else "")
+
+
+def _signed(value: float, *, lang: Lang, unit: str | None) -> str:
+    text = format_amount(value, lang=lang, unit=unit)
+    return text if value < 0 else "+" + text
+
+
+def _percent(value: float) -> str:
+    return f"{_number(value * 100, digits=1) if abs(value) < 10 else _number(value * 100, digits=0)}%"
+
+
+def _p(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return "p < 0.001" if value < 0.001 else f"p = {value:.3f}"
+
+
+def summarize_analysis(
+    kind: AnalysisKind,
+    result: Mapping[str, Any],
+    *,
+    lang: Lang,
+    metric_label: str,
+    unit: str | None,
+    dimension_labels: Mapping[str, str] | None = None,
+) -> str:
+    """One paragraph on ``result`` for the user; ``dimension_labels`` names dimension columns
+    (``{"product_name": "产品"}``)."""
+    writers = {
+        "anomaly": _anomaly,
+        "forecast": _forecast,
+        "attribution": _attribution,
+        "clustering": _clustering,
+        "correlation": _correlation,
+        "regression": _regression,
+    }
+    if kind not in writers:
+        raise ValueError(f"no summary for analysis kind {kind!r}")
+    return writers[kind](result, lang, metric_label, unit, dimension_labels or {})
+
+
+def _anomaly(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | None, _: Mapping[str, str]) -> str:
+    points: Sequence[Mapping[str, Any]] = result["points"]
+    flagged = sorted((p for p in points if p["flagged_by"]), key=lambda p: -abs(p["z"]))
+    threshold = result["threshold"]
+    if not flagged:
+        first, last = points[0]["label"], points[-1]["label"]
+        if lang == "zh":
+            return f"{first}–{last} 的{metric}没有异常点（稳健 z 的绝对值都低于 {_number(threshold)}）。"
+        return f"{metric} shows no anomaly from {first} to {last} (every |robust z| is below {_number(threshold)})."
+    sentences = []
+    for p in flagged[:_TOP_ANOMALIES]:
+        value = format_amount(p["value"], lang=lang, unit=unit)
+        expected = format_amount(p["expected"], lang=lang, unit=unit)
+        change = (p["value"] - p["expected"]) / abs(p["expected"]) if p["expected"] else None
+        both = "robust_z" in p["flagged_by"] and "isolation_forest" in p["flagged_by"]
+        if lang == "zh":
+            direction = "" if change is None else f"{'高' if change >= 0 else '低'} {_percent(abs(change))}"
+            body = f"{p['label']} 的{metric}为 {value}，比预期（{expected}）{direction}（稳健 z = {_number(p['z'], digits=1)}）"
+            if "robust_z" in p["flagged_by"]:
+                sentences.append(body + "，是异常点" + ("；孤立森林也标记了这一点。" if both else "。"))
+            else:
+                sentences.append(body + f"，未达阈值 {_number(threshold)}，但孤立森林将其标为异常。")
+        else:
+            direction = "" if change is None else f"{_percent(abs(change))} {'above' if change >= 0 else 'below'} "
+            body = f"In {p['label']}, {metric} was {value}, {direction}the expected {expected} (robust z = {_number(p['z'], digits=1)})"
+            if "robust_z" in p["flagged_by"]:
+                sentences.append(body + ": an anomaly" + (", also flagged by the isolation forest." if both else "."))
+            else:
+                sentences.append(body + f", under the {_number(threshold)} threshold, but the isolation forest flags it.")
+    return "".join(sentences) if lang == "zh" else " ".join(sentences)
+
+
+def _forecast(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | None, _: Mapping[str, str]) -> str:
+    sentences = []
+    for series in result["series"]:
+        group = series["group"]
+        points = []
+        for f in series["forecast"]:
+            point = format_amount(f["point"], lang=lang, unit=unit)
+            low = format_amount(f["lower_95"], lang=lang, unit=unit)
+            high = format_amount(f["upper_95"], lang=lang, unit=unit)
+            points.append(f"{f['label']} 为 {point}（95% 区间 {low}–{high}）" if lang == "zh" else f"{point} in {f['label']} (95% interval {low} to {high})")
+        mape = series["backtest_mape"]
+        if lang == "zh":
+            subject = f"{group}的{metric}" if group else metric
+            tail = f"回测 MAPE {mape:.1f}%" if mape is not None else "无法计算回测 MAPE"
+            sentences.append(f"预计{subject}：" + "，".join(points) + f"；{tail}。")
+        else:
+            subject = f"{metric} for {group}" if group else metric
+            tail = f"backtest MAPE {mape:.1f}%" if mape is not None else "no backtest MAPE"
+            sentences.append(f"Forecast {subject}: " + "; ".join(points) + f"; {tail}.")
+    return "".join(sentences) if lang == "zh" else " ".join(sentences)
+
+
+def _attribution(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | None, labels: Mapping[str, str]) -> str:
+    before, after, change = result["before_total"], result["after_total"], result["total_change"]
+    b, a = result["before_period"], result["after_period"]
+    fmt = lambda v: format_amount(v, lang=lang, unit=unit)  # noqa: E731
+    if lang == "zh":
+        verb = "升到" if change > 0 else "降到" if change < 0 else "持平于"
+        head = f"{metric}从 {b} 的 {fmt(before)} {verb} {a} 的 {fmt(after)}（{_signed(change, lang=lang, unit=unit)}）。"
+    else:
+        verb = "rose" if change > 0 else "fell" if change < 0 else "held"
+        head = f"{metric} {verb} from {fmt(before)} in {b} to {fmt(after)} in {a} ({_signed(change, lang=lang, unit=unit)})."
+    parts = [head]
+    for dimension in result["dimensions"]:
+        name = labels.get(dimension["dimension"], dimension["dimension"])
+        movers = [c for c in dimension["contributions"] if c["delta"] != 0][:_TOP_MEMBERS]
+        if not movers:
+            continue
+        said = []
+        for c in movers:
+            delta = _signed(c["delta"], lang=lang, unit=unit)
+            if lang == "zh":
+                share = f"（占 {_percent(c['share'])}）" if c["share"] is not None else ""
+                said.append(f"{c['member']} 贡献了 {delta}{share}")
+            else:
+                share = f" ({_percent(c['share'])} of the change)" if c["share"] is not None else ""
+                said.append(f"{c['member']} contributed {delta}{share}")
+        parts.append(f"按{name}看，" + "，".join(said) + "。" if lang == "zh" else f"By {name}, " + ", ".join(said) + ".")
+    return "".join(parts) if lang == "zh" else " ".join(parts)
+
+
+def _clustering(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | None, _: Mapping[str, str]) -> str:
+    features = result["features"]
+    total = sum(c["size"] for c in result["clusters"])
+    if lang == "zh":
+        parts = [f"按 {'、'.join(features)} 把 {total} 个对象分为 {result['k']} 类（轮廓系数 {result['silhouette']:.2f}）。"]
+    else:
+        parts = [f"{total} items fall into {result['k']} clusters on {', '.join(features)} (silhouette {result['silhouette']:.2f})."]
+    for c in result["clusters"]:
+        members = c["members"][:5]
+        more = len(c["members"]) - len(members)
+        means = [f"{f} {_number(v)}" for f, v in c["means"].items()]
+        if lang == "zh":
+            listed = "、".join(members) + (f" 等 {len(c['members'])} 个" if more else "")
+            parts.append(f"第 {c['cluster'] + 1} 类 {c['size']} 个（{listed}），均值：{'，'.join(means)}。")
+        else:
+            listed = ", ".join(members) + (f" and {more} more" if more else "")
+            parts.append(f"Cluster {c['cluster'] + 1} has {c['size']} ({listed}); means: {', '.join(means)}.")
+    return "".join(parts) if lang == "zh" else " ".join(parts)
+
+
+def _correlation(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | None, _: Mapping[str, str]) -> str:
+    parts = []
+    for pair in result["pairs"][:_TOP_MEMBERS]:
+        significant = pair["pearson_p"] < _ALPHA
+        if lang == "zh":
+            verdict = "显著" if significant else "不显著"
+            parts.append(
+                f"{pair['x']} 与 {pair['y']}：Pearson r = {pair['pearson_r']:.2f}（{_p(pair['pearson_p'])}，{verdict}），"
+                f"Spearman ρ = {pair['spearman_rho']:.2f}（{_p(pair['spearman_p'])}）。"
+            )
+        else:
+            verdict = "significant" if significant else "not significant"
+            parts.append(
+                f"{pair['x']} and {pair['y']}: Pearson r = {pair['pearson_r']:.2f} ({_p(pair['pearson_p'])}, {verdict}), "
+                f"Spearman rho = {pair['spearman_rho']:.2f} ({_p(pair['spearman_p'])})."
+            )
+    head = f"共 {result['n_rows']} 行。" if lang == "zh" else f"{result['n_rows']} rows."
+    return head + ("".join(parts) if lang == "zh" else " " + " ".join(parts))
+
+
+def _regression(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | None, _: Mapping[str, str]) -> str:
+    target = metric or result["target"]
+    checks = result["residual_checks"]
+    slopes = [c for c in result["coefficients"] if c["name"] != "const"]
+    if lang == "zh":
+        terms = "；".join(f"{c['name']} 每增加 1，{target} 变化 {_number(c['estimate'], digits=3)}（{_p(c['p'])}）" for c in slopes)
+        tests = [f"Jarque-Bera {_p(checks['jarque_bera_p'])}", f"Durbin-Watson = {checks['durbin_watson']:.2f}"]
+        if checks["shapiro_p"] is not None:
+            tests.insert(0, f"Shapiro-Wilk {_p(checks['shapiro_p'])}")
+        if checks["breusch_pagan_p"] is not None:
+            tests.append(f"Breusch-Pagan {_p(checks['breusch_pagan_p'])}")
+        return (
+            f"{target} 对 {'、'.join(result['features'])} 的线性回归（n = {result['n']}）R² = {result['r_squared']:.3f}。"
+            f"{terms}。残差检验：{'，'.join(tests)}。"
+        )
+    terms = "; ".join(f"each unit of {c['name']} moves {target} by {_number(c['estimate'], digits=3)} ({_p(c['p'])})" for c in slopes)
+    tests = [f"Jarque-Bera {_p(checks['jarque_bera_p'])}", f"Durbin-Watson {checks['durbin_watson']:.2f}"]
+    if checks["shapiro_p"] is not None:
+        tests.insert(0, f"Shapiro-Wilk {_p(checks['shapiro_p'])}")
+    if checks["breusch_pagan_p"] is not None:
+        tests.append(f"Breusch-Pagan {_p(checks['breusch_pagan_p'])}")
+    return (
+        f"OLS of {target} on {', '.join(result['features'])} (n = {result['n']}): R² = {result['r_squared']:.3f}; "
+        f"{terms}. Residual checks: {', '.join(tests)}."
+    )
