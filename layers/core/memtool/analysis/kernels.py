@@ -160,12 +160,12 @@ def robust_seasonal_z(
 ) -> list[dict[str, Any]]:
     """Each point's expected value, robust z and anomaly flag.
 
-    Where the same period one season earlier exists and is not itself an outlier among its
-    neighbours (a spike last June must not make this June look like a drop), the expected value is
-    the mean of that point plus the median season-over-season change and the median of the
-    ``reach`` neighbours on each side; with only two seasons a single year-ago point is as noisy as
-    the point it judges, and the neighbours halve that noise. Without a full season before it, the
-    expected value is the neighbours' median alone. The residual is scaled by 1.4826·MAD of all
+    Where the same period one season earlier exists (for the first season: one season later) and
+    is not itself an outlier among its neighbours (a spike last June must not make this June look
+    like a drop), the expected value is the mean of that point shifted by the median
+    season-over-season change and the median of the ``reach`` neighbours on each side; with only
+    two seasons a single year-ago point is as noisy as the point it judges, and the neighbours halve
+    that noise. Without another season, the expected value is the neighbours' median alone. The residual is scaled by 1.4826·MAD of all
     residuals, so one spike cannot inflate the scale that judges it.
 
     ``transform="log"`` scores log values (a drop to 25% is as unusual at any level; amounts are
@@ -191,9 +191,17 @@ def robust_seasonal_z(
     expected: list[float] = []
     baselines: list[str] = []
     for i in range(n):
-        if seasonal and i >= period and not outlier_locally[i - period]:  # type: ignore[operator]
-            expected.append((scored[i - period] + drift + local[i]) / 2.0)  # type: ignore[operator]
-            baselines.append("last_season_and_neighbours")
+        # The same period in the other season: a year back, or for the first season a year ahead
+        # (less the drift), so a seasonal first year is not judged by its unseasonal neighbours.
+        partner = None
+        if seasonal and i >= period:  # type: ignore[operator]
+            partner = i - period  # type: ignore[operator]
+        elif seasonal and i + period < n:  # type: ignore[operator]
+            partner = i + period  # type: ignore[operator]
+        if partner is not None and not outlier_locally[partner]:
+            season_ago = scored[partner] + (drift if partner < i else -drift)
+            expected.append((season_ago + local[i]) / 2.0)
+            baselines.append("season_and_neighbours")
         else:
             expected.append(local[i])
             baselines.append("neighbour_median")

@@ -35,7 +35,7 @@ class AnomalyPoint(_Strict):
     value: float
     expected: float
     z: float
-    baseline: Literal["last_season_and_neighbours", "neighbour_median"]
+    baseline: Literal["season_and_neighbours", "neighbour_median"]
     robust_anomaly: bool
     iforest_score: float | None  # in (0, 1]; higher is more isolated; None where not run
     iforest_anomaly: bool | None

@@ -1,0 +1,337 @@
+"""The analysis kernels against known answers and against scipy/statsmodels/scikit-learn, and the
+summaries against the results they read."""
+
+from __future__ import annotations
+
+import math
+import random
+import subprocess
+import sys
+from decimal import Decimal
+
+import numpy as np
+import pytest
+
+from memtool.analysis import kernels
+from memtool.analysis.kernels import KernelInputError
+from memtool.analysis.summary import format_amount, summarize_analysis
+
+MONTHS = [f"{2024 + (m - 1) // 12}-{(m - 1) % 12 + 1:02d}" for m in range(1, 25)]
+
+
+def _seasonal(n: int = 24, *, seed: int = 3) -> list[float]:
+    rng = random.Random(seed)
+    return [1000 + 300 * math.sin(2 * math.pi * i / 12) + 5 * i + rng.gauss(0, 20) for i in range(n)]
+
+
+def _decimal(x: float) -> Decimal:
+    return Decimal(repr(x))
+
+
+# --- robust seasonal z --------------------------------------------------------------------------
+
+
+def test_robust_z_flags_only_the_planted_spike_in_a_seasonal_series() -> None:
+    values = _seasonal()
+    values[18] *= 2.5  # 2025-07
+
+    points = kernels.robust_seasonal_z(values, MONTHS)
+
+    assert [p["label"] for p in points if p["anomaly"]] == ["2025-07"]
+    spike = points[18]
+    assert spike["z"] > 10
+    assert spike["baseline"] == "season_and_neighbours"
+    assert spike["expected"] == pytest.approx(values[18] / 2.5, rel=0.1)  # the seasonal level, not the spike
+
+
+def test_robust_z_on_less_than_a_season_uses_neighbours_and_finds_a_drop() -> None:
+    values = [100.0, 104, 98, 101, 103, 99, 30, 102, 100, 97, 101, 99]
+
+    points = kernels.robust_seasonal_z(values, MONTHS[:12], transform="none")
+
+    assert {p["baseline"] for p in points} == {"neighbour_median"}
+    assert [p["label"] for p in points if p["anomaly"]] == ["2024-07"]
+    assert points[6]["expected"] == pytest.approx(101.0)  # median of 103, 99, 102, 100
+    assert points[6]["z"] < -3.5
+
+
+def test_a_spike_last_season_does_not_make_this_season_an_anomaly() -> None:
+    values = _seasonal()
+    values[3] *= 3  # a spike in the first season
+
+    points = kernels.robust_seasonal_z(values, MONTHS)
+
+    assert [p["label"] for p in points if p["anomaly"]] == ["2024-04"]
+    assert points[15]["baseline"] == "neighbour_median"  # its year-ago point is the spike
+    assert points[3]["baseline"] == "season_and_neighbours"  # judged by the next year's April
+
+
+@pytest.mark.parametrize(
+    ("values", "field"),
+    [([5.0] * 24, "values"), ([1.0, 2.0, 3.0], "values")],
+    ids=["constant", "too-short"],
+)
+def test_robust_z_refuses_what_it_cannot_judge(values: list[float], field: str) -> None:
+    with pytest.raises(KernelInputError) as error:
+        kernels.robust_seasonal_z(values, MONTHS[: len(values)])
+    assert error.value.field == field
+    assert error.value.unanswerable
+
+
+# --- forecast -----------------------------------------------------------------------------------
+
+
+def test_seasonal_naive_drift_repeats_an_exact_season_with_its_trend() -> None:
+    season = [10.0, 12, 15, 11, 9, 8, 14, 16, 13, 12, 11, 10]
+    values = season + [v + 2 for v in season]  # the second year is 2 higher everywhere
+
+    result = kernels.seasonal_forecast(values, MONTHS, horizon=3, period=12)
+
+    assert result["method"] == "seasonal_naive_drift"
+    assert [f["label"] for f in result["forecast"]] == ["2026-01", "2026-02", "2026-03"]
+    assert [f["point"] for f in result["forecast"]] == pytest.approx([14.0, 16.0, 19.0])
+    assert result["backtest_mape"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_forecast_intervals_nest_around_the_point_and_the_backtest_is_finite() -> None:
+    result = kernels.seasonal_forecast(_seasonal(), MONTHS, horizon=14, period=12)
+
+    for f in result["forecast"]:
+        assert f["lower_95"] < f["lower_80"] < f["point"] < f["upper_80"] < f["upper_95"]
+    # a second season ahead is less certain than the first
+    width = [f["upper_95"] - f["lower_95"] for f in result["forecast"]]
+    assert width[13] > width[0]
+    assert result["backtest_origins"] == 6
+    assert 0 < result["backtest_mape"] < 10
+
+
+def test_forecast_without_a_full_season_uses_naive_drift() -> None:
+    result = kernels.seasonal_forecast([1.0, 2, 3, 4, 5, 6, 7, 8], MONTHS[:8], horizon=2, period=12)
+
+    assert result["method"] == "naive_drift"
+    assert [f["point"] for f in result["forecast"]] == pytest.approx([9.0, 10.0])
+
+
+# --- attribution --------------------------------------------------------------------------------
+
+
+def test_attribution_sums_exactly_to_the_change_even_when_cents_round_apart() -> None:
+    # Three members each losing a third of a cent: rounded one by one they lose nothing.
+    before = {"a": 1.0, "b": 1.0, "c": 1.0}
+    after = {"a": 0.996667, "b": 0.996667, "c": 0.996666}
+
+    parts = kernels.additive_attribution(before, after)
+
+    assert sum(_decimal(p["delta"]) for p in parts) == Decimal("-0.01")
+
+
+def test_attribution_of_many_random_members_is_exact_and_ordered_by_size() -> None:
+    rng = random.Random(11)
+    before = {f"m{i}": round(rng.uniform(0, 10_000), 3) for i in range(40)}
+    after = {f"m{i}": round(rng.uniform(0, 10_000), 3) for i in range(5, 45)}  # members come and go
+
+    parts = kernels.additive_attribution(before, after)
+
+    total = (sum(_decimal(v) for v in after.values()) - sum(_decimal(v) for v in before.values())).quantize(Decimal("0.01"))
+    assert sum(_decimal(p["delta"]) for p in parts) == total
+    assert len(parts) == 45
+    assert [abs(p["delta"]) for p in parts] == sorted((abs(p["delta"]) for p in parts), reverse=True)
+    assert sum(p["share"] for p in parts) == pytest.approx(1.0)
+    gone = next(p for p in parts if p["member"] == "m0")
+    assert gone["after"] == 0 and gone["delta"] == -round(before["m0"], 2) or abs(gone["delta"] + before["m0"]) < 0.011
+
+
+def test_attribution_by_several_dimensions_gives_each_the_same_exact_total() -> None:
+    rng = random.Random(5)
+    columns = ["period", "region", "channel", "value"]
+    rows = [
+        [period, region, channel, round(rng.uniform(0, 999.999), 3)]
+        for period in ("2026-08", "2026-09")
+        for region in ("武汉", "上海", "北京")
+        for channel in ("医院", "电商")
+    ]
+
+    report = kernels.attribution_report(columns, rows, period_column="period", value_column="value", dimensions=["region", "channel"])
+
+    assert (report["before_period"], report["after_period"]) == ("2026-08", "2026-09")
+    total = _decimal(report["total_change"])
+    assert total == _decimal(report["after_total"]) - _decimal(report["before_total"])
+    for dimension in report["dimensions"]:
+        assert sum(_decimal(c["delta"]) for c in dimension["contributions"]) == total
+
+
+def test_attribution_names_the_missing_period() -> None:
+    with pytest.raises(KernelInputError) as error:
+        kernels.attribution_report(
+            ["period", "r", "v"], [["2026-01", "a", 1], ["2026-02", "a", 2]],
+            period_column="period", value_column="v", dimensions=["r"], before_period="2025-12", after_period="2026-02",
+        )
+    assert error.value.field == "before_period"
+
+
+# --- distributions and correlation against scipy ------------------------------------------------
+
+
+@pytest.mark.parametrize(("a", "b", "x"), [(0.5, 0.5, 0.3), (2.0, 3.0, 0.9), (10.0, 0.5, 0.95), (25.0, 40.0, 0.4), (1.5, 7.0, 1e-4)])
+def test_regularized_beta_matches_scipy(a: float, b: float, x: float) -> None:
+    from scipy.special import betainc
+
+    assert kernels.regularized_beta(a, b, x) == pytest.approx(betainc(a, b, x), rel=1e-10, abs=1e-14)
+
+
+@pytest.mark.parametrize(("t", "df"), [(0.0, 5), (1.3, 3), (-2.7, 10), (8.0, 22), (0.05, 1)])
+def test_student_t_p_matches_scipy(t: float, df: int) -> None:
+    from scipy import stats
+
+    assert kernels.student_t_two_sided_p(t, df) == pytest.approx(2 * stats.t.sf(abs(t), df), rel=1e-9, abs=1e-15)
+
+
+@pytest.mark.parametrize(("statistic", "df"), [(0.5, 2), (3.84, 1), (12.0, 4), (40.0, 3), (0.0, 2)])
+def test_chi2_tail_matches_scipy(statistic: float, df: int) -> None:
+    from scipy import stats
+
+    assert kernels.chi2_sf(statistic, df) == pytest.approx(stats.chi2.sf(statistic, df), rel=1e-9, abs=1e-15)
+
+
+def test_pearson_and_spearman_match_scipy_with_ties() -> None:
+    from scipy import stats
+
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=30)
+    y = 0.4 * x + rng.normal(size=30)
+    x_tied = np.round(x, 0).tolist()  # many ties
+
+    r, p = kernels.pearson(x.tolist(), y.tolist())
+    rho, p_rho = kernels.spearman(x_tied, y.tolist())
+
+    expected = stats.pearsonr(x, y)
+    expected_rank = stats.spearmanr(x_tied, y)
+    assert (r, p) == pytest.approx((expected.statistic, expected.pvalue), rel=1e-9)
+    assert (rho, p_rho) == pytest.approx((expected_rank.statistic, expected_rank.pvalue), rel=1e-9)
+    assert p < 0.05  # the planted relation is there
+
+
+def test_correlation_of_a_constant_column_names_it() -> None:
+    with pytest.raises(KernelInputError) as error:
+        kernels.correlation_report(["a", "b"], [[1, 5], [2, 5], [3, 5]])
+    assert error.value.field == "numeric_columns" and "'b'" in str(error.value)
+
+
+# --- clustering and regression against scikit-learn and statsmodels ----------------------------
+
+
+def test_numpy_silhouette_matches_scikit_learn() -> None:
+    from sklearn.metrics import silhouette_score
+
+    rng = np.random.default_rng(0)
+    points = np.vstack([rng.normal(c, 0.5, size=(10, 2)) for c in (0, 4, 8)])
+    labels, _ = kernels.kmeans(points, 3, seed=1)
+
+    assert kernels.silhouette(points, labels) == pytest.approx(silhouette_score(points, labels), rel=1e-9)
+
+
+def test_clustering_report_finds_three_blobs() -> None:
+    rng = np.random.default_rng(4)
+    rows = [[f"p{c}-{i}", *rng.normal((c * 10, -c * 5), 1.0).tolist()] for c in range(3) for i in range(8)]
+
+    report = kernels.clustering_report(["id", "x", "y"], rows, id_column="id", feature_columns=None)
+
+    assert report["k"] == 3
+    assert report["silhouette"] == max(s["silhouette"] for s in report["silhouette_by_k"])
+    assert sorted(c["size"] for c in report["clusters"]) == [8, 8, 8]
+    for cluster in report["clusters"]:
+        assert len({m.split("-")[0] for m in cluster["members"]}) == 1  # a blob is never split
+
+
+def test_numpy_ols_matches_statsmodels() -> None:
+    import statsmodels.api as sm
+    from statsmodels.stats.diagnostic import het_breuschpagan
+    from statsmodels.stats.stattools import durbin_watson, jarque_bera
+
+    rng = np.random.default_rng(9)
+    x1, x2 = rng.normal(size=60), rng.uniform(0, 10, size=60)
+    y = 3 + 2 * x1 - 1.5 * x2 + rng.normal(0, 1 + 0.1 * x2)
+    rows = [[a, b, c] for a, b, c in zip(y, x1, x2, strict=True)]
+
+    report = kernels.regression_report(["y", "x1", "x2"], rows, target="y", features=None)
+
+    design = sm.add_constant(np.column_stack([x1, x2]))
+    fit = sm.OLS(y, design).fit()
+    assert [c["estimate"] for c in report["coefficients"]] == pytest.approx(fit.params.tolist(), rel=1e-9)
+    assert [c["p"] for c in report["coefficients"]] == pytest.approx(fit.pvalues.tolist(), rel=1e-6, abs=1e-300)
+    assert report["r_squared"] == pytest.approx(fit.rsquared)
+    checks = report["residual_checks"]
+    assert checks["jarque_bera_p"] == pytest.approx(jarque_bera(fit.resid)[1], rel=1e-9)
+    assert checks["durbin_watson"] == pytest.approx(durbin_watson(fit.resid), rel=1e-12)
+    assert checks["breusch_pagan_p"] == pytest.approx(het_breuschpagan(fit.resid, design)[1], rel=1e-9)
+
+
+# --- summaries ----------------------------------------------------------------------------------
+
+
+def test_anomaly_summary_states_the_results_numbers_in_chinese() -> None:
+    result = kernels.anomaly_report([41000.0] * 5 + [123000.0] + [41000.0, 40000, 42000, 41500, 40500, 41200], MONTHS[:12], series_name="refund_amount", period=None)
+    spike = result["points"][5]
+
+    text = summarize_analysis("anomaly", result, lang="zh", metric_label="退款额", unit="元")
+
+    assert text.startswith("2024-06 的退款额为 12.3 万元，比预期（4.1 万元）高 200%")
+    assert f"稳健 z = {spike['z']:.1f}" in text and "是异常点" in text
+
+
+def test_attribution_summary_names_the_top_members_with_their_shares() -> None:
+    result = kernels.attribution_report(
+        ["period", "product", "v"],
+        [["2026-08", "A", 100.0], ["2026-08", "B", 50.0], ["2026-09", "A", 40.0], ["2026-09", "B", 70.0]],
+        period_column="period", value_column="v", dimensions=["product"],
+    )
+
+    zh = summarize_analysis("attribution", result, lang="zh", metric_label="净收入", unit="元", dimension_labels={"product": "产品"})
+    en = summarize_analysis("attribution", result, lang="en", metric_label="net revenue", unit="元")
+
+    assert zh == "净收入从 2026-08 的 150 元 降到 2026-09 的 110 元（−40 元）。按产品看，A 贡献了 −60 元（占 150%），B 贡献了 +20 元（占 −50%）。"
+    assert en.startswith("net revenue fell from 150 yuan in 2026-08 to 110 yuan in 2026-09 (−40 yuan). By product, A contributed −60 yuan")
+
+
+def test_forecast_summary_quotes_the_interval_and_mape() -> None:
+    result = {"horizon": 1, "period": 12, "series": [{"group": None, "method": "m", "history_points": 24, "last_label": "2026-11", "last_value": 1.0,
+               "forecast": [{"label": "2026-12", "point": 123456.0, "lower_80": 1.0, "upper_80": 2.0, "lower_95": 100000.0, "upper_95": 150000.0}],
+               "backtest_mape": 7.84, "backtest_origins": 6}]}
+
+    assert summarize_analysis("forecast", result, lang="zh", metric_label="净收入", unit="元") == (
+        "预计净收入：2026-12 为 12.3 万元（95% 区间 10.0 万元–15.0 万元）；回测 MAPE 7.8%。"
+    )
+
+
+def test_amounts_read_naturally() -> None:
+    assert format_amount(123456.0, lang="zh", unit="元") == "12.3 万元"
+    assert format_amount(-2.5e8, lang="zh", unit="元") == "−2.50 亿元"
+    assert format_amount(1234.5, lang="en", unit="元") == "1,234 yuan"  # banker's rounding of .5
+
+
+# --- lazy imports -------------------------------------------------------------------------------
+
+
+def test_analysis_modules_import_no_heavy_library() -> None:
+    probe = (
+        "import sys\n"
+        "import memtool.analysis.ml.registry, memtool.analysis.kernels, memtool.analysis.scripts, memtool.analysis.summary\n"
+        "memtool.analysis.ml.registry.ml_registry()\n"
+        "print(','.join(m for m in ('sklearn', 'scipy', 'statsmodels', 'pandas') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == ""
+
+
+def test_the_kernels_source_imports_only_the_standard_library_and_numpy() -> None:
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(kernels.__file__).read_text(encoding="utf-8"))
+    imported = {
+        (node.module if isinstance(node, ast.ImportFrom) else alias.name).split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    }
+    assert imported <= {"__future__", "math", "statistics", "collections", "decimal", "typing", "numpy"}
