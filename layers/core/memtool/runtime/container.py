@@ -457,7 +457,7 @@ def local_sandbox():  # -> LocalProcessSandbox
     from memtool.analysis.sandbox.local import LocalProcessSandbox
 
     settings = get_settings()
-    return LocalProcessSandbox(memory_mb=settings.sandbox_memory_mb)
+    return LocalProcessSandbox(memory_bytes=settings.sandbox_memory_mb << 20, cpu_seconds=max(1, int(settings.sandbox_timeout_seconds)))
 
 
 @once
