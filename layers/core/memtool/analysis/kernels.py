@@ -65,7 +65,11 @@ def table_column(columns: Sequence[str], rows: Sequence[Sequence[Any]], name: st
 
 
 def numeric_column(columns: Sequence[str], rows: Sequence[Sequence[Any]], name: str, *, field: str) -> list[float]:
-    return [as_float(v, field=f"{field} ({name})") for v in table_column(columns, rows, name, field=field)]
+    cells = table_column(columns, rows, name, field=field)
+    try:
+        return [as_float(v, field=field) for v in cells]
+    except KernelInputError as error:
+        raise KernelInputError(f"column {name!r} ({field}): {error}", field=field) from None
 
 
 def is_numeric_column(columns: Sequence[str], rows: Sequence[Sequence[Any]], name: str) -> bool:
