@@ -177,3 +177,13 @@ def test_the_image_functions_events_are_tool_events_they_serve(event_file: str, 
         (tool,) = [t for t in ml_tools() if t.name == event.tool]
         tool.input_model.model_validate(event.arguments)
     assert event.context.tenant and event.context.episode_id
+
+
+def test_the_code_interpreters_sandbox_can_import_the_image_packages() -> None:
+    # The local-process sandbox starts `python -I` with an empty environment: only the
+    # interpreter's site-packages are on its sys.path, not ${LAMBDA_TASK_ROOT}.
+    dockerfile = (ROOT / "functions" / "analyze" / "Dockerfile").read_text(encoding="utf-8")
+    (install,) = [line for line in dockerfile.split("RUN ")[1:] if "pip install" in line]
+
+    assert "-r /tmp/requirements/functions/analyze/requirements.txt" in install
+    assert "--target" not in install
