@@ -28,7 +28,7 @@ logger = logging.getLogger("memtool.analysis")
 
 MAX_ROWS = 10_000  # the tool's own limit; AskFlow sends only small tables here
 MAX_CODE_CHARS = 20_000
-MAX_INLINE_FILE_BYTES = 96_000  # a chart travels in the answer up to this size (Step Functions caps a state at 256 KB)
+MAX_INLINE_FILE_BYTES = 64_000  # a chart travels in the answer up to this size (Step Functions caps a state at 256 KB)
 
 
 class CodeInterpreterInput(BaseModel):
@@ -41,6 +41,7 @@ class CodeInterpreterInput(BaseModel):
         default_factory=dict,
         description="the analysis's parameters: for example horizon (periods to forecast), focus (the period asked about), value_column, period_column",
     )
+    return_files: bool = Field(True, description="return the files (charts) the script wrote; false when only the JSON result is needed")
     code: str | None = Field(
         None,
         description="a Python script to run instead of the templated one; it reads data.json ({columns, rows, params}) and writes result.json and *.png in its working directory",
@@ -139,7 +140,7 @@ def code_interpreter_tool(sandbox: Callable[[], ResilientSandbox], *, timeout_se
             raise AnalysisFailed(f"the {arguments.analysis} script wrote no result.json object")
         budget = MAX_INLINE_FILE_BYTES
         files = []
-        for item in run.files:
+        for item in run.files if arguments.return_files else []:
             inline = item.size <= budget
             budget -= item.size if inline else 0
             files.append(

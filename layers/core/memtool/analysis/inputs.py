@@ -213,3 +213,52 @@ def profile_params(kind: str, table: Table) -> dict[str, Any]:
     if kind == "correlation":
         return {"numeric_columns": features}
     return {"target": target, "features": [f for f in features if f != target]}
+
+
+SEGMENTS_PER_DIMENSION = 4  # the members that moved most in the focus month are scanned on their own
+
+
+def segment_table(
+    intent: Intent,
+    focus_month: str,
+    run: Callable[[Intent], tuple[list[str], list[list[Any]], str]],
+    dimensions_of: Callable[[str], Sequence[str]],
+) -> Table | None:
+    """Where an anomaly sits: for each explaining dimension, the series of the members whose focus
+    month is furthest from their own median month, in one table for one segment scan.
+
+    A spike of one product or one refund reason can hide in a noisy total; its own series shows it.
+    """
+    if intent.metric in NON_ADDITIVE or intent.time_window is None:
+        return None
+    filtered = {f.dimension for f in intent.filters if f.op == "in"}
+    allowed = set(dimensions_of(intent.metric))
+    candidates = ["product", "refund_reason", "channel"] if intent.metric.startswith("refund") else ["region", "channel", "product"]
+    dims = [d for d in candidates if d in allowed and d not in filtered and not (d == "region" and "city" in filtered)]
+    rows_out: list[list[Any]] = []
+    queries: list[str] = []
+    value_name = intent.metric
+    for dim in dims:
+        drill = Intent(metric=intent.metric, dimensions=("month", dim), filters=tuple(intent.filters), time_window=intent.time_window, unit=intent.unit)
+        columns, rows, sql = run(drill)
+        queries.append(sql)
+        value_name = columns[-1]
+        series: dict[str, dict[str, float]] = {}
+        for row in rows:
+            series.setdefault(str(row[1]), {})[_label(row[0])] = float(row[-1] or 0)
+        moved = []
+        for member, values in series.items():
+            others = sorted(v for label, v in values.items() if label != focus_month)
+            if focus_month not in values or len(others) < 6:
+                continue
+            moved.append((abs(values[focus_month] - others[len(others) // 2]), member))
+        for _, member in sorted(moved, reverse=True)[:SEGMENTS_PER_DIMENSION]:
+            rows_out.extend([dim, member, label, round(value, 2)] for label, value in sorted(series[member].items()))
+    if not rows_out:
+        return None
+    return Table(
+        columns=["dimension", "member", "month", value_name],
+        rows=rows_out,
+        params={"dimension_column": "dimension", "member_column": "member", "label_column": "month", "value_column": value_name, "focus": focus_month, "period": 12},
+        queries=queries,
+    )

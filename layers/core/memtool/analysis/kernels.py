@@ -263,6 +263,46 @@ def anomaly_report(
     }
 
 
+def segment_report(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    dimension_column: str,
+    member_column: str,
+    label_column: str,
+    value_column: str,
+    focus: str | None = None,
+    period: int | None = 12,
+    threshold: float = 3.5,
+) -> dict[str, Any]:
+    """The ``SegmentResult`` shape: each member's own series scored like a total (robust z), so a
+    spike of one product or reason that a noisy total hides still shows. ``focus`` is the period
+    asked about; ``hits`` lists the members flagged there, strongest first."""
+    dimensions = table_column(columns, rows, dimension_column, field="dimension_column")
+    members = table_column(columns, rows, member_column, field="member_column")
+    labels = [period_label(v) for v in table_column(columns, rows, label_column, field="label_column")]
+    values = numeric_column(columns, rows, value_column, field="value_column")
+    series: dict[tuple[str, str], dict[str, float]] = {}
+    for dimension, member, label, value in zip(dimensions, members, labels, values, strict=True):
+        key = (str(dimension), str(member))
+        series.setdefault(key, {})[label] = series.get(key, {}).get(label, 0.0) + value
+    scanned, hits = [], []
+    for (dimension, member), by_label in sorted(series.items()):
+        ordered = sorted(by_label)
+        try:
+            report = anomaly_report([by_label[x] for x in ordered], ordered, series_name=member, period=period, threshold=threshold)
+        except KernelInputError:
+            continue  # too short or constant: nothing to say about this member
+        scanned.append({"dimension": dimension, "member": member, "anomalies": report["anomalies"], "points": report["points"]})
+        for point in report["points"]:
+            if focus is not None and point["label"] == focus and point["flagged_by"]:
+                hits.append({"dimension": dimension, "member": member, "label": point["label"], "value": point["value"], "expected": point["expected"], "z": point["z"]})
+    if not scanned:
+        raise KernelInputError("no member has a series long enough to score", unanswerable=True, field="rows")
+    hits.sort(key=lambda h: abs(h["z"]), reverse=True)
+    return {"focus": focus, "threshold": threshold, "members": scanned, "hits": hits}
+
+
 # ---------------------------------------------------------------------------------------------
 # Seasonal forecast
 # ---------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-AnalysisKind = Literal["anomaly", "forecast", "attribution", "clustering", "correlation", "regression"]
+AnalysisKind = Literal["anomaly", "forecast", "attribution", "clustering", "correlation", "regression", "segments"]
 
 _KERNELS = Path(__file__).with_name("kernels.py")
 
@@ -53,6 +53,14 @@ def _series():
 '''
 
 _DRIVERS: dict[str, str] = {
+    "segments": '''
+result = segment_report(
+    COLUMNS, ROWS, dimension_column=PARAMS.get("dimension_column", "dimension"), member_column=PARAMS.get("member_column", "member"),
+    label_column=PARAMS.get("label_column", "period"), value_column=PARAMS.get("value_column", "value"),
+    focus=PARAMS.get("focus"), period=PARAMS.get("period", 12), threshold=PARAMS.get("threshold", 3.5),
+)
+_write(result)
+''',
     "anomaly": '''
 labels, values = _series()
 result = anomaly_report(

@@ -20,9 +20,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-AnalysisKind = Literal["anomaly", "forecast", "attribution", "clustering", "correlation", "regression"]
+AnalysisKind = Literal["anomaly", "forecast", "attribution", "clustering", "correlation", "regression", "segments"]
 Runner = Literal["sandbox", "ml"]
 KINDS: tuple[str, ...] = ("anomaly", "forecast", "attribution", "clustering", "correlation", "regression")
+# "segments" is not asked for by name: it is the anomaly analysis's drill-down ("where is it?").
 
 _WORDS: dict[str, re.Pattern[str]] = {
     "anomaly": re.compile(r"异常|离群|反常|突增|骤增|激增|异动|anomal|outlier|unusual|abnormal|spike", re.IGNORECASE),

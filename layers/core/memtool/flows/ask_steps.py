@@ -480,30 +480,38 @@ class AskSteps:
         windows = analysis_windows(times, today)
         skipped: list[dict[str, Any]] = []
         queries: list[str] = []
+        charts_kept = 0
         for kind, why in zip(kinds, words, strict=True):
             try:
-                tables = self._analysis_tables(state, kind, intent, windows, today)
+                tables = self._analysis_tables(state, kind, intent, windows, today, asks_why="attribution" in kinds)
             except (ValueError, MemtoolError, WarehouseError) as exc:
                 reason = getattr(exc, "message", None) or str(exc)
                 skipped.append({"kind": kind, "reason": reason})
                 state.note(f"the {kind} analysis could not run: {reason}")
                 continue
             for table, context in tables:
+                task_kind = context.pop("kind", kind)
                 queries.extend(table.queries)
                 for note in table.notes:
                     state.note(note)
                 runner = runner_for(len(table.rows), code_rows=self._settings.analysis_code_rows)
                 params = dict(table.params)
                 if runner == "sandbox":
-                    arguments: dict[str, Any] = {"analysis": kind, "columns": table.columns, "rows": table.rows, "params": params}
+                    arguments: dict[str, Any] = {"analysis": task_kind, "columns": table.columns, "rows": table.rows, "params": params}
+                    if task_kind == "segments" or charts_kept >= 1:
+                        arguments["return_files"] = False  # one chart travels with the answer; the rest stay in the sandbox
+                    else:
+                        charts_kept += 1
                 else:
                     arguments = {"columns": table.columns, "rows": table.rows, **params}
-                task = AnalysisTask(kind=kind, runner=runner, tool=tool_for(kind, runner), arguments=arguments, rows=len(table.rows), why=why)
+                task = AnalysisTask(kind=task_kind, runner=runner, tool=tool_for(task_kind, runner), arguments=arguments, rows=len(table.rows), why=why)
                 state.analysis_tasks.append({**task.model_dump(mode="json"), "context": context})
         state.analysis = {"status": "planned", "skipped": skipped, "queries": queries}
         return state
 
-    def _analysis_tables(self, state: AskState, kind: str, intent: Any, windows: Any, today: date) -> list[tuple[Any, dict[str, Any]]]:
+    def _analysis_tables(
+        self, state: AskState, kind: str, intent: Any, windows: Any, today: date, *, asks_why: bool = False
+    ) -> list[tuple[Any, dict[str, Any]]]:
         """The tables one analysis runs on, each with what Summarize needs to word its result."""
         from memtool.analysis import inputs
 
@@ -518,7 +526,16 @@ class AskSteps:
             groups = table.params["group_columns"]
             period, value = table.params["period_column"], table.params["value_column"]
             if not groups:
-                return [(inputs.Table([period, value], [[r[columns.index(period)], r[columns.index(value)]] for r in table.rows], inputs.anomaly_params(table, metric)), base)]
+                total = inputs.Table([period, value], [[r[columns.index(period)], r[columns.index(value)]] for r in table.rows], inputs.anomaly_params(table, metric))
+                focus = base["focus"]
+                if intent is None or not focus or not (asks_why or len(focus) == 1):
+                    return [(total, base)]
+                # "为什么6月…异常高": where the anomaly sits, member by member, besides the total.
+                catalog = self._catalog()
+                segments = inputs.segment_table(intent, focus[-1], lambda drill: self._run_drilldown(state, drill), lambda m: catalog.metric(m).dimensions)
+                if segments is None:
+                    return [(total, base)]
+                return [(total, base), (segments, {**base, "kind": "segments", "focus": [focus[-1]]})]
             by_group: dict[str, list[list[Any]]] = {}
             for row in table.rows:
                 name = " / ".join(str(row[columns.index(g)]) for g in groups)
@@ -586,6 +603,8 @@ class AskSteps:
         lang = "zh" if _is_zh(state.input.question) else "en"
         analyses: list[dict[str, Any]] = []
         png: dict[str, Any] | None = None
+        segments_scanned: list[dict[str, Any]] = []
+        segment_hits: list[dict[str, Any]] = []
         for position, task in enumerate(state.analysis_tasks):
             raw = runs[position] if position < len(runs) and isinstance(runs[position], dict) else None
             context = task.get("context") or {}
@@ -611,10 +630,18 @@ class AskSteps:
                 state.note(f"{task['kind']}: {note}")
             if task["tool"] == "code_interpreter" and png is None:
                 png = next((f for f in data.get("files") or [] if f.get("content_type") == "image/png" and f.get("data_base64")), None)
+            if task["kind"] == "segments":
+                segment_hits.extend((result or {}).get("hits") or [])
+                segments_scanned.extend((result or {}).get("members") or [])
+                entry.update(success=True, result=result, summary="", duration_ms=outcome.duration_ms, isolation=data.get("isolation"))
+                analyses.append(entry)
+                continue
             try:
+                shown = _reported(task["kind"], result or {}, context)
                 summary = summarize_analysis(
-                    task["kind"], result or {}, lang=lang, metric_label=_metric_label(context.get("metric"), lang), unit=context.get("unit")
-                )
+                    task["kind"], shown, lang=lang, metric_label=_metric_label(context.get("metric"), lang), unit=context.get("unit"),
+                    dimension_labels=_dimension_labels(self._catalog(), lang),
+                )  # fmt: skip
                 if task["kind"] == "anomaly" and context.get("focus"):
                     summary = _focus_sentence(result or {}, context["focus"], lang, context.get("group")) + summary
             except Exception:  # noqa: BLE001 - the numbers stand without their sentence
@@ -631,6 +658,11 @@ class AskSteps:
         done = [a for a in analyses if a.get("success")]
         status = "complete" if done and not failed and not skipped and crashed is None else "partial" if done else "failed"
         summaries = [a["summary"] for a in done if a.get("summary")]
+        if segments_scanned:
+            summaries.insert(1 if summaries else 0, _segment_sentence(segment_hits, segments_scanned, lang, self._catalog()))
+        scope = _scope((state.plan or {}).get("intent"), lang)
+        if scope and summaries:
+            summaries[0] = scope + summaries[0]
         state.analysis = {
             "status": status,
             "tool": done[0]["tool"] if done else None,
@@ -1123,6 +1155,49 @@ def _focus_sentence(result: dict[str, Any], focus: list[str], lang: str, group: 
     if lang == "zh":
         return f"{who}所问期间（{span}）" + (f"有异常：{'、'.join(flagged)}。" if flagged else "没有异常点。")
     return f"{who}In the period asked about ({span}) " + (f"the anomalies are {', '.join(flagged)}. " if flagged else "there is no anomaly. ")
+
+
+def _reported(kind: str, result: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
+    """The part of a result the summary speaks of: a forecast's periods asked about (the steps
+    before them stay in the result)."""
+    wanted = set(context.get("report_periods") or [])
+    if kind != "forecast" or not wanted:
+        return result
+    series = [{**s, "forecast": [p for p in s.get("forecast") or [] if p.get("label") in wanted] or s.get("forecast") or []} for s in result.get("series") or []]
+    return {**result, "series": series}
+
+
+def _segment_sentence(hits: list[dict[str, Any]], scanned: list[dict[str, Any]], lang: str, catalog: Any) -> str:
+    """Which members are anomalous in the month asked about, strongest first."""
+
+    def dimension(name: str) -> str:
+        try:
+            return catalog.dimension(name).label(lang)
+        except Exception:  # noqa: BLE001 - an unknown dimension keeps its name
+            return name
+
+    if not hits:
+        count = len(scanned)
+        return f"逐项检查的 {count} 个细分在所问月份都没有异常。" if lang == "zh" else f"None of the {count} segments checked is anomalous in the month asked about."
+    hits = sorted(hits, key=lambda h: abs(h["z"]), reverse=True)
+    if lang == "zh":
+        parts = [f"{dimension(h['dimension'])}「{h['member']}」{h['label']} 为 {h['value']:,.0f}，预期约 {h['expected']:,.0f}（稳健 z = {h['z']:.1f}）" for h in hits]
+        return "异常集中在：" + "；".join(parts) + "。"
+    parts = [f"{dimension(h['dimension'])} '{h['member']}' in {h['label']}: {h['value']:,.0f} against about {h['expected']:,.0f} expected (robust z = {h['z']:.1f})" for h in hits]
+    return "The anomaly sits in: " + "; ".join(parts) + "."
+
+
+def _dimension_labels(catalog: Any, lang: str) -> dict[str, str]:
+    return {d.name: d.label(lang) for d in catalog.dimensions}  # type: ignore[arg-type]
+
+
+def _scope(intent: dict[str, Any] | None, lang: str) -> str:
+    """The filters the question named, as the summary's first words ("武汉 · 医院：")."""
+    filters = [f for f in (intent or {}).get("filters") or [] if f.get("op", "in") == "in"]
+    values = [v for f in filters for v in f.get("values") or []]
+    if not values:
+        return ""
+    return " · ".join(values) + ("：" if lang == "zh" else ": ")
 
 
 def _crash_reason(raw: Any) -> str:

@@ -58,12 +58,13 @@ class ToolResult(BaseModel):
     summary: str = ""
 
     def trajectory_entry(self) -> dict[str, Any]:
-        """What the episode keeps of a call: inputs and a summary, not the whole output."""
+        """What the episode keeps of a call: its inputs in brief and a summary, not the output."""
+        summary = self.summary if self.success else f"{self.error.kind}: {self.error.message}" if self.error else ""
         return {
             "tool": self.tool,
-            "arguments": _echo(self.arguments),
+            "arguments": brief_arguments(self.arguments),
             "success": self.success,
-            "summary": self.summary if self.success else f"{self.error.kind}: {self.error.message}" if self.error else "",
+            "summary": summary[:300],
             "duration_ms": self.duration_ms,
         }
 
@@ -216,7 +217,22 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _echo(arguments: dict[str, Any]) -> dict[str, Any]:
+def brief_arguments(arguments: dict[str, Any], limit: int = 120) -> dict[str, Any]:
+    """Each argument in a few words: a table is its size, a long text its start."""
+    brief: dict[str, Any] = {}
+    for key, value in arguments.items():
+        if isinstance(value, list):
+            brief[key] = value if len(value) <= 6 and len(repr(value)) <= limit else f"<{len(value)} items>"
+        elif isinstance(value, dict):
+            brief[key] = brief_arguments(value, limit) if len(repr(value)) > limit else value
+        elif isinstance(value, str) and len(value) > limit:
+            brief[key] = value[: limit - 1] + "…"
+        else:
+            brief[key] = value
+    return brief
+
+
+def echo_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
     """The arguments as the trajectory keeps them: long lists (a table's rows) are counted."""
     import json
 

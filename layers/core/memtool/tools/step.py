@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memtool.tools.base import ToolContext
-from memtool.tools.executor import ToolError, ToolExecutor, ToolResult
+from memtool.tools.executor import ToolError, ToolExecutor, ToolResult, echo_arguments
 
 
 class StepContext(BaseModel):
@@ -45,4 +45,6 @@ def run_tool_event(executor: ToolExecutor, event: Any) -> dict[str, Any]:
             arguments={},
         ).model_dump(mode="json")
     context = ToolContext(tenant=parsed.context.tenant, user=parsed.context.user, episode_id=parsed.context.episode_id)
-    return executor.call(parsed.tool, parsed.arguments, context).model_dump(mode="json")
+    result = executor.call(parsed.tool, parsed.arguments, context)
+    # The caller sent the arguments; echoing a whole table back would only grow the flow's state.
+    return result.model_copy(update={"arguments": echo_arguments(result.arguments)}).model_dump(mode="json")

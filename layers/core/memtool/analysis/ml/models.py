@@ -179,7 +179,34 @@ class RegressionResult(_Strict):
     residual_checks: ResidualChecks
 
 
+# --- segments (each member's own series, for "where is the anomaly") -------------------------
+
+
+class SegmentSeries(_Strict):
+    dimension: str
+    member: str
+    anomalies: list[str]
+    points: list[AnomalyPoint]
+
+
+class SegmentHit(_Strict):
+    dimension: str
+    member: str
+    label: str
+    value: float
+    expected: float
+    z: float
+
+
+class SegmentResult(_Strict):
+    focus: str | None
+    threshold: float
+    members: list[SegmentSeries]
+    hits: list[SegmentHit]  # members flagged in the focus period, strongest first
+
+
 RESULT_MODELS: dict[str, type[BaseModel]] = {
+    "segments": SegmentResult,
     "anomaly": AnomalyResult,
     "forecast": ForecastResult,
     "attribution": AttributionResult,

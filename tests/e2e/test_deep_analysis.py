@@ -1,0 +1,198 @@
+"""The deep-analysis route end to end: POST /ask through the real AskFlow on moto's Step Functions
+engine (PlanAnalyses, the Map over the analysis functions, Summarize), the real code interpreter
+in the local process sandbox, the real ML tools, over the demo warehouse with its planted anomalies
+(a 2026-06 质量问题 refund spike of 盐酸氨溴索口服溶液, a 2026-09 drop in 武汉)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from memtool.runtime import container
+from memtool.runtime.settings import get_settings, use_settings
+
+from tests.support import Api
+
+
+def ask(api: Api, question: str, **body) -> dict:
+    reply = api.call("POST", "/ask", {"question": question, **body})
+    assert reply.status == 200, reply.body
+    return reply.json()
+
+
+def warehouse_value(path: Path, sql: str) -> Decimal:
+    from memtool.sql.duckdb_warehouse import DuckDBWarehouse
+
+    warehouse = DuckDBWarehouse(path)  # the adapter's own connection settings (DuckDB refuses mixed ones)
+    try:
+        return Decimal(str(warehouse.run(sql, max_rows=1, timeout_seconds=10).rows[0][0]))
+    finally:
+        warehouse.close()
+
+
+def months(answer: dict) -> list[str]:
+    return [str(row[0])[:7] for row in answer["rows"]]
+
+
+def test_an_anomaly_question_scans_its_series_in_the_sandbox_and_says_what_it_found(api, aws):
+    answer = ask(api, "上海医院渠道最近三个月的净收入有没有异常？")
+
+    assert (answer["status"], answer["route"]) == ("answered", "deep_analysis_workflow"), answer
+    analysis = answer["analysis"]
+    assert analysis["status"] == "complete"
+    [run] = analysis["analyses"]
+    assert (run["kind"], run["tool"], run["runner"]) == ("anomaly", "code_interpreter", "sandbox")  # 14 rows <= 200
+    assert run["isolation"].startswith("local-process")
+    result = analysis["result"]
+    assert [p["label"] for p in result["points"]] == months(answer)
+    # The months asked about (2026-08..10) hold no planted anomaly, and the answer says so.
+    assert not set(result["anomalies"]) & {"2026-08", "2026-09", "2026-10"}
+    assert answer["answer"] == analysis["summary"]
+    assert analysis["summary"].startswith("上海 · 医院：所问期间（2026-08 至 2026-10）没有异常点")
+    # The chart is the analysis's, and the sandbox's PNG rides along.
+    assert answer["chart"]["of"] == "analysis:anomaly"
+    png = analysis["chart_png"]
+    assert png["content_type"] == "image/png" and base64.b64decode(png["data_base64"]).startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_why_were_refunds_high_in_june_finds_the_planted_spike_and_names_it(api, aws, demo_warehouse):
+    answer = ask(api, "2026年6月退款为什么异常高")
+
+    assert answer["status"] == "answered", answer
+    analysis = answer["analysis"]
+    kinds = [a["kind"] for a in analysis["analyses"]]
+    assert kinds == ["anomaly", "segments", "attribution"]  # 异常 and 为什么: each ran in the Map
+    summary = analysis["summary"]
+    assert "2026-06" in summary and "盐酸氨溴索口服溶液" in summary and "质量问题" in summary
+    # The product's own series flags June far above its expected value.
+    [segments] = [a["result"] for a in analysis["analyses"] if a["kind"] == "segments"]  # one scan of the movers
+    assert segments["focus"] == "2026-06" and segments["hits"][0]["member"] == "盐酸氨溴索口服溶液"
+    [spike] = [m for m in segments["members"] if (m["dimension"], m["member"]) == ("product", "盐酸氨溴索口服溶液")]
+    june = next(p for p in spike["points"] if p["label"] == "2026-06")
+    assert june["flagged_by"] and june["z"] > 5 and june["value"] > 5 * june["expected"]
+    # The attribution's parts sum exactly to the change, which is the warehouse's own.
+    [attribution] = [a["result"] for a in analysis["analyses"] if a["kind"] == "attribution"]
+    assert (attribution["before_period"], attribution["after_period"]) == ("2026-05", "2026-06")
+    truth = {
+        month: warehouse_value(
+            demo_warehouse,
+            "SELECT COALESCE(SUM(r.refund_amount), 0) FROM fact_refund r JOIN fact_order_line ol USING (order_id, line_id) "
+            f"WHERE NOT ol.is_test AND ol.paid_at IS NOT NULL AND strftime(ol.paid_at, '%Y-%m') = '{month}'",
+        )
+        for month in ("2026-05", "2026-06")
+    }
+    change = Decimal(str(attribution["total_change"]))
+    assert change == truth["2026-06"] - truth["2026-05"]
+    for dimension in attribution["dimensions"]:
+        assert sum(Decimal(str(c["delta"])) for c in dimension["contributions"]) == change, dimension["dimension"]
+    by_reason = next(d for d in attribution["dimensions"] if d["dimension"] == "refund_reason")
+    assert by_reason["largest_increase"] == "质量问题"
+
+
+def test_a_forecast_question_returns_intervals_and_a_backtest_error(api, aws):
+    answer = ask(api, "预测下季度各区域的销量")
+
+    assert answer["status"] == "answered", answer
+    analysis = answer["analysis"]
+    [run] = analysis["analyses"]
+    assert run["kind"] == "forecast"
+    series = analysis["result"]["series"]
+    assert {s["group"] for s in series} == {row[1] for row in answer["rows"]}  # one forecast per region
+    for one in series:
+        quarter = [p for p in one["forecast"] if p["label"] in ("2027-01", "2027-02", "2027-03")]
+        assert [p["label"] for p in quarter] == ["2027-01", "2027-02", "2027-03"]
+        for point in quarter:
+            assert point["lower_95"] <= point["lower_80"] <= point["point"] <= point["upper_80"] <= point["upper_95"]
+        assert one["backtest_mape"] is not None and 0 <= one["backtest_mape"] < 1000
+    assert "2027-01" in analysis["summary"] and "MAPE" in analysis["summary"] and "2026-11" not in analysis["summary"]
+
+
+def test_why_did_wuhan_drop_in_september_returns_an_attribution_that_sums_to_the_change(api, aws, demo_warehouse):
+    answer = ask(api, "为什么9月武汉的净收入下降了")
+
+    assert answer["status"] == "answered", answer
+    analysis = answer["analysis"]
+    result = analysis["result"]
+    assert analysis["tool"] == "code_interpreter" and (result["before_period"], result["after_period"]) == ("2026-08", "2026-09")
+    change = Decimal(str(result["total_change"]))
+    assert change < 0
+    for dimension in result["dimensions"]:
+        assert sum(Decimal(str(c["delta"])) for c in dimension["contributions"]) == change
+    assert {d["dimension"] for d in result["dimensions"]} == {"channel", "product"}  # the city is the filter
+    assert Decimal(str(result["after_total"])) - Decimal(str(result["before_total"])) == change
+    summary = analysis["summary"]
+    assert summary.startswith("武汉：") and "2026-09" in summary and "2026-08" in summary
+    assert answer["chart"]["type"] == "horizontal_bar"
+
+
+def test_a_large_table_goes_to_the_ml_tools_and_both_anomaly_methods_run(api, aws):
+    use_settings(get_settings().model_copy(update={"analysis_code_rows": 10}))
+    try:
+        answer = ask(api, "上海医院渠道最近三个月的净收入有没有异常？")
+    finally:
+        use_settings(aws)
+    assert answer["status"] == "answered", answer
+    [run] = answer["analysis"]["analyses"]
+    assert (run["tool"], run["runner"]) == ("ml_anomaly", "ml")  # 14 rows > 10
+    result = run["result"]
+    assert result["methods"] == ["robust_z", "isolation_forest"]
+    assert all(p["iforest_score"] is not None for p in result["points"])
+
+
+def test_an_analysis_that_cannot_run_is_reported_never_answered_with_nothing(api, aws, monkeypatch):
+    class BrokenSandbox:
+        name = "broken"
+
+        def run(self, code, *, files, timeout_seconds):
+            raise RuntimeError("the sandbox host is on fire")
+
+    monkeypatch.setattr(container, "sandbox", lambda: BrokenSandbox())
+    container.tool_registry.cache_clear()
+    try:
+        answer = ask(api, "为什么9月武汉的净收入下降了")
+    finally:
+        container.tool_registry.cache_clear()
+
+    assert answer["status"] == "partial", answer
+    assert answer["rows"], "the data still comes back"
+    analysis = answer["analysis"]
+    assert analysis["status"] == "failed" and analysis["summary"] is None
+    [run] = analysis["analyses"]
+    assert run["success"] is False and run["error"]["kind"] == "internal"
+    assert "fire" not in json.dumps(answer, ensure_ascii=False)  # internal details stay in the logs
+    assert any(n.startswith("the attribution analysis could not run") for n in answer["notes"])
+    assert any("no analysis ran" in n for n in answer["notes"])
+
+
+def test_a_question_that_names_no_analysis_gets_an_anomaly_scan_and_says_so(api, aws):
+    answer = ask(api, "武汉的净收入怎么回事", route="deep_analysis_workflow")
+    assert answer["status"] == "answered", answer
+    assert [a["kind"] for a in answer["analysis"]["analyses"]][0] in ("anomaly", "attribution")
+
+
+def test_every_tool_call_is_in_the_episodes_trajectory(api, aws):
+    answer = ask(api, "为什么9月武汉的净收入下降了")
+    [episode] = api.call("GET", "/memories", query={"kind": "episodic"}).json()["items"]
+    calls = [t for t in episode["value"]["trajectory"] if t.get("step") == "tool"]
+    assert [c["tool"] for c in calls] == ["code_interpreter"]
+    assert calls[0]["success"] and calls[0]["arguments"]["analysis"] == "attribution"
+    assert calls[0]["arguments"]["rows"].startswith("<")  # the table is counted, not copied
+    assert answer["episode_id"] == episode["provenance"]["episode_id"]
+
+
+@pytest.mark.parametrize("question", ["净收入怎么算？"])
+def test_a_knowledge_question_never_reaches_the_sql_states(api, aws, question):
+    answer = ask(api, question)
+    assert answer["route"] == "business_knowledge_qa" and answer["answer"]
+    assert not {"Guard", "Execute", "PlanAnalyses", "Visualize", "CacheLookup"} & set(answer["timings"])
+
+
+def test_a_kpi_gets_its_card_without_the_candidate_search(api, aws):
+    answer = ask(api, "上个月净收入是多少")
+    assert answer["route"] == "kpi_lookup" and answer["chart"]["type"] == "kpi_card"
+    assert "VisualizeKpi" in answer["timings"] and "Visualize" not in answer["timings"]
+    assert answer["chart"]["candidates"] == [{"type": "kpi_card", "confidence": 0.95, "reason": "kpi_lookup: one number"}]
