@@ -84,12 +84,18 @@ ASK_FLOW_STEPS = {
     "Guard",
     "Execute",
     "Diagnose",
-    "Analyze",
+    "PlanAnalyses",
+    "Summarize",
+    "VisualizeKpi",
     "Visualize",
     "CacheStore",
     "Record",
     "RecordFailure",
 }
+# States that run a step under another name: the knowledge route's own Recall and Plan.
+ASK_FLOW_ALIASES = {"KnowledgeRecall": "Recall", "KnowledgeAnswer": "Plan"}
+# Map iterations call a tool ({tool, arguments, context}) on the analysis functions.
+ASK_FLOW_TOOL_TASKS = {"RunCodeInterpreter": "${AnalyzeFunctionArn}", "RunMlTool": "${MlToolsFunctionArn}"}
 MAINTENANCE_STEPS = ["Decay", "Consolidate", "Archive", "ReconcileIndex"]
 
 PLAIN_TABLE_PROPERTIES = (
@@ -730,9 +736,10 @@ def definition_problems(definition: dict[str, Any]) -> list[str]:
             if not catch_all:
                 problems.append(f"{name}: no Catch on States.ALL")
             for catcher in state.get("Catch", []):
-                # The error goes beside the input ($.error, or $.cache_error for a step whose failure
-                # is only a miss), never over it.
-                if catcher.get("ResultPath") not in ("$.error", "$.cache_error"):
+                # The error goes beside the input, never over it: $.error; $.cache_error for a step
+                # whose failure is only a miss; $.analysis_error for an analysis step (Summarize
+                # reports it); $.crash in a Map iteration (it becomes that analysis's failed result).
+                if catcher.get("ResultPath") not in ("$.error", "$.cache_error", "$.analysis_error", "$.crash"):
                     problems.append(f"{name}: Catch must keep the input (ResultPath $.error)")
         if kind == "Choice" and "Default" not in state:
             problems.append(f"{name}: Choice without Default")
@@ -792,16 +799,25 @@ def lambda_tasks(definition: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_ask_flow_tasks_follow_the_flow_steps_convention() -> None:
     definition = json.loads((STATEMACHINES_DIR / "ask_flow.asl.json").read_text(encoding="utf-8"))
     tasks = lambda_tasks(definition)
+    steps = {name: task for name, task in tasks.items() if name not in ASK_FLOW_TOOL_TASKS}
 
-    assert {t["Parameters"]["Payload"]["step"] for t in tasks.values()} == ASK_FLOW_STEPS
-    for name, task in tasks.items():
+    assert {t["Parameters"]["Payload"]["step"] for t in steps.values()} == ASK_FLOW_STEPS
+    for name, task in steps.items():
         assert task["Resource"] == "arn:aws:states:::lambda:invoke", name
         assert task["Parameters"]["FunctionName"] == "${FlowStepsFunctionArn}", name
-        assert task["Parameters"]["Payload"] == {"step": name, "state.$": "$"}, name
+        assert task["Parameters"]["Payload"] == {"step": ASK_FLOW_ALIASES.get(name, name), "state.$": "$"}, name
         # The step's returned object becomes the whole new state.
         assert task["ResultSelector"] == {"state.$": "$.Payload"}, name
         assert task["OutputPath"] == "$.state", name
         assert task.get("ResultPath", "$") == "$", name
+    for name, function in ASK_FLOW_TOOL_TASKS.items():
+        task = tasks[name]
+        assert task["Parameters"]["FunctionName"] == function, name
+        assert task["Parameters"]["Payload"] == {"tool.$": "$.task.tool", "arguments.$": "$.task.arguments", "context.$": "$.context"}
+        assert task["OutputPath"] == "$.result" and task["End"] is True
+    analyze = definition["States"]["Analyze"]
+    assert analyze["Type"] == "Map" and analyze["ItemsPath"] == "$.analysis_tasks" and analyze["MaxConcurrency"] >= 1
+    assert analyze["ResultPath"] == "$.analysis_runs" and analyze["Next"] == "Summarize"
     route_choice = definition["States"]["RouteChoice"]
     assert {c["StringEquals"] for c in route_choice["Choices"]} == {
         "nl2sql_query",
@@ -839,6 +855,18 @@ class ScriptedLambda:
 
     def invoke(self, **parameters: Any) -> dict[str, Any]:
         event = json.loads(parameters["Payload"])
+        if "tool" in event and "step" not in event:  # a Map iteration's tool call
+            function = str(parameters["FunctionName"]).rsplit(":", 1)[-1].removesuffix("Arn")
+            step, body = f"{function}:{event['tool']}", event
+            self.calls.append((step, body))
+            handler = self.steps.get(step) or self.steps.get(f"tool:{event['tool']}") or (
+                lambda e: {"success": True, "data": {"ok": e["tool"]}, "error": None, "tool": e["tool"], "arguments": {}, "duration_ms": 1}
+            )
+            try:
+                return {"StatusCode": 200, "Payload": _stream(handler(body))}
+            except StepError as error:
+                payload = {"errorType": error.error_type, "errorMessage": str(error)}
+                return {"StatusCode": 200, "FunctionError": "Unhandled", "Payload": _stream(payload)}
         step, body = event["step"], event[self.body_key]
         self.calls.append((step, body))
         try:
@@ -905,12 +933,23 @@ def happy_flow_steps(route: str, **overrides: Callable[[dict[str, Any]], Any]) -
         "Guard": set_field(guard_status="passed"),
         "Execute": set_field(rows=[[1]]),
         "Diagnose": set_field(repair_status="not_repaired", repair_attempts=1),
-        "Analyze": set_field(analysis={"kind": "trend"}),
+        "PlanAnalyses": set_field(
+            analysis_tasks=[
+                {"kind": "anomaly", "runner": "sandbox", "tool": "code_interpreter", "arguments": {"analysis": "anomaly"}},
+                {"kind": "forecast", "runner": "ml", "tool": "ml_forecast", "arguments": {"horizon": 3}},
+            ],
+            caller={"tenant": "acme", "user": "li"},
+            episode_id="ep-1",
+        ),
+        "Summarize": lambda state: {**state, "analysis": {"runs": state.get("analysis_runs"), "error": state.get("analysis_error")}},
+        "VisualizeKpi": set_field(chart={"type": "kpi_card"}),
         "Visualize": set_field(chart={"type": "line"}),
         "CacheStore": set_field(cached=True),
         "Record": set_field(recorded=True),
         "RecordFailure": set_field(recorded_failure=True),
     }
+    if route == "business_knowledge_qa":  # a definition: no SQL
+        steps["Plan"] = set_field(plan_status="ready", sql=None, answer="净收入 = 销售额 − 折扣 − 退款")
     steps.update(overrides)
     return ScriptedLambda(steps, body_key="state")
 
@@ -919,11 +958,14 @@ def happy_flow_steps(route: str, **overrides: Callable[[dict[str, Any]], Any]) -
     ("route", "expected_steps"),
     [
         ("nl2sql_query", ["Prepare", "CacheLookup", "Recall", "Plan", "Guard", "Execute", "Visualize", "CacheStore", "Record"]),
-        ("kpi_lookup", ["Prepare", "CacheLookup", "Recall", "Plan", "Guard", "Execute", "Visualize", "CacheStore", "Record"]),
+        ("kpi_lookup", ["Prepare", "CacheLookup", "Recall", "Plan", "Guard", "Execute", "VisualizeKpi", "CacheStore", "Record"]),
         ("business_knowledge_qa", ["Prepare", "Recall", "Plan", "Record"]),
         (
             "deep_analysis_workflow",
-            ["Prepare", "Recall", "Plan", "Guard", "Execute", "Analyze", "Visualize", "CacheStore", "Record"],
+            [
+                "Prepare", "Recall", "Plan", "Guard", "Execute", "PlanAnalyses",
+                "AnalyzeFunction:code_interpreter", "MlToolsFunction:ml_forecast", "Summarize", "Visualize", "Record",
+            ],
         ),
     ],
 )
@@ -940,11 +982,95 @@ def test_ask_flow_routes_each_question_kind(
     )
 
     assert execution["status"] == "SUCCEEDED"
-    assert scripted.steps_called == expected_steps
+    assert in_map_order(scripted.steps_called) == expected_steps
     output = json.loads(execution["output"])
     assert output["question"] == "net revenue by channel"
     assert output["route"] == route
     assert output["recorded"] is True
+
+
+def in_map_order(steps: list[str]) -> list[str]:
+    """The steps with each run of Map iterations (tool calls, concurrent) sorted into task order."""
+    order = {"AnalyzeFunction:code_interpreter": 0, "MlToolsFunction:ml_forecast": 1}
+    out: list[str] = []
+    for step in steps:
+        if ":" in step and out and ":" in out[-1]:
+            out.append(step)
+            tail = [s for s in out if ":" in s]
+            out = [s for s in out if ":" not in s] + sorted(tail, key=lambda s: order.get(s, 99))
+        else:
+            out.append(step)
+    return out
+
+
+def test_ask_flow_runs_each_analysis_on_its_runner_and_keeps_the_results_in_task_order(
+    monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]
+) -> None:
+    scripted = happy_flow_steps("deep_analysis_workflow")
+
+    execution = run_on_local_engine(monkeypatch, template, "AskFlow", scripted, {"question": "q"})
+
+    assert execution["status"] == "SUCCEEDED"
+    runs = json.loads(execution["output"])["analysis"]["runs"]
+    assert [r["data"]["ok"] for r in runs] == ["code_interpreter", "ml_forecast"]
+    tool_calls = {step: body for step, body in scripted.calls if ":" in step}
+    assert tool_calls["MlToolsFunction:ml_forecast"] == {"tool": "ml_forecast", "arguments": {"horizon": 3}, "context": {"tenant": "acme", "user": "li", "episode_id": "ep-1"}}
+
+
+def test_a_crashed_analysis_function_is_one_failed_result_and_the_others_still_count(
+    monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]
+) -> None:
+    def crash(event: dict[str, Any]) -> Any:
+        raise StepError("Sandbox.Timeout", "took too long")
+
+    scripted = happy_flow_steps("deep_analysis_workflow", **{"tool:code_interpreter": crash})
+
+    execution = run_on_local_engine(monkeypatch, template, "AskFlow", scripted, {"question": "q"})
+
+    assert execution["status"] == "SUCCEEDED"
+    first, second = json.loads(execution["output"])["analysis"]["runs"]
+    assert (first["success"], first["tool"], first["error"]["kind"]) == (False, "code_interpreter", "internal")
+    assert first["error"]["message"] == "Sandbox.Timeout" and first["error"]["retryable"] is True
+    assert second["success"] is True
+
+
+def test_a_deep_question_with_nothing_to_analyse_goes_straight_to_summarize(
+    monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]
+) -> None:
+    scripted = happy_flow_steps("deep_analysis_workflow", PlanAnalyses=set_field(analysis_tasks=[]))
+
+    execution = run_on_local_engine(monkeypatch, template, "AskFlow", scripted, {"question": "q"})
+
+    assert execution["status"] == "SUCCEEDED"
+    assert scripted.steps_called[-4:] == ["PlanAnalyses", "Summarize", "Visualize", "Record"]
+
+
+def test_a_failed_plan_analyses_is_reported_by_summarize_never_a_failed_ask(
+    monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]
+) -> None:
+    def broken(state: dict[str, Any]) -> Any:
+        raise StepError("ValueError", "no series")
+
+    scripted = happy_flow_steps("deep_analysis_workflow", PlanAnalyses=broken)
+
+    execution = run_on_local_engine(monkeypatch, template, "AskFlow", scripted, {"question": "q"})
+
+    assert execution["status"] == "SUCCEEDED"
+    assert scripted.steps_called[-4:] == ["PlanAnalyses", "Summarize", "Visualize", "Record"]
+    output = json.loads(execution["output"])
+    assert output["analysis"]["error"]["Error"] == "ValueError" and "error" not in output
+
+
+def test_a_knowledge_reply_that_planned_sql_goes_through_the_guard(
+    monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]
+) -> None:
+    answered = happy_flow_steps("business_knowledge_qa", Plan=set_field(plan_status="ready", sql=None))
+    run_on_local_engine(monkeypatch, template, "AskFlow", answered, {"question": "q"})
+    assert answered.steps_called == ["Prepare", "Recall", "Plan", "Record"]
+
+    replied = happy_flow_steps("business_knowledge_qa", Plan=set_field(plan_status="ready", sql="SELECT 1"))
+    run_on_local_engine(monkeypatch, template, "AskFlow", replied, {"question": "q"})
+    assert replied.steps_called == ["Prepare", "Recall", "Plan", "Guard", "Execute", "Visualize", "Record"]
 
 
 def test_ask_flow_records_a_clarification_without_running_sql(
@@ -969,7 +1095,7 @@ def test_ask_flow_runs_a_cache_hit_again_without_recall_or_planning(
     execution = run_on_local_engine(monkeypatch, template, "AskFlow", scripted, {"question": "q"})
 
     assert execution["status"] == "SUCCEEDED"
-    assert scripted.steps_called == ["Prepare", "CacheLookup", "Guard", "Execute", "Visualize", "CacheStore", "Record"]
+    assert scripted.steps_called == ["Prepare", "CacheLookup", "Guard", "Execute", "VisualizeKpi", "CacheStore", "Record"]
 
 
 def test_a_failed_cache_step_is_a_miss_or_a_skipped_store_never_a_failed_ask(
