@@ -122,6 +122,33 @@ def seed_warehouse(args: argparse.Namespace) -> int:
     return 0
 
 
+def mcp(args: argparse.Namespace) -> int:
+    """The MCP server for one identity: from the options, else MEMTOOL_MCP_* (never from a tool call)."""
+    import re
+
+    from memtool.api.identity import IDENTIFIER_PATTERN, Identity
+    from memtool.runtime.settings import Settings
+    from memtool.tools.mcp_server import McpOptions, serve as serve_mcp
+
+    settings = Settings()
+    tenant, user = args.tenant or settings.mcp_tenant, args.user or settings.mcp_user
+    roles = frozenset(args.role if args.role is not None else settings.mcp_roles)
+    for option, variable, value in (("--tenant", "MEMTOOL_MCP_TENANT", tenant), ("--user", "MEMTOOL_MCP_USER", user)):
+        if not value:
+            args.parser.error(f"{option} is required (or set {variable}): the MCP server acts for one tenant and user")
+        if not re.fullmatch(IDENTIFIER_PATTERN, value):
+            args.parser.error(f"{option} {value!r} is not an identifier (letters, digits, '_', '.', '@', ':', '-'; at most 128)")
+    options = McpOptions(
+        identity=Identity(tenant=tenant, user=user, roles=roles),
+        transport=args.transport,
+        port=args.port if args.port is not None else settings.mcp_port,
+        home=_home(args.home),
+        store=args.store,
+        verbose=args.verbose,
+    )
+    return serve_mcp(options)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memtool", description="memory-and-tool layer for data agents")
     parser.add_argument("--version", action="version", version=f"memtool {__version__}")
@@ -161,6 +188,24 @@ def build_parser() -> argparse.ArgumentParser:
     p_demo.add_argument("--home", help="state folder (default .memtool or MEMTOOL_HOME)")
     p_demo.add_argument("--url", help="use an already running `memtool serve` at this URL")
     p_demo.set_defaults(func=demo)
+
+    p_mcp = commands.add_parser(
+        "mcp",
+        help="serve memtool's tools over MCP (stdio, or streamable HTTP on 127.0.0.1) on the local runtime",
+        description="An MCP server offering ask, recall, feedback, remember, forget (and the ML tools when installed) "
+        "for one tenant and user. Logs go to stderr; on stdio, stdout is the protocol channel.",
+    )
+    p_mcp.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="stdio (default) or http (streamable HTTP)")
+    p_mcp.add_argument("--port", type=int, help="HTTP port on 127.0.0.1 (default MEMTOOL_MCP_PORT or 3001)")
+    p_mcp.add_argument("--tenant", help="the tenant the server acts for (or MEMTOOL_MCP_TENANT)")
+    p_mcp.add_argument("--user", help="the user the server acts for (or MEMTOOL_MCP_USER)")
+    p_mcp.add_argument(
+        "--role", action="append", help="a role of that user, e.g. curator (repeatable; or MEMTOOL_MCP_ROLES=a,b)"
+    )
+    p_mcp.add_argument("--home", help="state folder (default .memtool or MEMTOOL_HOME)")
+    p_mcp.add_argument("--store", choices=("sqlite", "dynamodb"), help="record store (default MEMTOOL_STORE or sqlite)")
+    p_mcp.add_argument("--verbose", action="store_true", help="log tool failures and memtool warnings (to stderr)")
+    p_mcp.set_defaults(func=mcp, parser=p_mcp)
     return parser
 
 

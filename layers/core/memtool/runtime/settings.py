@@ -10,10 +10,10 @@ from collections.abc import Callable
 from functools import lru_cache
 from datetime import date
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 # DESIGN.md §4: how many of each kind recall injects per route (knowledge: shared definitions).
@@ -163,6 +163,22 @@ class Settings(BaseSettings):
         3, ge=1, le=100, description="Consecutive failures of an outside dependency (Bedrock, OpenSearch, Redshift, E2B) that open its circuit."
     )
     breaker_cooldown_seconds: float = Field(30.0, gt=0, le=3600, description="How long an open circuit skips its dependency.")
+
+    # The MCP server (`memtool mcp`): whom it acts for. Identity comes from here (or the command's
+    # options), never from a tool call's arguments.
+    mcp_tenant: str | None = Field(None, description="Tenant the MCP server acts for (MEMTOOL_MCP_TENANT; --tenant).")
+    mcp_user: str | None = Field(None, description="User the MCP server acts for (MEMTOOL_MCP_USER; --user).")
+    mcp_roles: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Roles of that user, comma-separated (MEMTOOL_MCP_ROLES=curator; --role)."
+    )
+    mcp_port: int = Field(3001, ge=1, le=65535, description="Port of the MCP server's streamable HTTP transport on 127.0.0.1.")
+
+    @field_validator("mcp_roles", mode="before")
+    @classmethod
+    def _comma_separated(cls, roles: Any) -> Any:
+        if isinstance(roles, str):
+            return [role.strip() for role in roles.split(",") if role.strip()]
+        return roles
 
     @property
     def is_local(self) -> bool:
