@@ -108,7 +108,8 @@ def test_deep_analysis_question_is_routed_and_returns_the_data(api, aws):
     assert answer["route"] == "deep_analysis_workflow"
     assert answer["status"] == "answered", answer
     assert answer["rows"]
-    assert "Analyze" in answer["timings"]
+    assert {"PlanAnalyses", "Summarize"} <= set(answer["timings"])
+    assert answer["analysis"]["status"] == "complete" and answer["analysis"]["summary"].startswith("武汉")
 
 
 def test_an_unknown_term_gets_a_clarification_not_a_guess(api, aws):
@@ -128,7 +129,11 @@ def test_a_forced_bad_route_is_a_400(api, aws):
 
 def test_a_forced_route_is_followed(api, aws):
     answer = ask(api, "上个月各渠道的净收入", route="deep_analysis_workflow")
-    assert answer["route"] == "deep_analysis_workflow" and "Analyze" in answer["timings"]
+    assert answer["route"] == "deep_analysis_workflow" and "PlanAnalyses" in answer["timings"]
+    # No analysis named: each channel's series is scanned for anomalies, and the answer says so.
+    assert answer["status"] == "answered", answer
+    assert {a["group"] for a in answer["analysis"]["analyses"]} == {row[1] for row in answer["rows"]}
+    assert "no analysis was named: the series was scanned for anomalies" in answer["notes"]
 
 
 @pytest.mark.parametrize(
