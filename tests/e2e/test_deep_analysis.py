@@ -168,15 +168,6 @@ def test_an_analysis_that_cannot_run_is_reported_never_answered_with_nothing(api
     assert any("no analysis ran" in n for n in answer["notes"])
 
 
-def test_a_question_that_names_no_analysis_gets_an_anomaly_scan_and_says_so(api, aws):
-    answer = ask(api, "上个月各渠道的净收入", route="deep_analysis_workflow")
-    assert answer["status"] == "answered", answer
-    assert "no analysis was named: the series was scanned for anomalies" in answer["notes"]
-    runs = answer["analysis"]["analyses"]
-    assert {a["kind"] for a in runs} == {"anomaly"} and {a["group"] for a in runs} == {"医院", "电商", "诊所", "零售药店"}
-    assert all(a["success"] for a in runs)
-
-
 def test_every_tool_call_is_in_the_episodes_trajectory(api, aws):
     answer = ask(api, "为什么9月武汉的净收入下降了")
     [episode] = api.call("GET", "/memories", query={"kind": "episodic"}).json()["items"]
