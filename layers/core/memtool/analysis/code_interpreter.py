@@ -117,6 +117,26 @@ class AnalysisFailed(ToolFailure):
 _RETRY_KINDS = {"timeout", "cpu_limit"}
 
 
+def _generated_problem(analysis: str, run: Any) -> str | None:
+    """Why a generated script's run cannot be used, or None: it must succeed and write the
+    analysis's result shape (the summary and the chart read that shape)."""
+    from pydantic import ValidationError
+
+    from memtool.analysis.ml.models import RESULT_MODELS
+
+    if not run.ok:
+        return f"{run.error_kind}: {run.error}"
+    model = RESULT_MODELS.get(analysis)
+    if model is None or not isinstance(run.result, dict):
+        return "no result.json object"
+    try:
+        model.model_validate(run.result)
+    except ValidationError as error:
+        first = error.errors()[0]
+        return f"result.json does not match the {analysis} shape ({'.'.join(str(p) for p in first.get('loc', ()))}: {first.get('msg')})"
+    return None
+
+
 def code_interpreter_tool(sandbox: Callable[[], ResilientSandbox], *, timeout_seconds: float = 30.0) -> Tool[CodeInterpreterInput, CodeInterpreterOutput]:
     def handle(arguments: CodeInterpreterInput, context: ToolContext) -> CodeInterpreterOutput:
         from memtool.analysis.scripts import templated_script
@@ -125,9 +145,20 @@ def code_interpreter_tool(sandbox: Callable[[], ResilientSandbox], *, timeout_se
         for index, row in enumerate(arguments.rows):
             if len(row) != width:
                 raise BadArguments(f"rows[{index}] has {len(row)} values for {width} columns", field="rows")
-        script = arguments.code if arguments.code else templated_script(arguments.analysis, dict(arguments.params))
         data = json.dumps({"columns": arguments.columns, "rows": arguments.rows, "params": arguments.params}, ensure_ascii=False, default=str)
-        run, notes = sandbox().run(script, files={"data.json": data.encode("utf-8")}, timeout_seconds=timeout_seconds)
+        files = {"data.json": data.encode("utf-8")}
+        generated = bool(arguments.code)
+        script = arguments.code if arguments.code else templated_script(arguments.analysis, dict(arguments.params))
+        run, notes = sandbox().run(script, files=files, timeout_seconds=timeout_seconds)
+        if generated:
+            problem = _generated_problem(arguments.analysis, run)
+            if problem is not None:
+                # The model's script is a proposal: when it fails or writes the wrong shape, the
+                # templated script answers, and the answer says so.
+                logger.info("episode %s: generated %s script not used: %s", context.episode_id, arguments.analysis, problem)
+                run, more = sandbox().run(templated_script(arguments.analysis, dict(arguments.params)), files=files, timeout_seconds=timeout_seconds)
+                notes = [*notes, f"the generated script was not used ({problem}); the templated script ran instead", *more]
+                generated = False
         if not run.ok:
             kind = "timeout" if run.error_kind in _RETRY_KINDS else None
             message = f"the {arguments.analysis} script failed in the sandbox ({run.error_kind}): {run.error}"
@@ -155,7 +186,7 @@ def code_interpreter_tool(sandbox: Callable[[], ResilientSandbox], *, timeout_se
             analysis=arguments.analysis,
             result=run.result,
             files=files,
-            script="generated" if arguments.code else f"templated:{arguments.analysis}",
+            script="generated" if generated else f"templated:{arguments.analysis}",
             stdout=(run.stdout or "")[:2000],
             isolation=run.isolation,
             duration_ms=run.duration_ms,

@@ -498,6 +498,9 @@ class AskSteps:
                 params = dict(table.params)
                 if runner == "sandbox":
                     arguments: dict[str, Any] = {"analysis": task_kind, "columns": table.columns, "rows": table.rows, "params": params}
+                    code = self._generated_script(state, task_kind, table, params)
+                    if code:
+                        arguments["code"] = code
                     if task_kind == "segments" or charts_kept >= 1:
                         arguments["return_files"] = False  # one chart travels with the answer; the rest stay in the sandbox
                     else:
@@ -561,6 +564,17 @@ class AskSteps:
         if len(table.rows) < 3:
             raise ValueError(f"{kind} needs at least 3 members with every measure; the data has {len(table.rows)}")
         return [(inputs.Table(table.columns, table.rows, inputs.profile_params(kind, table), queries=table.queries), base)]
+
+    def _generated_script(self, state: AskState, kind: str, table: Any, params: dict[str, Any]) -> str | None:
+        """The Bedrock planner's script for this analysis, when the Bedrock planner is configured
+        (the rule planner writes none: the templated script runs)."""
+        write = getattr(self._planner, "write_analysis_script", None)
+        if write is None or kind == "segments":
+            return None
+        script = write(state.input.question, kind, table.columns, table.rows, params)
+        if script:
+            state.note(f"the {kind} script was written by {getattr(self._planner, 'name', 'the planner')}; it runs only in the sandbox")
+        return script
 
     def _catalog(self) -> Any:
         compiler = self._compiler() if self._compiler is not None else None
