@@ -200,13 +200,14 @@ def test_stdio_server_answers_through_its_tools_for_its_own_identity_only(server
                     found = [item["memory"]["id"] for item in recalled["data"]["items"]]
                     await anyio.sleep(0.2)
 
-            if "ml_correlation" in listed:  # an ML tool through the same server, on a small table
-                rows = [[x, 2 * x + 1, 10 - x] for x in range(1, 13)]
-                failed, corr = await call(session, "ml_correlation", {"columns": ["x", "y", "z"], "rows": rows})
-                assert not failed, corr
-                pairs = {(p["x"], p["y"]): p for p in corr["data"]["pairs"]}
-                assert corr["data"]["n_rows"] == 12 and set(pairs) == {("x", "y"), ("x", "z"), ("y", "z")}
-                assert pairs[("x", "y")]["pearson_r"] == pytest.approx(1.0) and pairs[("x", "z")]["pearson_r"] == pytest.approx(-1.0)
+            assert "ml_correlation" in listed
+            # an ML tool through the same server, on a small table
+            rows = [[x, 2 * x + 1, 10 - x] for x in range(1, 13)]
+            failed, corr = await call(session, "ml_correlation", {"columns": ["x", "y", "z"], "rows": rows})
+            assert not failed, corr
+            pairs = {(p["x"], p["y"]): p for p in corr["data"]["pairs"]}
+            assert corr["data"]["n_rows"] == 12 and set(pairs) == {("x", "y"), ("x", "z"), ("y", "z")}
+            assert pairs[("x", "y")]["pearson_r"] == pytest.approx(1.0) and pairs[("x", "z")]["pearson_r"] == pytest.approx(-1.0)
 
     async def as_tenant_b() -> None:
         async with stdio_session(server_env, tenant_b) as session:
