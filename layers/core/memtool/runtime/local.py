@@ -73,6 +73,7 @@ class LocalRuntime:
     backlog: int = 1024  # listen backlog: connections the kernel holds before accept
     progress: Any = None  # callable(str) for start-up messages
     access_log: Any = None  # callable(str) for --verbose request lines; default print
+    serve_api: bool = True  # False: no REST API (memtool mcp serves its tools without one)
     settings: Settings | None = field(default=None, init=False)
     api_url: str | None = field(default=None, init=False)
     loaded: dict[str, int] = field(default_factory=dict, init=False)
@@ -133,6 +134,9 @@ class LocalRuntime:
             self._start_dynamodb(template, root)
         self._start_diagnose_queue(root)
         self._warm()
+        self._started_at = time.time()
+        if not self.serve_api:
+            return self
         gateway = LocalApiGateway(template, root)
         self._http = serve_http(
             gateway,

@@ -250,8 +250,9 @@ async def _local_runtime(options: McpOptions, say: Callable[[str], None]) -> Asy
 
     from memtool.runtime.local import LocalRuntime
 
-    # The runtime also serves the REST API on a free loopback port (it has no switch to leave it out).
-    runtime = LocalRuntime(home=options.home, port=0, verbose=options.verbose, store=options.store, progress=say)
+    # No REST API beside the MCP server: its identity headers would let any local process act as
+    # any tenant, while the MCP server acts only for the identity it was started with.
+    runtime = LocalRuntime(home=options.home, port=0, verbose=options.verbose, store=options.store, progress=say, serve_api=False)
     try:
         await anyio.to_thread.run_sync(runtime.start)
         tools = offered_tools(options.identity, say)
