@@ -190,3 +190,35 @@ def test_a_kpi_gets_its_card_without_the_candidate_search(api, aws):
     assert answer["route"] == "kpi_lookup" and answer["chart"]["type"] == "kpi_card"
     assert "VisualizeKpi" in answer["timings"] and "Visualize" not in answer["timings"]
     assert answer["chart"]["candidates"] == [{"type": "kpi_card", "confidence": 0.95, "reason": "kpi_lookup: one number"}]
+
+
+def test_a_failing_e2b_falls_back_to_the_local_sandbox_and_its_circuit_opens(api, aws, monkeypatch):
+    from memtool.analysis.code_interpreter import ResilientSandbox
+    from memtool.analysis.sandbox.port import SandboxUnavailable
+
+    class DownE2B:
+        name = "e2b"
+        calls = 0
+
+        def run(self, code, *, files, timeout_seconds):
+            DownE2B.calls += 1
+            raise SandboxUnavailable("connection refused by api.e2b.app")
+
+    use_settings(aws.model_copy(update={"breaker_failure_threshold": 1, "breaker_cooldown_seconds": 600}))
+    resilient = ResilientSandbox(DownE2B(), fallback=container.local_sandbox, breaker=container.breakers().get("e2b"))
+    monkeypatch.setattr(container, "sandbox", lambda: resilient)
+    container.tool_registry.cache_clear()
+    try:
+        first = ask(api, "为什么9月武汉的净收入下降了")
+        second = ask(api, "为什么9月武汉的净收入下降了")
+        health = container.breakers().health()
+    finally:
+        container.tool_registry.cache_clear()
+        use_settings(aws)
+
+    for answer in (first, second):
+        assert answer["status"] == "answered" and answer["analysis"]["analyses"][0]["isolation"].startswith("local-process")
+    assert "attribution: e2b unavailable (connection refused by api.e2b.app); ran in the local process sandbox instead" in first["notes"]
+    assert any(n.startswith("attribution: e2b skipped: e2b is skipped for") for n in second["notes"])
+    assert DownE2B.calls == 1  # the open circuit kept the second ask away from E2B
+    assert health["e2b"]["state"] == "open" and health["e2b"]["calls_skipped"] == 1

@@ -67,6 +67,20 @@ def test_runtime_refuses_a_busy_port_and_non_loopback_hosts(tmp_path):
         LocalRuntime(home=tmp_path, host="0.0.0.0", port=0, root=ROOT).start()
 
 
+def test_health_shows_each_outside_dependencys_circuit(tmp_path):
+    from memtool.runtime import container
+
+    with LocalRuntime(home=tmp_path, port=0, root=ROOT) as runtime:
+        health = json.loads(urllib.request.urlopen(f"{runtime.api_url}/health", timeout=10).read())
+        assert health["status"] == "ok" and health["breakers"] == {}  # nothing outside has been called
+        for _ in range(3):  # the warehouse keeps failing
+            container.breakers().get("redshift").record_failure(ConnectionError("refused"))
+        health = json.loads(urllib.request.urlopen(f"{runtime.api_url}/health", timeout=10).read())
+        assert health["breakers"]["redshift"]["state"] == "open"
+        assert health["breakers"]["redshift"]["last_error"] == "ConnectionError: refused"
+        assert health["status"] == "degraded" and "redshift circuit open" in health["problems"]
+
+
 def test_http_errors_are_json_with_a_field(tmp_path):
     with LocalRuntime(home=tmp_path, port=0, root=ROOT) as runtime:
         request = urllib.request.Request(
