@@ -33,6 +33,7 @@ from memtool.retrieval.recall import Recall, RecallRequest
 from memtool.runtime.clock import Clock
 from memtool.runtime.settings import Settings
 from memtool.sql.warehouse import WarehouseError
+from memtool.tools.executor import echo_arguments
 
 WORKING_TURNS_KEPT = 10
 # An analysis's drill-down table must be complete: above this many rows the analysis refuses.
@@ -647,7 +648,16 @@ class AskSteps:
             if task["kind"] == "segments":
                 segment_hits.extend((result or {}).get("hits") or [])
                 segments_scanned.extend((result or {}).get("members") or [])
-                entry.update(success=True, result=result, summary="", duration_ms=outcome.duration_ms, isolation=data.get("isolation"))
+                # Each member's whole series stays in the sandbox's answer; the state keeps the month asked about.
+                focus = (result or {}).get("focus")
+                brief = {
+                    **(result or {}),
+                    "members": [
+                        {**{k: m[k] for k in ("dimension", "member", "anomalies")}, "points": [p for p in m.get("points") or [] if p.get("label") == focus]}
+                        for m in (result or {}).get("members") or []
+                    ],
+                }
+                entry.update(success=True, result=brief, summary="", duration_ms=outcome.duration_ms, isolation=data.get("isolation"))
                 analyses.append(entry)
                 continue
             try:
@@ -689,6 +699,11 @@ class AskSteps:
         }
         if status != "complete" and not done:
             state.note("no analysis ran: the answer has the data only")
+        # The runs and the tasks' tables now live in ``analysis``: carrying them on would double
+        # the state (Step Functions caps a state, and a Lambda's answer, at 256 KB).
+        state.analysis_runs = None
+        for task in state.analysis_tasks:
+            task["arguments"] = echo_arguments(task.get("arguments") or {})
         return state
 
     def step_visualizekpi(self, state: AskState) -> AskState:
@@ -710,6 +725,11 @@ class AskSteps:
         return state
 
     def step_visualize(self, state: AskState) -> AskState:
+        crashed = getattr(state, "analysis_error", None)
+        if state.route == "deep_analysis_workflow" and crashed is not None and (state.analysis or {}).get("status") in (None, "planned"):
+            # Summarize itself failed: the answer still says that no analysis result is there.
+            state.note("the analyses could not be summarised: " + _crash_reason(crashed))
+            state.analysis = {"status": "failed", "tool": None, "result": None, "summary": None, "analyses": [], "skipped": [], "queries": [], "chart_png": None}
         if state.route == "deep_analysis_workflow" and state.analysis and state.analysis.get("result") is not None:
             return self._visualize_analysis(state)
         return self._visualize_result(state)
