@@ -335,3 +335,14 @@ def test_the_kernels_source_imports_only_the_standard_library_and_numpy() -> Non
         for alias in node.names
     }
     assert imported <= {"__future__", "math", "statistics", "collections", "decimal", "typing", "numpy"}
+
+
+def test_the_month_after_a_drop_is_judged_without_the_drop() -> None:
+    # A distributor switch: one month at a third, the next month back to normal.
+    values = [200.0, 204, 198, 207, 201, 199, 205, 203, 196, 202, 206, 200, 203, 199, 208, 201, 204, 198, 206, 201, 65.0, 205.0]
+    labels = [f"{2025 + i // 12}-{i % 12 + 1:02d}" for i in range(len(values))]
+    points = kernels.robust_seasonal_z(values, labels, period=12)
+    flagged = [p["label"] for p in points if p["anomaly"]]
+    assert flagged == [labels[20]]  # the drop, not the recovery
+    recovery = points[21]
+    assert abs(recovery["z"]) < 3.5 and recovery["expected"] > 150  # the drop did not set its baseline

@@ -138,9 +138,12 @@ def _check_series(values: Sequence[float], labels: Sequence[str], *, minimum: in
 # ---------------------------------------------------------------------------------------------
 
 
-def _neighbour_median(values: Sequence[float], i: int, reach: int) -> float:
-    around = list(values[max(0, i - reach) : i]) + list(values[i + 1 : i + 1 + reach])
-    return statistics.median(around)
+def _neighbour_median(values: Sequence[float], i: int, reach: int, skip: frozenset[int] = frozenset()) -> float:
+    """The median of the ``reach`` points on each side, leaving out ``skip`` (anomalies already
+    found) unless nothing else is left: a drop must not make the next month's recovery look high."""
+    near = [j for j in range(max(0, i - reach), min(len(values), i + 1 + reach)) if j != i]
+    kept = [j for j in near if j not in skip] or near
+    return statistics.median(values[j] for j in kept)
 
 
 def _robust_scale(residuals: Sequence[float]) -> float:
@@ -192,25 +195,37 @@ def robust_seasonal_z(
     seasonal = period is not None and period >= 2 and n > period
     drift = statistics.median(scored[j] - scored[j - period] for j in range(period, n)) if seasonal else 0.0  # type: ignore[operator]
 
-    expected: list[float] = []
-    baselines: list[str] = []
-    for i in range(n):
-        # The same period in the other season: a year back, or for the first season a year ahead
-        # (less the drift), so a seasonal first year is not judged by its unseasonal neighbours.
-        partner = None
-        if seasonal and i >= period:  # type: ignore[operator]
-            partner = i - period  # type: ignore[operator]
-        elif seasonal and i + period < n:  # type: ignore[operator]
-            partner = i + period  # type: ignore[operator]
-        if partner is not None and not outlier_locally[partner]:
-            season_ago = scored[partner] + (drift if partner < i else -drift)
-            expected.append((season_ago + local[i]) / 2.0)
-            baselines.append("season_and_neighbours")
-        else:
-            expected.append(local[i])
-            baselines.append("neighbour_median")
+    def baseline(local: list[float]) -> tuple[list[float], list[str]]:
+        expected: list[float] = []
+        baselines: list[str] = []
+        for i in range(n):
+            # The same period in the other season: a year back, or for the first season a year ahead
+            # (less the drift), so a seasonal first year is not judged by its unseasonal neighbours.
+            partner = None
+            if seasonal and i >= period:  # type: ignore[operator]
+                partner = i - period  # type: ignore[operator]
+            elif seasonal and i + period < n:  # type: ignore[operator]
+                partner = i + period  # type: ignore[operator]
+            if partner is not None and not outlier_locally[partner]:
+                season_ago = scored[partner] + (drift if partner < i else -drift)
+                expected.append((season_ago + local[i]) / 2.0)
+                baselines.append("season_and_neighbours")
+            else:
+                expected.append(local[i])
+                baselines.append("neighbour_median")
+        return expected, baselines
+
+    expected, baselines = baseline(local)
     residuals = [scored[i] - expected[i] for i in range(n)]
     scale = _robust_scale(residuals) or 1.0
+    found = frozenset(i for i in range(n) if abs(residuals[i]) / scale >= threshold)
+    if found:
+        # Second pass: neighbours that are anomalies themselves do not set anyone's baseline.
+        # The scale is never tightened by it: a flatter baseline must not turn noise into anomalies.
+        local = [_neighbour_median(scored, i, reach, found - {i}) for i in range(n)]
+        expected, baselines = baseline(local)
+        residuals = [scored[i] - expected[i] for i in range(n)]
+        scale = max(scale, _robust_scale(residuals) or 1.0)
     return [
         {
             "label": str(labels[i]),
