@@ -938,6 +938,7 @@ def happy_flow_steps(route: str, **overrides: Callable[[dict[str, Any]], Any]) -
                 {"kind": "anomaly", "runner": "sandbox", "tool": "code_interpreter", "arguments": {"analysis": "anomaly"}},
                 {"kind": "forecast", "runner": "ml", "tool": "ml_forecast", "arguments": {"horizon": 3}},
             ],
+            analysis_count=2,
             caller={"tenant": "acme", "user": "li"},
             episode_id="ep-1",
         ),
@@ -1037,7 +1038,7 @@ def test_a_crashed_analysis_function_is_one_failed_result_and_the_others_still_c
 def test_a_deep_question_with_nothing_to_analyse_goes_straight_to_summarize(
     monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]
 ) -> None:
-    scripted = happy_flow_steps("deep_analysis_workflow", PlanAnalyses=set_field(analysis_tasks=[]))
+    scripted = happy_flow_steps("deep_analysis_workflow", PlanAnalyses=set_field(analysis_tasks=[], analysis_count=0))
 
     execution = run_on_local_engine(monkeypatch, template, "AskFlow", scripted, {"question": "q"})
 

@@ -52,7 +52,7 @@ def test_an_anomaly_question_scans_its_series_in_the_sandbox_and_says_what_it_fo
     # The months asked about (2026-08..10) hold no planted anomaly, and the answer says so.
     assert not set(result["anomalies"]) & {"2026-08", "2026-09", "2026-10"}
     assert answer["answer"] == analysis["summary"]
-    assert analysis["summary"].startswith("上海 · 医院：所问期间（2026-08 至 2026-10）没有异常点")
+    assert analysis["summary"].startswith("上海 · 医院：在所问期间（2026-08 至 2026-10）没有异常点")
     # The chart is the analysis's, and the sandbox's PNG rides along.
     assert answer["chart"]["of"] == "analysis:anomaly"
     png = analysis["chart_png"]
@@ -156,10 +156,12 @@ def test_an_analysis_that_cannot_run_is_reported_never_answered_with_nothing(api
 
     monkeypatch.setattr(container, "sandbox", lambda: BrokenSandbox())
     container.tool_registry.cache_clear()
+    container.tool_executor.cache_clear()
     try:
         answer = ask(api, "为什么9月武汉的净收入下降了")
     finally:
         container.tool_registry.cache_clear()
+        container.tool_executor.cache_clear()
 
     assert answer["status"] == "partial", answer
     assert answer["rows"], "the data still comes back"
@@ -212,12 +214,14 @@ def test_a_failing_e2b_falls_back_to_the_local_sandbox_and_its_circuit_opens(api
     resilient = ResilientSandbox(DownE2B(), fallback=container.local_sandbox, breaker=container.breakers().get("e2b"))
     monkeypatch.setattr(container, "sandbox", lambda: resilient)
     container.tool_registry.cache_clear()
+    container.tool_executor.cache_clear()
     try:
         first = ask(api, "为什么9月武汉的净收入下降了")
         second = ask(api, "为什么9月武汉的净收入下降了")
         health = container.breakers().health()
     finally:
         container.tool_registry.cache_clear()
+        container.tool_executor.cache_clear()
         use_settings(aws)
 
     for answer in (first, second):
@@ -226,3 +230,53 @@ def test_a_failing_e2b_falls_back_to_the_local_sandbox_and_its_circuit_opens(api
     assert any(n.startswith("attribution: e2b skipped: e2b is skipped for") for n in second["notes"])
     assert DownE2B.calls == 1  # the open circuit kept the second ask away from E2B
     assert health["e2b"]["state"] == "open" and health["e2b"]["calls_skipped"] == 1
+
+
+def test_a_correlation_question_naming_two_measures_correlates_them_across_cities(api, aws):
+    answer = ask(api, "各城市净收入和订单数相关吗")
+
+    assert (answer["status"], answer["route"]) == ("answered", "deep_analysis_workflow"), answer
+    [run] = answer["analysis"]["analyses"]
+    assert run["kind"] == "correlation"
+    [pair] = run["result"]["pairs"]
+    assert (pair["x"], pair["y"]) == ("net_revenue", "order_count") and pair["n"] == 10
+    assert 0.5 < pair["pearson_r"] <= 1 and 0 <= pair["pearson_p"] < 0.05
+    assert "Pearson r" in answer["answer"]
+
+
+def test_a_month_not_over_is_compared_as_month_to_date(api, aws, demo_warehouse):
+    answer = ask(api, "为什么本月的净收入下降了")
+
+    assert answer["status"] == "answered", answer
+    result = answer["analysis"]["result"]
+    assert (result["before_period"], result["after_period"]) == ("2026-10", "2026-11")
+    assert "2026-11 is not over: it is compared as month to date (11-01..11-28) with the same days of 2026-10" in answer["notes"]
+
+    def net(start: str, end: str) -> Decimal:  # the catalog's net revenue, by hand
+        return warehouse_value(
+            demo_warehouse,
+            "WITH r AS (SELECT order_id, line_id, SUM(refund_amount) AS refund FROM fact_refund GROUP BY 1, 2) "
+            "SELECT SUM(ol.gross_amount - ol.discount_amount) - SUM(COALESCE(r.refund, 0)) FROM fact_order_line ol "
+            "LEFT JOIN r USING (order_id, line_id) WHERE NOT ol.is_test AND ol.paid_at IS NOT NULL "
+            f"AND ol.paid_at >= DATE '{start}' AND ol.paid_at < DATE '{end}'",
+        )
+
+    assert Decimal(str(result["total_change"])) == net("2026-11-01", "2026-11-29") - net("2026-10-01", "2026-10-29")
+
+
+def test_an_attribution_in_wan_yuan_still_adds_up_in_yuan(api, aws):
+    answer = ask(api, "为什么9月武汉的净收入下降了", conditions={"unit": "万元"})
+
+    assert answer["status"] == "answered", answer
+    result = answer["analysis"]["result"]
+    change = Decimal(str(result["total_change"]))
+    for dimension in result["dimensions"]:
+        assert sum(Decimal(str(c["delta"])) for c in dimension["contributions"]) == change
+    rows = {str(r[0])[:7]: Decimal(str(r[1])) for r in answer["rows"]}  # the answer's own rows, in 万元
+    assert abs(change / 10_000 - (rows["2026-09"] - rows["2026-08"])) <= Decimal("0.01")  # the same change, in 元
+
+
+def test_a_period_with_no_data_says_so(api, aws):
+    answer = ask(api, "2020年上海的净收入有没有异常")
+    assert answer["status"] == "partial" and answer["analysis"]["status"] == "failed"
+    assert "the anomaly analysis could not run: there is no data for the period asked about" in answer["notes"]

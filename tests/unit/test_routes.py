@@ -74,6 +74,27 @@ def test_analysis_questions_go_to_the_deep_workflow(question: str) -> None:
     assert classify_route(question) == "deep_analysis_workflow"
 
 
+@pytest.mark.parametrize("question", ["净收入对订单数回归", "净收入的回归分析，按城市", "regress net revenue on order count by city", "各城市净收入和订单数相关吗"])
+def test_regression_and_correlation_questions_go_to_the_deep_workflow(question: str) -> None:
+    assert classify_route(question) == "deep_analysis_workflow"
+
+
+def test_several_measures_need_no_clarification_on_the_deep_route_only() -> None:
+    from datetime import date
+
+    from memtool.planning.rule_planner import RulePlanner
+    from memtool.semantic.catalog import load_catalog
+    from memtool.semantic.entities import EntityIndex
+
+    catalog = load_catalog()
+    planner = RulePlanner(catalog, EntityIndex.static(catalog), date(2026, 11, 29))
+    deep = planner.plan("各城市净收入和订单数相关吗", route="deep_analysis_workflow", context=None)
+    assert deep.status == "planned" and deep.intent.metric == "net_revenue"
+    assert any("several measures named (net_revenue, order_count)" in n for n in deep.notes)
+    plain = planner.plan("各城市净收入和订单数", route="nl2sql_query", context=None)
+    assert plain.status == "needs_clarification" and plain.clarification.reason == "several_metrics"
+
+
 @pytest.mark.parametrize("question", KPI)
 def test_one_number_questions_are_kpi_lookups(question: str) -> None:
     assert classify_route(question) == "kpi_lookup"

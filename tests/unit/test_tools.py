@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from typing import Literal
 
 import pytest
@@ -246,3 +247,19 @@ def test_the_executor_skips_a_tool_whose_dependency_circuit_is_open():
 def test_circuit_open_is_an_exception_naming_the_dependency():
     error = CircuitOpen("opensearch", 12.4)
     assert error.dependency == "opensearch" and "opensearch is skipped for 12 s" in str(error)
+
+
+def test_a_call_that_timed_out_keeps_its_slot_until_it_really_ends():
+    class SleepArgs(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        seconds: float = Field(description="how long to work")
+
+    release = threading.Event()
+    busy = Tool("busy", "works until released", SleepArgs, TopOut, lambda a, c: (release.wait(a.seconds), TopOut(metric="x", items=[]))[1], timeout_seconds=0.2)
+    run = executor(busy, max_parallel=1)
+    assert run.call("busy", {"seconds": 30}).error.kind == "timeout"  # abandoned, still running
+    refused = run.call("busy", {"seconds": 0})
+    assert refused.error.kind == "unavailable" and refused.error.retryable and "slots are busy" in refused.error.message
+    release.set()
+    time.sleep(0.05)
+    assert run.call("busy", {"seconds": 0}).success  # the slot came back when the handler ended

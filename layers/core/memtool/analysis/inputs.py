@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 from memtool.semantic.intent import Filter, Intent, TimeWindow
@@ -107,11 +107,13 @@ def attribution_table(
     run: Callable[[Intent], tuple[list[str], list[list[Any]], str]],
     dimensions_of: Callable[[str], Sequence[str]],
     series_labels: Sequence[str],
+    today: date | None = None,
 ) -> Table:
-    """The metric by month and every explaining dimension, for the focus month and the one before.
+    """The metric by every explaining dimension, for the month asked about and the one before.
 
-    One query grouped by all the dimensions at once, so each dimension's parts add up to the same
-    total change. ``run(intent) -> (columns, rows, sql)`` compiles, guards and runs it.
+    One query per period, grouped by all the dimensions at once, so each dimension's parts add up
+    to the same total change. A month not over yet is compared as month to date with the same
+    days of the month before. ``run(intent) -> (columns, rows, sql)`` compiles, guards and runs.
     """
     if intent.metric in NON_ADDITIVE:
         raise ValueError(f"{intent.metric} is a ratio: its change cannot be split into parts that add up")
@@ -123,8 +125,17 @@ def attribution_table(
             raise ValueError("there is no period to explain")
         start = date.fromisoformat(last + "-01")
         focus = TimeWindow(start=start, end=add_months(start, 1), label=last)
-    focus = TimeWindow(start=month_start(focus.start), end=add_months(month_start(focus.start), 1), label=focus.label)
-    before = add_months(focus.start, -1)
+    after = TimeWindow(start=month_start(focus.start), end=add_months(month_start(focus.start), 1), label=f"{focus.start:%Y-%m}")
+    before = TimeWindow(start=add_months(after.start, -1), end=after.start, label=f"{add_months(after.start, -1):%Y-%m}")
+    notes: list[str] = []
+    if today is not None and after.start < today < after.end:
+        days = (today - after.start).days
+        after = TimeWindow(start=after.start, end=today, label=after.label)
+        before = TimeWindow(start=before.start, end=before.start + timedelta(days=days), label=before.label)
+        notes.append(
+            f"{after.label} is not over: it is compared as month to date ({after.start:%m-%d}..{today - timedelta(days=1):%m-%d}) "
+            f"with the same days of {before.label}"
+        )
     filtered = {f.dimension for f in intent.filters if f.op == "in"}
     allowed = set(dimensions_of(intent.metric))
     if intent.metric.startswith("refund"):
@@ -136,26 +147,22 @@ def attribution_table(
     dims = [d for d in candidates if d in allowed and d not in filtered]
     if not dims:
         raise ValueError(f"{intent.metric} has no dimension to break its change down by")
-    drill = Intent(
-        metric=intent.metric,
-        dimensions=("month", *dims),
-        filters=tuple(intent.filters),
-        time_window=TimeWindow(start=before, end=focus.end, label=f"{before:%Y-%m} to {focus.start:%Y-%m}"),
-        unit=intent.unit,
-    )
-    columns, rows, sql = run(drill)
-    value = columns[-1]
+    rows: list[list[Any]] = []
+    queries: list[str] = []
+    value = intent.metric
+    for window in (before, after):
+        # In the base unit: parts rounded in 万元 would not add up to the total.
+        drill = Intent(metric=intent.metric, dimensions=tuple(dims), filters=tuple(intent.filters), time_window=window, unit=None)
+        columns, result, sql = run(drill)
+        queries.append(sql)
+        value = columns[-1]
+        rows.extend([window.label, *row] for row in result)
     return Table(
-        columns=list(columns),
-        rows=[[_label(row[0]), *row[1:]] for row in rows],
-        params={
-            "period_column": "month",
-            "value_column": value,
-            "dimensions": dims,
-            "before_period": f"{before:%Y-%m}",
-            "after_period": f"{focus.start:%Y-%m}",
-        },
-        queries=[sql],
+        columns=["month", *dims, value],
+        rows=rows,
+        params={"period_column": "month", "value_column": value, "dimensions": dims, "before_period": before.label, "after_period": after.label},
+        queries=queries,
+        notes=notes,
     )
 
 
@@ -164,10 +171,13 @@ def profile_table(
     run: Callable[[Intent], tuple[list[str], list[list[Any]], str]],
     dimensions_of: Callable[[str], Sequence[str]],
     window: TimeWindow | None,
+    named: Sequence[str] = (),
 ) -> Table:
-    """Several measures per member of the question's grouping (cities by default)."""
+    """Several measures per member of the question's grouping (cities by default): the ones the
+    question named when it named two or more, else the asked metric with the catalog's usual
+    profile (net revenue, orders, units, refunds)."""
     group = next((d for d in intent.dimensions if d not in GRAINS), "city")
-    metrics = [intent.metric, *[m for m in PROFILE_METRICS if m != intent.metric]]
+    metrics = list(dict.fromkeys(named)) if len(set(named)) >= 2 else [intent.metric, *[m for m in PROFILE_METRICS if m != intent.metric]]
     metrics = [m for m in metrics if group in dimensions_of(m)]
     filters: tuple[Filter, ...] = tuple(intent.filters)
     by_member: dict[str, dict[str, float]] = {}
@@ -239,7 +249,7 @@ def segment_table(
     queries: list[str] = []
     value_name = intent.metric
     for dim in dims:
-        drill = Intent(metric=intent.metric, dimensions=("month", dim), filters=tuple(intent.filters), time_window=intent.time_window, unit=intent.unit)
+        drill = Intent(metric=intent.metric, dimensions=("month", dim), filters=tuple(intent.filters), time_window=intent.time_window, unit=None)
         columns, rows, sql = run(drill)
         queries.append(sql)
         value_name = columns[-1]

@@ -82,6 +82,7 @@ class AskState(BaseModel):
     planned_intent: dict[str, Any] | None = None  # the planner's intent before lessons (the cache key's)
     planned_sql: str | None = None  # the SQL before the guard rewrote it (what the cache keeps)
     analysis_tasks: list[dict[str, Any]] = Field(default_factory=list)  # PlanAnalyses: {kind, runner, tool, arguments, rows, why}
+    analysis_count: int = 0  # how many tasks the Map runs (AnalysesChoice reads it)
     analysis_runs: list[dict[str, Any]] | None = None  # the Map's tool results, in the tasks' order
     analysis: dict[str, Any] | None = None  # Summarize: {status, tool, result, summary, analyses, chart_png}
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)  # the trajectory's tool calls: inputs and a summary

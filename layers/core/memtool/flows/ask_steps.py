@@ -477,14 +477,15 @@ class AskSteps:
         intent = Intent.model_validate(raw) if raw else None
         today = self._today()
         parser = _question_parser(self._planner)
-        times = parser.recognise(state.input.question, today=today).times if parser is not None else []
-        windows = analysis_windows(times, today)
+        recognised = parser.recognise(state.input.question, today=today) if parser is not None else None
+        windows = analysis_windows(recognised.times if recognised is not None else [], today)
+        named = list(recognised.metrics) if recognised is not None else []
         skipped: list[dict[str, Any]] = []
         queries: list[str] = []
         charts_kept = 0
         for kind, why in zip(kinds, words, strict=True):
             try:
-                tables = self._analysis_tables(state, kind, intent, windows, today, asks_why="attribution" in kinds)
+                tables = self._analysis_tables(state, kind, intent, windows, today, asks_why="attribution" in kinds, named=named)
             except (ValueError, MemtoolError, WarehouseError) as exc:
                 reason = getattr(exc, "message", None) or str(exc)
                 skipped.append({"kind": kind, "reason": reason})
@@ -510,21 +511,28 @@ class AskSteps:
                     arguments = {"columns": table.columns, "rows": table.rows, **params}
                 task = AnalysisTask(kind=task_kind, runner=runner, tool=tool_for(task_kind, runner), arguments=arguments, rows=len(table.rows), why=why)
                 state.analysis_tasks.append({**task.model_dump(mode="json"), "context": context})
+        state.analysis_count = len(state.analysis_tasks)
         state.analysis = {"status": "planned", "skipped": skipped, "queries": queries}
         return state
 
     def _analysis_tables(
-        self, state: AskState, kind: str, intent: Any, windows: Any, today: date, *, asks_why: bool = False
+        self, state: AskState, kind: str, intent: Any, windows: Any, today: date, *, asks_why: bool = False, named: list[str] | None = None
     ) -> list[tuple[Any, dict[str, Any]]]:
         """The tables one analysis runs on, each with what Summarize needs to word its result."""
         from memtool.analysis import inputs
 
-        result = state.result or {}
-        columns, rows = list(result.get("columns") or []), list(result.get("rows") or [])
+        columns, rows = self._complete_series(state, intent, today, note=kind in ("anomaly", "forecast"))
         metric = intent.metric if intent is not None else (columns[-1] if columns else "value")
         base = {"metric": metric, "unit": intent.unit if intent is not None else None, "focus": inputs.month_labels(windows.focus) if windows.focus else []}
         if kind in ("anomaly", "forecast", "attribution") and not any(c in inputs.GRAINS for c in columns):
             raise ValueError("the answer has no time series to analyse")
+        if kind in ("anomaly", "forecast", "attribution") and not rows:
+            raise ValueError("there is no data for the period asked about")
+        if kind == "forecast" and windows.horizon is None and windows.focus is not None and windows.focus.end <= today:
+            raise ValueError(f"{windows.focus.label or windows.focus.start} is already over: its actual value is in the answer, there is nothing to forecast")
+        periods = {str(r[columns.index(next(c for c in columns if c in inputs.GRAINS))])[:7] for r in rows} if kind in ("anomaly", "forecast") else set()
+        if kind in ("anomaly", "forecast") and len(periods) < 6:
+            raise ValueError(f"{len(periods)} periods of data are too few to judge what is {'unusual' if kind == 'anomaly' else 'coming'} (6 or more are needed)")
         if kind == "anomaly":
             table = inputs.series_table(columns, rows, intent, windows)
             groups = table.params["group_columns"]
@@ -559,12 +567,17 @@ class AskSteps:
         if kind == "attribution":
             period = next(c for c in columns if c in inputs.GRAINS)
             labels = sorted({str(r[columns.index(period)])[:7] for r in rows})
-            table = inputs.attribution_table(intent, windows, lambda drill: self._run_drilldown(state, drill), lambda m: catalog.metric(m).dimensions, labels)
-            return [(table, {**base, "before": table.params["before_period"], "after": table.params["after_period"]})]
-        table = inputs.profile_table(intent, lambda drill: self._run_drilldown(state, drill), lambda m: catalog.metric(m).dimensions, windows.focus)
+            table = inputs.attribution_table(
+                intent, windows, lambda drill: self._run_drilldown(state, drill), lambda m: catalog.metric(m).dimensions, labels, today
+            )
+            # The drill-down is in the base unit (元), whatever unit the answer shows.
+            return [(table, {**base, "unit": None, "before": table.params["before_period"], "after": table.params["after_period"]})]
+        table = inputs.profile_table(
+            intent, lambda drill: self._run_drilldown(state, drill), lambda m: catalog.metric(m).dimensions, windows.focus, named=named or ()
+        )
         if len(table.rows) < 3:
             raise ValueError(f"{kind} needs at least 3 members with every measure; the data has {len(table.rows)}")
-        return [(inputs.Table(table.columns, table.rows, inputs.profile_params(kind, table), queries=table.queries), base)]
+        return [(inputs.Table(table.columns, table.rows, inputs.profile_params(kind, table), queries=table.queries), {**base, "unit": None})]
 
     def _generated_script(self, state: AskState, kind: str, table: Any, params: dict[str, Any]) -> str | None:
         """The Bedrock planner's script for this analysis, when the Bedrock planner is configured
@@ -576,6 +589,21 @@ class AskSteps:
         if script:
             state.note(f"the {kind} script was written by {getattr(self._planner, 'name', 'the planner')}; it runs only in the sandbox")
         return script
+
+    def _complete_series(self, state: AskState, intent: Any, today: date, *, note: bool = True) -> tuple[list[str], list[list[Any]]]:
+        """The answered table without its partial periods (the month so far is not a month: it
+        would read as a drop), with a note naming what was left out."""
+        from memtool.semantic.periods import partial_buckets
+
+        result = state.result or {}
+        columns, rows = list(result.get("columns") or []), list(result.get("rows") or [])
+        partial = {b.label[:10] for b in partial_buckets(intent, today)} if intent is not None else set()
+        if not partial or not columns:
+            return columns, rows
+        kept = [row for row in rows if str(row[0])[:10] not in partial]
+        if len(kept) < len(rows) and note:
+            state.note(f"the partial period {', '.join(sorted(p[:7] for p in partial))} is left out of the analysis (it is not over yet)")
+        return columns, kept
 
     def _catalog(self) -> Any:
         compiler = self._compiler() if self._compiler is not None else None
@@ -667,7 +695,8 @@ class AskSteps:
                     dimension_labels=_dimension_labels(self._catalog(), lang),
                 )  # fmt: skip
                 if task["kind"] == "anomaly" and context.get("focus"):
-                    summary = _focus_sentence(result or {}, context["focus"], lang, context.get("group")) + summary
+                    with_segments = any(t["kind"] == "segments" for t in state.analysis_tasks)
+                    summary = _focus_sentence(result or {}, context["focus"], lang, context.get("group"), total=with_segments) + summary
             except Exception:  # noqa: BLE001 - the numbers stand without their sentence
                 logger.warning("episode %s: the %s result could not be summarised", state.episode_id, task["kind"], exc_info=True)
                 summary = ""
@@ -680,6 +709,8 @@ class AskSteps:
         if crashed is not None:
             state.note("the analyses could not be run: " + _crash_reason(crashed))
         done = [a for a in analyses if a.get("success")]
+        if done:  # the tools ran in the Map (in parallel): its wall time is at least the longest
+            state.timings["Analyze"] = round(max(a.get("duration_ms") or 0.0 for a in done), 3)
         status = "complete" if done and not failed and not skipped and crashed is None else "partial" if done else "failed"
         summaries = [a["summary"] for a in done if a.get("summary")]
         if segments_scanned:
@@ -748,10 +779,12 @@ class AskSteps:
         built = analysis_chart(first["kind"], first.get("result") or {}, lang="zh" if _is_zh(state.input.question) else "en", history=history) if first else None
         if built is None:
             return self._visualize_result(state)
+        if state.input.conditions.get("chart"):
+            state.note(f"the chart is the {first['kind']} analysis's; the chart condition ({state.input.conditions['chart']}) applies to data answers")
         state.chart = {
             "type": built["type"],
             "confidence": 1.0,
-            "checkpoint_status": "auto",
+            "checkpoint_status": "auto_pass",
             "candidates": [],
             "option": built["option"],
             "partial_buckets": [],
@@ -1181,14 +1214,17 @@ def _metric_label(metric: str | None, lang: str) -> str:
         return metric
 
 
-def _focus_sentence(result: dict[str, Any], focus: list[str], lang: str, group: str | None) -> str:
-    """What the anomaly scan says about the period the question asked about, first."""
+def _focus_sentence(result: dict[str, Any], focus: list[str], lang: str, group: str | None, *, total: bool = False) -> str:
+    """What the anomaly scan says about the period the question asked about, first (``total``:
+    a segment scan follows, so this sentence speaks of the total only)."""
     flagged = [label for label in result.get("anomalies") or [] if label in focus]
     span = focus[0] if len(focus) == 1 else f"{focus[0]}–{focus[-1]}" if lang == "en" else f"{focus[0]} 至 {focus[-1]}"
     who = f"{group}: " if group else ""
     if lang == "zh":
-        return f"{who}所问期间（{span}）" + (f"有异常：{'、'.join(flagged)}。" if flagged else "没有异常点。")
-    return f"{who}In the period asked about ({span}) " + (f"the anomalies are {', '.join(flagged)}. " if flagged else "there is no anomaly. ")
+        whole = "总量" if total else ""
+        return f"{who}{whole}在所问期间（{span}）" + (f"有异常：{'、'.join(flagged)}。" if flagged else "没有异常点。")
+    whole = " the total" if total else ""
+    return f"{who}In the period asked about ({span}){whole} " + (f"shows anomalies: {', '.join(flagged)}. " if flagged else "shows no anomaly. ")
 
 
 def _reported(kind: str, result: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
@@ -1216,9 +1252,9 @@ def _segment_sentence(hits: list[dict[str, Any]], scanned: list[dict[str, Any]],
     hits = sorted(hits, key=lambda h: abs(h["z"]), reverse=True)
     if lang == "zh":
         parts = [f"{dimension(h['dimension'])}「{h['member']}」{h['label']} 为 {h['value']:,.0f}，预期约 {h['expected']:,.0f}（稳健 z = {h['z']:.1f}）" for h in hits]
-        return "异常集中在：" + "；".join(parts) + "。"
+        return "按细分看，异常集中在：" + "；".join(parts) + "。"
     parts = [f"{dimension(h['dimension'])} '{h['member']}' in {h['label']}: {h['value']:,.0f} against about {h['expected']:,.0f} expected (robust z = {h['z']:.1f})" for h in hits]
-    return "The anomaly sits in: " + "; ".join(parts) + "."
+    return "By segment, the anomaly sits in: " + "; ".join(parts) + "."
 
 
 def _dimension_labels(catalog: Any, lang: str) -> dict[str, str]:

@@ -37,8 +37,8 @@ _KNOWLEDGE = re.compile(
 )
 _KNOWLEDGE_WEAK = re.compile(r"是什么|什么是|什么叫|\bwhat\s+is\b|\bwhat's\b|\bwhat\s+are\b|\bexplain\b", re.IGNORECASE)
 _DEEP = re.compile(
-    r"异常|离群|预测|归因|聚类|分群|相关性|相关(?!数据|信息|的数据|内容|资料)|为什么|为何|原因|驱动因素|驱动|影响因素|突降|骤降|突增|骤增|怎么回事|"
-    r"\bwhy\b|anomal|outlier|forecast|predict|projection|attribution|\battribute|\bcluster|segmentation|correlat|\bdrivers?\b|"
+    r"异常|离群|预测|归因|聚类|分群|相关性|相关(?!数据|信息|的数据|内容|资料)|回归|弹性|为什么|为何|原因|驱动因素|驱动|影响因素|突降|骤降|突增|骤增|怎么回事|"
+    r"\bwhy\b|anomal|outlier|forecast|predict|projection|attribution|\battribute|\bcluster|segmentation|correlat|regress|elasticity|\bdrivers?\b|"
     r"root\s+cause|what\s+caused|unusual|abnormal",
     re.IGNORECASE,
 )

@@ -492,13 +492,14 @@ def tool_registry():  # -> ToolRegistry: the code interpreter and the ML tools (
     return ToolRegistry([code_interpreter_tool(sandbox, timeout_seconds=settings.sandbox_timeout_seconds), *ml_tools()])
 
 
-def tool_executor():  # -> ToolExecutor over the registry, with the breakers
+@once
+def tool_executor():  # -> ToolExecutor over the registry, with the breakers (one per process: its slots bound the CPU)
     from memtool.tools.executor import ToolExecutor
 
     return ToolExecutor(tool_registry(), breakers=breakers(), max_parallel=get_settings().tool_max_parallel)
 
 
-_CACHED = (memory_store, idempotency_store, embedder, vector_index, warehouse, planner, flow_runner, diagnosis_queue, breakers, sandbox, tool_registry)
+_CACHED = (memory_store, idempotency_store, embedder, vector_index, warehouse, planner, flow_runner, diagnosis_queue, breakers, sandbox, tool_registry, tool_executor)
 
 
 def reset() -> None:

@@ -535,6 +535,12 @@ class QuestionParser:
             result.carried_over = merge_previous(parsed, previous, self.catalog)
             if result.carried_over:
                 result.notes.append("carried over from the previous question: " + "; ".join(result.carried_over))
+        if route == "deep_analysis_workflow" and len(parsed.metrics) > 1:
+            # "各城市净收入和订单数相关吗": an analysis reads several measures at once; the series
+            # is the first one's, and the analysis takes the others from the question itself.
+            named = list(parsed.metrics)
+            parsed.metrics = named[:1]
+            result.notes.append("deep analysis: several measures named (" + ", ".join(named) + "); the series is " + named[0] + "'s")
         need = self._clarification(parsed)
         if need is not None:
             result.clarification = need
@@ -550,10 +556,11 @@ class QuestionParser:
             grain = "month"
             result.notes.append("deep analysis: added a month grain so the analysis gets a series")
             if window is not None and comparison is None and window.end <= add_months(month_start(window.start), 3):
+                # Two years: the same month a year earlier is what a seasonal baseline compares with.
                 window = TimeWindow(
-                    start=add_months(month_start(window.start), -11),
+                    start=add_months(month_start(window.start), -23),
                     end=window.end,
-                    label=f"12 months to {window.label}",
+                    label=f"24 months to {window.label}",
                 )
                 result.notes.append(f"deep analysis: widened the window to [{window.start}, {window.end}) for context")
         dimensions = tuple(([grain] if grain else []) + [d for d in parsed.group_dims if d != grain])
@@ -784,7 +791,9 @@ def default_window(today: date, *, grain: str | None, route: ParseRoute | None =
         return last_full_quarters(today, 4, "last 4 full quarters")
     if grain == "year":
         return TimeWindow(start=date(today.year - 1, 1, 1), end=today + timedelta(days=1), label="last year and this year to date")
-    if grain == "month" or route == "deep_analysis_workflow":
+    if route == "deep_analysis_workflow":  # two seasons: an analysis compares each month with a year earlier
+        return last_full_months(today, 24, "last 24 full months")
+    if grain == "month":
         return last_full_months(today, 12, "last 12 full months")
     return last_full_months(today, 1, "last full month")
 

@@ -89,6 +89,9 @@ class ToolExecutor:
         self.registry = registry
         self.breakers = breakers
         self.max_parallel = max(1, max_parallel)
+        # Handlers running at once, counted until they really finish: a call that timed out is
+        # abandoned but still computing, and new calls wait for its slot rather than pile up.
+        self._slots = threading.BoundedSemaphore(self.max_parallel)
         self._on_result = on_result
         self._clock = clock
 
@@ -138,7 +141,9 @@ class ToolExecutor:
         if breaker is not None and not breaker.allow():
             return failed("unavailable", f"{tool.dependency} is skipped for {breaker.cooldown_left():.0f} s after repeated failures; try again later")
         try:
-            output = _run_with_timeout(tool, parsed, context)
+            output = _run_with_timeout(tool, parsed, context, self._slots)
+        except _Busy:
+            return failed("unavailable", f"all {self.max_parallel} tool slots are busy with earlier calls that are still running; try again shortly")
         except TimeoutError:
             if breaker is not None:
                 breaker.record_failure()
@@ -172,9 +177,16 @@ class ToolExecutor:
         return round((self._clock() - started) * 1000, 3)
 
 
-def _run_with_timeout(tool: Tool[Any, Any], parsed: BaseModel, context: ToolContext) -> Any:
+class _Busy(Exception):
+    """Every slot is held by a running handler (some perhaps abandoned after their timeout)."""
+
+
+def _run_with_timeout(tool: Tool[Any, Any], parsed: BaseModel, context: ToolContext, slots: threading.BoundedSemaphore) -> Any:
     """The handler's output, or TimeoutError after the tool's timeout (the worker is abandoned:
-    a daemon thread, so an overrunning handler never holds the process open)."""
+    a daemon thread, so an overrunning handler never holds the process open, but it keeps its
+    slot until it really ends)."""
+    if not slots.acquire(timeout=tool.timeout_seconds):
+        raise _Busy(tool.name)
     box: dict[str, Any] = {}
     done = threading.Event()
 
@@ -184,6 +196,7 @@ def _run_with_timeout(tool: Tool[Any, Any], parsed: BaseModel, context: ToolCont
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             box["error"] = exc
         finally:
+            slots.release()
             done.set()
 
     worker = threading.Thread(target=work, name=f"tool-{tool.name}", daemon=True)
