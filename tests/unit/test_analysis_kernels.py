@@ -346,3 +346,22 @@ def test_the_month_after_a_drop_is_judged_without_the_drop() -> None:
     assert flagged == [labels[20]]  # the drop, not the recovery
     recovery = points[21]
     assert abs(recovery["z"]) < 3.5 and recovery["expected"] > 150  # the drop did not set its baseline
+
+
+def test_a_quantity_never_negative_is_not_forecast_below_zero() -> None:
+    values = [120.0, 5, 300, 2, 250, 8, 190, 1, 280, 4, 220, 6]  # wild, but never negative
+    result = kernels.seasonal_forecast(values, MONTHS[:12], 3, None)
+    assert all(p["lower_95"] >= 0 and p["lower_80"] >= 0 for p in result["forecast"])
+    signed = kernels.seasonal_forecast([v - 150 for v in values], MONTHS[:12], 3, None)
+    assert any(p["lower_95"] < 0 for p in signed["forecast"])  # a quantity that can be negative keeps its interval
+
+
+def test_small_samples_and_rough_forecasts_carry_a_caution_and_measures_are_named_in_the_language() -> None:
+    rows = [[f"c{i}", 100.0 * i, 10.0 * i + (i % 3)] for i in range(1, 11)]
+    result = kernels.correlation_report(["city", "net_revenue", "order_count"], rows)
+    text = summarize_analysis("correlation", result, lang="zh", metric_label="净收入", unit=None, dimension_labels={"net_revenue": "净收入", "order_count": "订单数"})
+    assert text.startswith("共 10 行。净收入 与 订单数：") and text.endswith("（只有 10 个样本，结论仅供参考。）")
+    forecast = {"horizon": 1, "period": 12, "series": [{"group": None, "method": "m", "history_points": 24, "last_label": "2026-10", "last_value": 1.0,
+                "forecast": [{"label": "2026-11", "point": 10.0, "lower_80": 8.0, "upper_80": 12.0, "lower_95": 6.0, "upper_95": 14.0}],
+                "backtest_mape": 65.6, "backtest_origins": 6}]}
+    assert "回测误差大，预测仅供参考" in summarize_analysis("forecast", forecast, lang="zh", metric_label="销量", unit=None)

@@ -370,6 +370,15 @@ def rolling_origin_mape(values: Sequence[float], forecaster: Forecaster, *, orig
     return 100.0 * statistics.fmean(errors), len(errors)
 
 
+def floor_at_zero(points: list[dict[str, Any]], history: Sequence[float]) -> list[dict[str, Any]]:
+    """A quantity that has never been negative (units, orders, amounts) is not forecast below 0:
+    the interval is cut at 0 rather than promising negative sales."""
+    if not history or min(history) < 0:
+        return points
+    keys = ("point", "lower_80", "upper_80", "lower_95", "upper_95")
+    return [{**p, **{k: max(0.0, float(p[k])) for k in keys}} for p in points]
+
+
 def interval_points(labels: Sequence[str], points: Sequence[float], errors: Sequence[float]) -> list[dict[str, Any]]:
     return [
         {
@@ -406,7 +415,7 @@ def seasonal_forecast(
         "history_points": len(values),
         "last_label": str(labels[-1]),
         "last_value": float(values[-1]),
-        "forecast": interval_points(next_labels(labels, horizon), points, errors),
+        "forecast": floor_at_zero(interval_points(next_labels(labels, horizon), points, errors), values),
         "backtest_mape": mape,
         "backtest_origins": used,
     }

@@ -117,6 +117,9 @@ def _anomaly(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | Non
     return "".join(sentences) if lang == "zh" else " ".join(sentences)
 
 
+_LOOSE_MAPE = 30.0  # percent: above this the forecast's own backtest says it is rough
+
+
 def _forecast(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | None, _: Mapping[str, str]) -> str:
     sentences = []
     for series in result["series"]:
@@ -131,10 +134,14 @@ def _forecast(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | No
         if lang == "zh":
             subject = f"{group}的{metric}" if group else metric
             tail = f"回测 MAPE {mape:.1f}%" if mape is not None else "无法计算回测 MAPE"
+            if mape is not None and mape > _LOOSE_MAPE:
+                tail += "（回测误差大，预测仅供参考）"
             sentences.append(f"预计{subject}：" + "，".join(points) + f"；{tail}。")
         else:
             subject = f"{metric} for {group}" if group else metric
             tail = f"backtest MAPE {mape:.1f}%" if mape is not None else "no backtest MAPE"
+            if mape is not None and mape > _LOOSE_MAPE:
+                tail += " (a large backtest error: read this forecast as rough)"
             sentences.append(f"Forecast {subject}: " + "; ".join(points) + f"; {tail}.")
     return "".join(sentences) if lang == "zh" else " ".join(sentences)
 
@@ -168,8 +175,8 @@ def _attribution(result: Mapping[str, Any], lang: Lang, metric: str, unit: str |
     return "".join(parts) if lang == "zh" else " ".join(parts)
 
 
-def _clustering(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | None, _: Mapping[str, str]) -> str:
-    features = result["features"]
+def _clustering(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | None, labels: Mapping[str, str]) -> str:
+    features = [labels.get(f, f) for f in result["features"]]
     total = sum(c["size"] for c in result["clusters"])
     if lang == "zh":
         parts = [f"按 {'、'.join(features)} 把 {total} 个对象分为 {result['k']} 类（轮廓系数 {result['silhouette']:.2f}）。"]
@@ -178,7 +185,7 @@ def _clustering(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | 
     for c in result["clusters"]:
         members = c["members"][:5]
         more = len(c["members"]) - len(members)
-        means = [f"{f} {_number(v)}" for f, v in c["means"].items()]
+        means = [f"{labels.get(f, f)} {_number(v)}" for f, v in c["means"].items()]
         if lang == "zh":
             listed = "、".join(members) + (f" 等 {len(c['members'])} 个" if more else "")
             parts.append(f"第 {c['cluster'] + 1} 类 {c['size']} 个（{listed}），均值：{'，'.join(means)}。")
@@ -188,9 +195,10 @@ def _clustering(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | 
     return "".join(parts) if lang == "zh" else " ".join(parts)
 
 
-def _correlation(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | None, _: Mapping[str, str]) -> str:
+def _correlation(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | None, labels: Mapping[str, str]) -> str:
     parts = []
     for pair in result["pairs"][:_TOP_MEMBERS]:
+        pair = {**pair, "x": labels.get(pair["x"], pair["x"]), "y": labels.get(pair["y"], pair["y"])}
         significant = pair["pearson_p"] < _ALPHA
         if lang == "zh":
             verdict = "显著" if significant else "不显著"
@@ -205,13 +213,14 @@ def _correlation(result: Mapping[str, Any], lang: Lang, metric: str, unit: str |
                 f"Spearman rho = {pair['spearman_rho']:.2f} ({_p(pair['spearman_p'])})."
             )
     head = f"共 {result['n_rows']} 行。" if lang == "zh" else f"{result['n_rows']} rows."
-    return head + ("".join(parts) if lang == "zh" else " " + " ".join(parts))
+    return head + ("".join(parts) if lang == "zh" else " " + " ".join(parts)) + _few(result["n_rows"], lang)
 
 
-def _regression(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | None, _: Mapping[str, str]) -> str:
+def _regression(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | None, labels: Mapping[str, str]) -> str:
     target = metric or result["target"]
     checks = result["residual_checks"]
-    slopes = [c for c in result["coefficients"] if c["name"] != "const"]
+    slopes = [{**c, "name": labels.get(c["name"], c["name"])} for c in result["coefficients"] if c["name"] != "const"]
+    result = {**result, "features": [labels.get(f, f) for f in result["features"]]}
     if lang == "zh":
         terms = "；".join(f"{c['name']} 每增加 1，{target} 变化 {_number(c['estimate'], digits=3)}（{_p(c['p'])}）" for c in slopes)
         tests = [f"Jarque-Bera {_p(checks['jarque_bera_p'])}", f"Durbin-Watson = {checks['durbin_watson']:.2f}"]
@@ -222,7 +231,7 @@ def _regression(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | 
         return (
             f"{target} 对 {'、'.join(result['features'])} 的线性回归（n = {result['n']}）R² = {result['r_squared']:.3f}。"
             f"{terms}。残差检验：{'，'.join(tests)}。"
-        )
+        ) + _few(result["n"], lang)
     terms = "; ".join(f"each unit of {c['name']} moves {target} by {_number(c['estimate'], digits=3)} ({_p(c['p'])})" for c in slopes)
     tests = [f"Jarque-Bera {_p(checks['jarque_bera_p'])}", f"Durbin-Watson {checks['durbin_watson']:.2f}"]
     if checks["shapiro_p"] is not None:
@@ -232,4 +241,14 @@ def _regression(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | 
     return (
         f"OLS of {target} on {', '.join(result['features'])} (n = {result['n']}): R² = {result['r_squared']:.3f}; "
         f"{terms}. Residual checks: {', '.join(tests)}."
-    )
+    ) + _few(result["n"], lang)
+
+
+_FEW = 20  # below this many observations a correlation or a fit says little
+
+
+def _few(n: int, lang: str) -> str:
+    """A caution when the sample is small (ten cities that all scale with their size correlate)."""
+    if n >= _FEW:
+        return ""
+    return f"（只有 {n} 个样本，结论仅供参考。）" if lang == "zh" else f" (only {n} observations: read this as indicative.)"

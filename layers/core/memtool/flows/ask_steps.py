@@ -1258,7 +1258,9 @@ def _segment_sentence(hits: list[dict[str, Any]], scanned: list[dict[str, Any]],
 
 
 def _dimension_labels(catalog: Any, lang: str) -> dict[str, str]:
-    return {d.name: d.label(lang) for d in catalog.dimensions}  # type: ignore[arg-type]
+    """Names of dimensions and measures in the question's language (a profile's features are measures)."""
+    labels = {m.name: m.label(lang) for m in catalog.metrics}  # type: ignore[arg-type]
+    return {**labels, **{d.name: d.label(lang) for d in catalog.dimensions}}  # type: ignore[arg-type]
 
 
 def _scope(intent: dict[str, Any] | None, lang: str) -> str:

@@ -76,7 +76,7 @@ def forecast_series(labels: list[str], values: list[float], arguments: ForecastA
         "history_points": n,
         "last_label": labels[-1],
         "last_value": values[-1],
-        "forecast": forecast,
+        "forecast": kernels.floor_at_zero(forecast, values),
         "backtest_mape": mape,
         "backtest_origins": used,
     }
