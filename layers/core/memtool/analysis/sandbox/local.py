@@ -7,14 +7,23 @@ Isolation level L2, the embedded default (E2B's microVM is the stronger level). 
   group is killed on the wall-clock timeout);
 * rlimits set in the child before exec: CPU seconds, address space (memory), file size, no core
   dumps, and RLIMIT_NPROC = 0 — no new process or thread at all;
-* a network namespace of its own (``unshare --net``, when a one-time probe shows it works here):
-  no interface but a down loopback, so even native code has no route anywhere;
-* as root, the runner drops to ``nobody`` after it started (root ignores RLIMIT_NPROC);
+* as root, when a one-time probe shows it works here: mount, PID and network namespaces of its
+  own (``unshare --mount --pid --fork --kill-child --net``). The runner pivots into a private root
+  that holds /usr, the Python installation (read-only) and the working directory, and nothing
+  else of the host: no /root, /home, /tmp, /var, /work, no host /etc or /proc. Its /proc shows
+  itself only; the network has no interface but a down loopback. This is the file wall: it holds
+  even if the script gets past the audit hook, in Python or in native code;
+* as root, the runner drops to ``nobody`` (root ignores RLIMIT_NPROC) with no capability left.
+  Without the private root, a Python installed under /root (pyenv) is unreadable to nobody, so
+  CAP_DAC_READ_SEARCH is kept then, and the isolation string says so;
 * an audit-hook policy in the runner (see ``_runner.py``) for clear errors on files outside the
-  working directory, processes, sockets, ctypes and mmap.
+  working directory, processes, sockets, ctypes, mmap, sub-interpreters and the interpreter's
+  internals; the script can neither reach nor change it.
 
 On macOS or in Lambda (no ``unshare``, not root) the sandbox degrades to what is available and
-``SandboxRun.isolation`` says exactly which walls were up.
+``SandboxRun.isolation`` says exactly which walls were up, e.g. here
+``local-process(mountns,pidns,netns,setuid,rlimits,audit)``, and without the namespaces
+``local-process(netns,setuid+dac_read_search,rlimits,audit)``.
 """
 
 from __future__ import annotations
@@ -60,9 +69,14 @@ _VERDICT = _runner.ERROR_PREFIX.encode()
 
 
 @functools.cache
+def _unshare() -> str | None:
+    return shutil.which("unshare") or ("/usr/bin/unshare" if os.path.exists("/usr/bin/unshare") else None)
+
+
+@functools.cache
 def network_namespace_prefix() -> tuple[str, ...]:
     """``unshare --net --`` when it works on this machine (root, or unprivileged user namespaces), else ()."""
-    unshare = shutil.which("unshare") or ("/usr/bin/unshare" if os.path.exists("/usr/bin/unshare") else None)
+    unshare = _unshare()
     if unshare is None:
         return ()
     for prefix in ((unshare, "--net", "--"), (unshare, "--net", "--map-root-user", "--")):
@@ -75,6 +89,10 @@ def network_namespace_prefix() -> tuple[str, ...]:
         if probe.returncode == 0:
             return prefix
     return ()
+
+
+# (python, uid, network) -> whether a private root works here; probed once per process
+_PRIVATE_ROOT_WORKS: dict[tuple[str, int, bool], bool] = {}
 
 
 def _tree_readable_by_others(path: str) -> bool:
@@ -147,7 +165,10 @@ class LocalProcessSandbox:
         python: str | None = None,
         sandbox_uid: int = NOBODY,
         use_network_namespace: bool = True,
+        use_private_root: bool = True,
+        _audit_hook: bool = True,
     ) -> None:
+        """``_audit_hook=False`` is for tests only: it proves what the kernel walls hold on their own."""
         self.cpu_seconds = max(1, int(cpu_seconds))
         self.memory_bytes = memory_bytes
         self.file_size_bytes = file_size_bytes
@@ -160,6 +181,8 @@ class LocalProcessSandbox:
         self.python = python or sys.executable
         self.sandbox_uid = sandbox_uid
         self.use_network_namespace = use_network_namespace
+        self.use_private_root = use_private_root
+        self._audit_hook = _audit_hook
         if not self.python or not os.path.exists(self.python):
             raise SandboxUnavailable(f"no Python interpreter to start the sandbox with ({self.python!r})")
 
@@ -170,21 +193,65 @@ class LocalProcessSandbox:
         return hasattr(os, "geteuid") and os.geteuid() == 0 and self.sandbox_uid >= 0
 
     @functools.cached_property
-    def _keep_read_search(self) -> bool:
+    def _private_root(self) -> bool:
+        """Whether runs get their own mount and PID namespaces and a private root (probed once)."""
+        if not (self.use_private_root and self.drops_privileges and sys.platform.startswith("linux") and _unshare()):
+            return False
+        key = (self.python, self.sandbox_uid, self.use_network_namespace)
+        if key not in _PRIVATE_ROOT_WORKS:
+            _PRIVATE_ROOT_WORKS[key] = self._probe_private_root()
+        return _PRIVATE_ROOT_WORKS[key]
+
+    def _probe_private_root(self) -> bool:
+        # The real thing on an empty script: unshare, the pivot, the drop and the hook must all work.
+        try:
+            workdir = tempfile.mkdtemp(prefix="memtool-sandbox-")
+        except OSError:
+            return False
+        try:
+            self._prepare(workdir, {})
+            outcome = self._execute(workdir, "", 30.0, private_root=True, preload=())
+            return outcome.returncode == 0 and not outcome.killed_by_us
+        except (OSError, SandboxUnavailable):
+            return False
+        finally:
+            _remove_tree(workdir)
+
+    def _needs_read_search(self, private_root: bool) -> bool:
         # A Python installed under /root (pyenv) is unreadable to nobody; without CAP_DAC_READ_SEARCH
-        # every lazy import in the script would fail. Only then is the one read capability kept.
-        return self.drops_privileges and not _tree_readable_by_others(sys.prefix)
+        # every lazy import in the script would fail. In a private root its path is world-traversable,
+        # so only without one is the one read capability kept.
+        return self.drops_privileges and not private_root and not _tree_readable_by_others(sys.prefix)
+
+    @functools.cached_property
+    def _keep_read_search(self) -> bool:
+        return self._needs_read_search(self._private_root)
 
     def _netns(self) -> tuple[str, ...]:
         return network_namespace_prefix() if self.use_network_namespace and sys.platform.startswith("linux") else ()
 
+    def _namespaces(self, private_root: bool) -> tuple[str, ...]:
+        if not private_root:
+            return self._netns()
+        # --fork: the runner starts as PID 1 of the new PID namespace (it forks the script's process
+        # and waits, see _runner._wait_as_init); when it ends, the kernel kills whatever is left in it.
+        # --kill-child: it ends with unshare. unshare makes the new mount tree private itself.
+        network = ("--net",) if self.use_network_namespace else ()
+        return (str(_unshare()), *network, "--mount", "--pid", "--fork", "--kill-child", "--")
+
     def isolation(self) -> str:
         walls = []
-        if self._netns():
+        if self._private_root:
+            walls += ["mountns", "pidns"]
+            if self.use_network_namespace:
+                walls.append("netns")
+        elif self._netns():
             walls.append("netns")
         if self.drops_privileges:
             walls.append("setuid+dac_read_search" if self._keep_read_search else "setuid")
-        walls += ["rlimits", "audit"]
+        walls.append("rlimits")
+        if self._audit_hook:
+            walls.append("audit")
         return f"local-process({','.join(walls)})"
 
     # -- one run ---------------------------------------------------------------------------------
@@ -199,7 +266,7 @@ class LocalProcessSandbox:
             raise SandboxUnavailable(f"cannot create the sandbox's working directory: {exc}") from exc
         try:
             self._prepare(workdir, files)
-            outcome = self._execute(workdir, code, timeout_seconds)
+            outcome = self._execute(workdir, code, timeout_seconds, private_root=self._private_root, preload=self.preload)
             return self._collect(workdir, files, outcome, started, isolation, timeout_seconds)
         finally:
             _remove_tree(workdir)
@@ -245,15 +312,33 @@ class LocalProcessSandbox:
             except (ValueError, OSError):
                 pass  # macOS rejects some (RLIMIT_AS); the isolation string does not claim more than rlimits
 
-    def _execute(self, workdir: str, code: str, timeout_seconds: float) -> _Outcome:
+    def _execute(self, workdir: str, code: str, timeout_seconds: float, *, private_root: bool, preload: Sequence[str]) -> _Outcome:
+        mount_point = None
+        if private_root:
+            try:  # an empty directory the runner mounts its new root on, in its own mount namespace only
+                mount_point = tempfile.mkdtemp(prefix="memtool-sandbox-root-")
+            except OSError as exc:
+                raise SandboxUnavailable(f"cannot create the sandbox's root mount point: {exc}") from exc
+        try:
+            return self._spawn(workdir, code, timeout_seconds, private_root, mount_point, preload)
+        finally:
+            if mount_point is not None:
+                try:
+                    os.rmdir(mount_point)
+                except OSError:
+                    pass
+
+    def _spawn(self, workdir: str, code: str, timeout_seconds: float, private_root: bool, mount_point: str | None, preload: Sequence[str]) -> _Outcome:
         config = {
             "workdir": workdir,
-            "preload": list(self.preload),
+            "preload": list(preload),
             "uid": self.sandbox_uid if self.drops_privileges else -1,
             "gid": self.sandbox_uid if self.drops_privileges else -1,
-            "keep_read_search": self._keep_read_search,
+            "keep_read_search": self._needs_read_search(private_root),
+            "private_root": mount_point,
+            "audit": self._audit_hook,
         }
-        argv = [*self._netns(), self.python, "-I", str(RUNNER_PATH), json.dumps(config)]
+        argv = [*self._namespaces(private_root), self.python, "-I", str(RUNNER_PATH), json.dumps(config)]
         try:
             process = subprocess.Popen(
                 argv,
@@ -295,6 +380,8 @@ class LocalProcessSandbox:
         if killed_by_us:
             _kill_group(process)
         returncode = process.wait()
+        if private_root and 128 < returncode < 128 + signal.NSIG:
+            returncode = 128 - returncode  # the namespace's init reports the script's death by signal as 128 + signal
         for reader in readers:
             reader.join(timeout=5)
         process.stdout.close()
