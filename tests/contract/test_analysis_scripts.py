@@ -144,3 +144,14 @@ def test_bedrock_behind_its_breaker_is_skipped_after_repeated_failures_and_the_r
         assert container.breakers().health()["bedrock"]["calls_skipped"] == 1
     finally:
         container.reset()
+
+
+def test_a_run_that_needs_no_chart_skips_matplotlib_in_the_sandbox(interpreter):
+    probe = "import json, sys\njson.dump({'matplotlib': 'matplotlib' in sys.modules, 'numpy': 'numpy' in sys.modules}, open('result.json', 'w'))\n"
+    sandbox = LocalProcessSandbox(cpu_seconds=10)
+    light = sandbox.run(probe, files={}, timeout_seconds=20, charts=False)
+    full = sandbox.run(probe, files={}, timeout_seconds=20)
+    assert light.ok and full.ok
+    assert light.result == {"matplotlib": False, "numpy": True} and full.result == {"matplotlib": True, "numpy": True}
+    templated = run(interpreter, None)  # return_files=False: the templated script draws nothing
+    assert templated.success and templated.data["files"] == [] and "2026-06" in templated.data["result"]["anomalies"]

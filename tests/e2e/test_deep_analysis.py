@@ -151,7 +151,7 @@ def test_an_analysis_that_cannot_run_is_reported_never_answered_with_nothing(api
     class BrokenSandbox:
         name = "broken"
 
-        def run(self, code, *, files, timeout_seconds):
+        def run(self, code, *, files, timeout_seconds, charts=True):
             raise RuntimeError("the sandbox host is on fire")
 
     monkeypatch.setattr(container, "sandbox", lambda: BrokenSandbox())
@@ -206,7 +206,7 @@ def test_a_failing_e2b_falls_back_to_the_local_sandbox_and_its_circuit_opens(api
         name = "e2b"
         calls = 0
 
-        def run(self, code, *, files, timeout_seconds):
+        def run(self, code, *, files, timeout_seconds, charts=True):
             DownE2B.calls += 1
             raise SandboxUnavailable("connection refused by api.e2b.app")
 

@@ -79,7 +79,7 @@ class ResilientSandbox:
         self._fallback = fallback
         self._breaker = breaker
 
-    def run(self, code: str, *, files: dict[str, bytes], timeout_seconds: float) -> tuple[Any, list[str]]:
+    def run(self, code: str, *, files: dict[str, bytes], timeout_seconds: float, charts: bool = True) -> tuple[Any, list[str]]:
         from memtool.analysis.sandbox.port import SandboxUnavailable
 
         notes: list[str] = []
@@ -88,7 +88,7 @@ class ResilientSandbox:
             notes.append(f"{name} skipped: {self._breaker.open_error()}")
         else:
             try:
-                run = self._primary.run(code, files=files, timeout_seconds=timeout_seconds)
+                run = self._primary.run(code, files=files, timeout_seconds=timeout_seconds, charts=charts)
             except SandboxUnavailable as exc:
                 if self._breaker is not None:
                     self._breaker.record_failure(exc)
@@ -105,7 +105,7 @@ class ResilientSandbox:
         if self._fallback is None:
             raise DependencyUnavailable(f"the code interpreter is unavailable: {'; '.join(notes)}")
         notes[-1] += "; ran in the local process sandbox instead"
-        return self._fallback().run(code, files=files, timeout_seconds=timeout_seconds), notes
+        return self._fallback().run(code, files=files, timeout_seconds=timeout_seconds, charts=charts), notes
 
 
 class AnalysisFailed(ToolFailure):
@@ -145,18 +145,21 @@ def code_interpreter_tool(sandbox: Callable[[], ResilientSandbox], *, timeout_se
         for index, row in enumerate(arguments.rows):
             if len(row) != width:
                 raise BadArguments(f"rows[{index}] has {len(row)} values for {width} columns", field="rows")
-        data = json.dumps({"columns": arguments.columns, "rows": arguments.rows, "params": arguments.params}, ensure_ascii=False, default=str)
+        params = dict(arguments.params)
+        if not arguments.return_files:
+            params["chart"] = False  # the templated script draws nothing, and the sandbox skips matplotlib
+        data = json.dumps({"columns": arguments.columns, "rows": arguments.rows, "params": params}, ensure_ascii=False, default=str)
         files = {"data.json": data.encode("utf-8")}
         generated = bool(arguments.code)
-        script = arguments.code if arguments.code else templated_script(arguments.analysis, dict(arguments.params))
-        run, notes = sandbox().run(script, files=files, timeout_seconds=timeout_seconds)
+        script = arguments.code if arguments.code else templated_script(arguments.analysis, params)
+        run, notes = sandbox().run(script, files=files, timeout_seconds=timeout_seconds, charts=generated or arguments.return_files)
         if generated:
             problem = _generated_problem(arguments.analysis, run)
             if problem is not None:
                 # The model's script is a proposal: when it fails or writes the wrong shape, the
                 # templated script answers, and the answer says so.
                 logger.info("episode %s: generated %s script not used: %s", context.episode_id, arguments.analysis, problem)
-                run, more = sandbox().run(templated_script(arguments.analysis, dict(arguments.params)), files=files, timeout_seconds=timeout_seconds)
+                run, more = sandbox().run(templated_script(arguments.analysis, params), files=files, timeout_seconds=timeout_seconds, charts=arguments.return_files)
                 notes = [*notes, f"the generated script was not used ({problem}); the templated script ran instead", *more]
                 generated = False
         if not run.ok:

@@ -35,6 +35,8 @@ def _write(result):
 
 
 def _pyplot():
+    if PARAMS.get("chart") is False:  # no chart asked for: matplotlib is not even imported
+        return None
     try:
         import matplotlib
 

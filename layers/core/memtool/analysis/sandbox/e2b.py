@@ -62,7 +62,7 @@ class E2BSandbox:
         self.max_files_bytes = max_files_bytes
         self.max_result_bytes = max_result_bytes
 
-    def run(self, code: str, *, files: dict[str, bytes], timeout_seconds: float = 30.0) -> SandboxRun:
+    def run(self, code: str, *, files: dict[str, bytes], timeout_seconds: float = 30.0, charts: bool = True) -> SandboxRun:  # noqa: ARG002 - E2B's template has them ready
         check_input_names(files)
         if SCRIPT in files or RESULT_FILE in files:
             raise ValueError(f"sandbox input files may not be named {SCRIPT} or {RESULT_FILE}")

@@ -59,7 +59,9 @@ class SandboxRun(BaseModel):
 class Sandbox(Protocol):
     name: str
 
-    def run(self, code: str, *, files: dict[str, bytes], timeout_seconds: float = 30.0) -> SandboxRun: ...
+    def run(self, code: str, *, files: dict[str, bytes], timeout_seconds: float = 30.0, charts: bool = True) -> SandboxRun:
+        """``charts=False``: the script draws nothing, so plotting libraries need not be ready."""
+        ...
 
 
 def cap_text(data: bytes, cap: int = STREAM_CAP_BYTES, *, dropped: int = 0) -> str:
