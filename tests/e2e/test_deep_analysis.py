@@ -280,3 +280,18 @@ def test_a_period_with_no_data_says_so(api, aws):
     answer = ask(api, "2020年上海的净收入有没有异常")
     assert answer["status"] == "partial" and answer["analysis"]["status"] == "failed"
     assert "the anomaly analysis could not run: there is no data for the period asked about" in answer["notes"]
+
+
+def test_a_segment_scan_that_cannot_run_leaves_the_totals_analyses_standing(api, aws, monkeypatch):
+    from memtool.analysis import inputs
+
+    def refused(*args, **kwargs):
+        raise ValueError("the analysis's table has more than 5000 rows; narrow the question")
+
+    monkeypatch.setattr(inputs, "segment_table", refused)
+    answer = ask(api, "2026年6月退款为什么异常高")
+
+    assert answer["status"] == "answered", answer  # both analyses asked for ran; the drill-down is a note
+    assert [a["kind"] for a in answer["analysis"]["analyses"]] == ["anomaly", "attribution"]
+    assert all(a["success"] for a in answer["analysis"]["analyses"])
+    assert "the segment scan could not run: the analysis's table has more than 5000 rows; narrow the question" in answer["notes"]

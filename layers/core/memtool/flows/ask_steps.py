@@ -544,7 +544,11 @@ class AskSteps:
                     return [(total, base)]
                 # "为什么6月…异常高": where the anomaly sits, member by member, besides the total.
                 catalog = self._catalog()
-                segments = inputs.segment_table(intent, focus[-1], lambda drill: self._run_drilldown(state, drill), lambda m: catalog.metric(m).dimensions)
+                try:
+                    segments = inputs.segment_table(intent, focus[-1], lambda drill: self._run_drilldown(state, drill), lambda m: catalog.metric(m).dimensions)
+                except (ValueError, MemtoolError, WarehouseError) as exc:  # the total's scan still runs
+                    state.note(f"the segment scan could not run: {getattr(exc, 'message', None) or exc}")
+                    segments = None
                 if segments is None:
                     return [(total, base)]
                 return [(total, base), (segments, {**base, "kind": "segments", "focus": [focus[-1]]})]
