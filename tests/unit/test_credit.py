@@ -113,3 +113,11 @@ def test_an_alpha_outside_zero_to_one_is_refused(alpha):
     with pytest.raises(ValidationFailed) as refused:
         credit_after(Credit(), episode_id="ep-1", reward=1.0, alpha=alpha, now=T0)
     assert refused.value.field == "alpha"
+
+
+def test_a_partial_answer_is_neither_a_success_nor_a_failure_for_the_environment():
+    from memtool.feedback.reward import environment_reward
+
+    assert environment_reward("answered", row_count=12) == 1.0
+    assert environment_reward("partial", row_count=12) == 0.0  # the data came back; an analysis did not
+    assert environment_reward("failed") == -1.0

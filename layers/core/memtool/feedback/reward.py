@@ -18,6 +18,7 @@ _ENV_REWARD = {
     "answered_empty": -0.5,  # ran, but found nothing: usually the wrong filter or window
     "remembered": 0.5,
     "needs_clarification": 0.0,  # asked instead of guessing: neither right nor wrong
+    "partial": 0.0,  # the data came back, an analysis it asked for did not run
     "guard_rejected": -1.0,
     "execution_error": -1.0,
     "failed": -1.0,
