@@ -121,3 +121,21 @@ def test_a_partial_answer_is_neither_a_success_nor_a_failure_for_the_environment
     assert environment_reward("answered", row_count=12) == 1.0
     assert environment_reward("partial", row_count=12) == 0.0  # the data came back; an analysis did not
     assert environment_reward("failed") == -1.0
+
+
+def test_a_partial_episode_is_not_a_negative_example_but_a_failed_one_is():
+    from datetime import datetime, timezone
+
+    from memtool.memory.records import MemoryKind, MemoryRecord, MemoryScope, MemoryStatus
+    from memtool.retrieval.recall import is_negative_example
+
+    def episode(outcome: str) -> MemoryRecord:
+        now = datetime(2026, 11, 29, tzinfo=timezone.utc)
+        return MemoryRecord.model_validate(
+            {"tenant": "acme", "owner": "li", "id": f"mem_{outcome}", "version": 1, "kind": MemoryKind.EPISODIC.value,
+             "content": "q", "value": {"outcome": outcome}, "created_at": now, "updated_at": now,
+             "scope": MemoryScope.USER.value, "status": MemoryStatus.ACTIVE.value}
+        )
+
+    assert not is_negative_example(episode("answered")) and not is_negative_example(episode("partial"))
+    assert is_negative_example(episode("failed"))

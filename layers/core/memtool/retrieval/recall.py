@@ -67,6 +67,8 @@ from memtool.runtime.clock import Clock
 
 LIVE_STATUSES = (MemoryStatus.ACTIVE, MemoryStatus.APPROVED)
 ANSWERED = "answered"
+# Outcomes whose SQL and data were right: "partial" answered the data, only an analysis did not run.
+GOOD_OUTCOMES = frozenset({ANSWERED, "partial"})
 
 # The same defaults as the settings (recall_min_cosine, recall_min_score, recall_duplicate_cosine).
 DEFAULT_MIN_COSINE = 0.5
@@ -455,7 +457,7 @@ def is_negative_example(record: MemoryRecord) -> bool:
         return False
     outcome = record.value.get("outcome") if isinstance(record.value, dict) else None
     credit = record.credit
-    return (outcome is not None and outcome != ANSWERED) or credit.feedback_score < 0 or credit.failures > credit.successes
+    return (outcome is not None and outcome not in GOOD_OUTCOMES) or credit.feedback_score < 0 or credit.failures > credit.successes
 
 
 def _worth_reason(record: MemoryRecord | None, winners: Mapping[str, str]) -> str | None:
