@@ -223,25 +223,27 @@ def _regression(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | 
     result = {**result, "features": [labels.get(f, f) for f in result["features"]]}
     if lang == "zh":
         terms = "；".join(f"{c['name']} 每增加 1，{target} 变化 {_number(c['estimate'], digits=3)}（{_p(c['p'])}）" for c in slopes)
-        tests = [f"Jarque-Bera {_p(checks['jarque_bera_p'])}", f"Durbin-Watson = {checks['durbin_watson']:.2f}"]
-        if checks["shapiro_p"] is not None:
-            tests.insert(0, f"Shapiro-Wilk {_p(checks['shapiro_p'])}")
-        if checks["breusch_pagan_p"] is not None:
-            tests.append(f"Breusch-Pagan {_p(checks['breusch_pagan_p'])}")
+        tests = _residual_tests(checks, dw_sign=" = ")
         return (
             f"{target} 对 {'、'.join(result['features'])} 的线性回归（n = {result['n']}）R² = {result['r_squared']:.3f}。"
             f"{terms}。残差检验：{'，'.join(tests)}。"
         ) + _few(result["n"], lang)
     terms = "; ".join(f"each unit of {c['name']} moves {target} by {_number(c['estimate'], digits=3)} ({_p(c['p'])})" for c in slopes)
-    tests = [f"Jarque-Bera {_p(checks['jarque_bera_p'])}", f"Durbin-Watson {checks['durbin_watson']:.2f}"]
-    if checks["shapiro_p"] is not None:
-        tests.insert(0, f"Shapiro-Wilk {_p(checks['shapiro_p'])}")
-    if checks["breusch_pagan_p"] is not None:
-        tests.append(f"Breusch-Pagan {_p(checks['breusch_pagan_p'])}")
+    tests = _residual_tests(checks, dw_sign=" ")
     return (
         f"OLS of {target} on {', '.join(result['features'])} (n = {result['n']}): R² = {result['r_squared']:.3f}; "
         f"{terms}. Residual checks: {', '.join(tests)}."
     ) + _few(result["n"], lang)
+
+
+def _residual_tests(checks: Mapping[str, Any], *, dw_sign: str) -> list[str]:
+    """The residual checks the result holds, in the order a reader expects (Shapiro only where scipy ran)."""
+    tests = [f"Jarque-Bera {_p(checks['jarque_bera_p'])}", f"Durbin-Watson{dw_sign}{checks['durbin_watson']:.2f}"]
+    if checks["shapiro_p"] is not None:
+        tests.insert(0, f"Shapiro-Wilk {_p(checks['shapiro_p'])}")
+    if checks["breusch_pagan_p"] is not None:
+        tests.append(f"Breusch-Pagan {_p(checks['breusch_pagan_p'])}")
+    return tests
 
 
 _FEW = 20  # below this many observations a correlation or a fit says little
@@ -252,3 +254,61 @@ def _few(n: int, lang: str) -> str:
     if n >= _FEW:
         return ""
     return f"（只有 {n} 个样本，结论仅供参考。）" if lang == "zh" else f" (only {n} observations: read this as indicative.)"
+
+
+# ---- the sentences around the analyses' own: the period asked about, segments, scope ----------
+
+
+def focus_sentence(result: dict[str, Any], focus: list[str], lang: str, group: str | None, *, total: bool = False) -> str:
+    """What the anomaly scan says about the period the question asked about, first (``total``:
+    a segment scan follows, so this sentence speaks of the total only)."""
+    flagged = [label for label in result.get("anomalies") or [] if label in focus]
+    span = focus[0] if len(focus) == 1 else f"{focus[0]}–{focus[-1]}" if lang == "en" else f"{focus[0]} 至 {focus[-1]}"
+    who = f"{group}: " if group else ""
+    if lang == "zh":
+        whole = "总量" if total else ""
+        return f"{who}{whole}在所问期间（{span}）" + (f"有异常：{'、'.join(flagged)}。" if flagged else "没有异常点。")
+    whole = " the total" if total else ""
+    return f"{who}In the period asked about ({span}){whole} " + (f"shows anomalies: {', '.join(flagged)}. " if flagged else "shows no anomaly. ")
+
+
+def reported_part(kind: str, result: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
+    """The part of a result the summary speaks of: a forecast's periods asked about (the steps
+    before them stay in the result)."""
+    wanted = set(context.get("report_periods") or [])
+    if kind != "forecast" or not wanted:
+        return result
+    series = [{**s, "forecast": [p for p in s.get("forecast") or [] if p.get("label") in wanted] or s.get("forecast") or []} for s in result.get("series") or []]
+    return {**result, "series": series}
+
+
+def segment_sentence(hits: list[dict[str, Any]], scanned: list[dict[str, Any]], lang: str, labels: Mapping[str, str]) -> str:
+    """Which members are anomalous in the month asked about, strongest first."""
+
+    def dimension(name: str) -> str:
+        return labels.get(name, name)
+
+    if not hits:
+        count = len(scanned)
+        return f"逐项检查的 {count} 个细分在所问月份都没有异常。" if lang == "zh" else f"None of the {count} segments checked is anomalous in the month asked about."
+    hits = sorted(hits, key=lambda h: abs(h["z"]), reverse=True)
+    if lang == "zh":
+        parts = [f"{dimension(h['dimension'])}「{h['member']}」{h['label']} 为 {h['value']:,.0f}，预期约 {h['expected']:,.0f}（稳健 z = {h['z']:.1f}）" for h in hits]
+        return "按细分看，异常集中在：" + "；".join(parts) + "。"
+    parts = [f"{dimension(h['dimension'])} '{h['member']}' in {h['label']}: {h['value']:,.0f} against about {h['expected']:,.0f} expected (robust z = {h['z']:.1f})" for h in hits]
+    return "By segment, the anomaly sits in: " + "; ".join(parts) + "."
+
+
+def catalog_labels(catalog: Any, lang: str) -> dict[str, str]:
+    """Names of dimensions and measures in the question's language (a profile's features are measures)."""
+    labels = {m.name: m.label(lang) for m in catalog.metrics}  # type: ignore[arg-type]
+    return {**labels, **{d.name: d.label(lang) for d in catalog.dimensions}}  # type: ignore[arg-type]
+
+
+def scope_prefix(intent: dict[str, Any] | None, lang: str) -> str:
+    """The filters the question named, as the summary's first words ("武汉 · 医院：")."""
+    filters = [f for f in (intent or {}).get("filters") or [] if f.get("op", "in") == "in"]
+    values = [v for f in filters for v in f.get("values") or []]
+    if not values:
+        return ""
+    return " · ".join(values) + ("：" if lang == "zh" else ": ")

@@ -640,7 +640,7 @@ class AskSteps:
     def step_summarize(self, state: AskState) -> AskState:
         """The tools' results as ``analysis`` {status, tool, result, summary, analyses}; a
         summary in the question's language built from the numbers, and each failure named."""
-        from memtool.analysis.summary import summarize_analysis
+        from memtool.analysis.summary import catalog_labels, focus_sentence, reported_part, scope_prefix, segment_sentence, summarize_analysis
         from memtool.tools.executor import ToolResult
 
         planned = state.analysis or {}
@@ -648,6 +648,7 @@ class AskSteps:
         runs = state.analysis_runs or []
         crashed = getattr(state, "analysis_error", None)
         lang = "zh" if _is_zh(state.input.question) else "en"
+        labels = catalog_labels(self._catalog(), lang)  # measures and dimensions in the question's language
         analyses: list[dict[str, Any]] = []
         png: dict[str, Any] | None = None
         segments_scanned: list[dict[str, Any]] = []
@@ -693,14 +694,14 @@ class AskSteps:
                 analyses.append(entry)
                 continue
             try:
-                shown = _reported(task["kind"], result or {}, context)
+                shown = reported_part(task["kind"], result or {}, context)
                 summary = summarize_analysis(
-                    task["kind"], shown, lang=lang, metric_label=_metric_label(context.get("metric"), lang), unit=context.get("unit"),
-                    dimension_labels=_dimension_labels(self._catalog(), lang),
+                    task["kind"], shown, lang=lang, metric_label=labels.get(context.get("metric") or "", context.get("metric") or ""), unit=context.get("unit"),
+                    dimension_labels=labels,
                 )  # fmt: skip
                 if task["kind"] == "anomaly" and context.get("focus"):
                     with_segments = any(t["kind"] == "segments" for t in state.analysis_tasks)
-                    summary = _focus_sentence(result or {}, context["focus"], lang, context.get("group"), total=with_segments) + summary
+                    summary = focus_sentence(result or {}, context["focus"], lang, context.get("group"), total=with_segments) + summary
             except Exception:  # noqa: BLE001 - the numbers stand without their sentence
                 logger.warning("episode %s: the %s result could not be summarised", state.episode_id, task["kind"], exc_info=True)
                 summary = ""
@@ -718,8 +719,8 @@ class AskSteps:
         status = "complete" if done and not failed and not skipped and crashed is None else "partial" if done else "failed"
         summaries = [a["summary"] for a in done if a.get("summary")]
         if segments_scanned:
-            summaries.insert(1 if summaries else 0, _segment_sentence(segment_hits, segments_scanned, lang, self._catalog()))
-        scope = _scope((state.plan or {}).get("intent"), lang)
+            summaries.insert(1 if summaries else 0, segment_sentence(segment_hits, segments_scanned, lang, labels))
+        scope = scope_prefix((state.plan or {}).get("intent"), lang)
         if scope and summaries:
             summaries[0] = scope + summaries[0]
         state.analysis = {
@@ -1205,75 +1206,6 @@ def _question_parser(planner: Any) -> Any:
     """The rule planner's question parser (the Bedrock planner falls back to the rule planner)."""
     rules = getattr(planner, "fallback", None) or planner
     return getattr(rules, "parser", None)
-
-
-def _metric_label(metric: str | None, lang: str) -> str:
-    if not metric:
-        return ""
-    try:
-        from memtool.semantic.catalog import load_catalog
-
-        return load_catalog().metric(metric).label(lang)  # type: ignore[arg-type]
-    except Exception:  # noqa: BLE001 - a metric outside the catalog keeps its name
-        return metric
-
-
-def _focus_sentence(result: dict[str, Any], focus: list[str], lang: str, group: str | None, *, total: bool = False) -> str:
-    """What the anomaly scan says about the period the question asked about, first (``total``:
-    a segment scan follows, so this sentence speaks of the total only)."""
-    flagged = [label for label in result.get("anomalies") or [] if label in focus]
-    span = focus[0] if len(focus) == 1 else f"{focus[0]}–{focus[-1]}" if lang == "en" else f"{focus[0]} 至 {focus[-1]}"
-    who = f"{group}: " if group else ""
-    if lang == "zh":
-        whole = "总量" if total else ""
-        return f"{who}{whole}在所问期间（{span}）" + (f"有异常：{'、'.join(flagged)}。" if flagged else "没有异常点。")
-    whole = " the total" if total else ""
-    return f"{who}In the period asked about ({span}){whole} " + (f"shows anomalies: {', '.join(flagged)}. " if flagged else "shows no anomaly. ")
-
-
-def _reported(kind: str, result: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
-    """The part of a result the summary speaks of: a forecast's periods asked about (the steps
-    before them stay in the result)."""
-    wanted = set(context.get("report_periods") or [])
-    if kind != "forecast" or not wanted:
-        return result
-    series = [{**s, "forecast": [p for p in s.get("forecast") or [] if p.get("label") in wanted] or s.get("forecast") or []} for s in result.get("series") or []]
-    return {**result, "series": series}
-
-
-def _segment_sentence(hits: list[dict[str, Any]], scanned: list[dict[str, Any]], lang: str, catalog: Any) -> str:
-    """Which members are anomalous in the month asked about, strongest first."""
-
-    def dimension(name: str) -> str:
-        try:
-            return catalog.dimension(name).label(lang)
-        except Exception:  # noqa: BLE001 - an unknown dimension keeps its name
-            return name
-
-    if not hits:
-        count = len(scanned)
-        return f"逐项检查的 {count} 个细分在所问月份都没有异常。" if lang == "zh" else f"None of the {count} segments checked is anomalous in the month asked about."
-    hits = sorted(hits, key=lambda h: abs(h["z"]), reverse=True)
-    if lang == "zh":
-        parts = [f"{dimension(h['dimension'])}「{h['member']}」{h['label']} 为 {h['value']:,.0f}，预期约 {h['expected']:,.0f}（稳健 z = {h['z']:.1f}）" for h in hits]
-        return "按细分看，异常集中在：" + "；".join(parts) + "。"
-    parts = [f"{dimension(h['dimension'])} '{h['member']}' in {h['label']}: {h['value']:,.0f} against about {h['expected']:,.0f} expected (robust z = {h['z']:.1f})" for h in hits]
-    return "By segment, the anomaly sits in: " + "; ".join(parts) + "."
-
-
-def _dimension_labels(catalog: Any, lang: str) -> dict[str, str]:
-    """Names of dimensions and measures in the question's language (a profile's features are measures)."""
-    labels = {m.name: m.label(lang) for m in catalog.metrics}  # type: ignore[arg-type]
-    return {**labels, **{d.name: d.label(lang) for d in catalog.dimensions}}  # type: ignore[arg-type]
-
-
-def _scope(intent: dict[str, Any] | None, lang: str) -> str:
-    """The filters the question named, as the summary's first words ("武汉 · 医院：")."""
-    filters = [f for f in (intent or {}).get("filters") or [] if f.get("op", "in") == "in"]
-    values = [v for f in filters for v in f.get("values") or []]
-    if not values:
-        return ""
-    return " · ".join(values) + ("：" if lang == "zh" else ": ")
 
 
 def _crash_reason(raw: Any) -> str:
