@@ -48,6 +48,9 @@ QUESTIONS = [
     "gross revenue by month in 2025",
     "上个月上海的订单数",
     "净收入怎么算？",
+    # the deep route: the Map, the sandbox and the ML tools under the same load
+    "为什么9月武汉的净收入下降了",
+    "2026年6月退款为什么异常高",
 ]
 
 
