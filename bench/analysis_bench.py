@@ -56,7 +56,7 @@ def main() -> int:
     from memtool.runtime import container
     from memtool.runtime.aws import client
     from memtool.runtime.local_api import LocalApiGateway
-    from memtool.runtime.settings import Settings, use_settings
+    from memtool.settings import Settings, use_settings
     from memtool.runtime.tables import create_tables
     from memtool.runtime.template import load_template
     from memtool.sql.demo_warehouse import build_demo_warehouse

@@ -551,7 +551,7 @@ def main() -> int:
     from memtool.runtime.handlers import function_handler
     from memtool.runtime.local_api import LocalApiGateway
     from memtool.runtime.outbox_drain import OutboxDrainer
-    from memtool.runtime.settings import Settings, use_settings
+    from memtool.settings import Settings, use_settings
     from memtool.runtime.stream_drain import StreamDrainer
     from memtool.runtime.tables import create_tables
     from memtool.runtime.template import load_template

@@ -15,10 +15,10 @@ import pytest
 
 from memtool.runtime import container
 from memtool.runtime.aws import client
-from memtool.runtime.clock import FrozenClock
+from memtool.clock import FrozenClock
 from memtool.runtime.handlers import function_handler
 from memtool.runtime.local_api import LocalApiGateway
-from memtool.runtime.settings import Settings, use_settings
+from memtool.settings import Settings, use_settings
 from memtool.runtime.stream_drain import StreamDrainer
 from memtool.runtime.tables import create_tables
 from memtool.runtime.template import load_template

@@ -9,7 +9,7 @@ from typing import Any
 
 from memtool.runtime.aws import client
 from memtool.runtime.local_api import ApiResponse, LocalApiGateway
-from memtool.runtime.settings import Settings
+from memtool.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENTS = ROOT / "events"

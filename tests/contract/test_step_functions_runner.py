@@ -64,7 +64,7 @@ def test_the_ask_service_turns_a_failed_execution_into_a_failed_answer():
     from memtool.api.identity import Identity
     from memtool.flows.ask import AskService
     from memtool.flows.runner import FlowExecution
-    from memtool.runtime.clock import FrozenClock
+    from memtool.clock import FrozenClock
 
     class FailingRunner:
         def run(self, machine, execution_input):

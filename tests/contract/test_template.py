@@ -566,7 +566,7 @@ def test_diagnose_function_consumes_its_queue_with_partial_batch_failures(templa
 
 
 def test_diagnose_queue_redrives_to_its_dead_letter_queue(template: dict[str, Any]) -> None:
-    from memtool.runtime.settings import Settings
+    from memtool.settings import Settings
 
     assert diagnose_redrive_problems(template) == []
     # The local queue dead-letters after as many deliveries as the redrive policy.

@@ -20,7 +20,7 @@ from memtool.memory.records import MemoryKind
 from memtool.memory.store import Partition
 from memtool.planning.plan import Plan
 from memtool.runtime import container
-from memtool.runtime.settings import get_settings, use_settings
+from memtool.settings import get_settings, use_settings
 
 from tests.support import Api, load_event
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from memtool.runtime import container
-from memtool.runtime.settings import get_settings, use_settings
+from memtool.settings import get_settings, use_settings
 
 from tests.support import Api
 

@@ -10,7 +10,7 @@ import pytest
 
 from memtool.runtime import container
 from memtool.runtime.handlers import function_handler
-from memtool.runtime.settings import use_settings
+from memtool.settings import use_settings
 from memtool.sql.guardrails import GuardPolicy, check_sql
 
 from tests.conftest import TODAY
@@ -38,7 +38,7 @@ def queued(aws, tmp_path):
 
 @pytest.fixture
 def drifted(aws, queued, drifted_warehouse):
-    from memtool.runtime.settings import get_settings
+    from memtool.settings import get_settings
 
     settings = get_settings().model_copy(update={"warehouse_path": drifted_warehouse})
     use_settings(settings)

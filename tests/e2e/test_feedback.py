@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from memtool.runtime.settings import use_settings
+from memtool.settings import use_settings
 
 from tests.support import Api
 

@@ -9,7 +9,7 @@ import pytest
 
 from memtool.runtime.handlers import function_handler
 from memtool.runtime.lambda_context import LocalLambdaContext
-from memtool.runtime.settings import use_settings
+from memtool.settings import use_settings
 
 from tests.support import ROOT, load_event
 

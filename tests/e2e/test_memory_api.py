@@ -143,7 +143,7 @@ def test_bad_patch_input_names_the_field_and_keeps_the_record(api, aws):
 
 
 def test_no_identity_is_401_and_headers_are_ignored_outside_local_mode(api, aws):
-    from memtool.runtime.settings import use_settings
+    from memtool.settings import use_settings
 
     anonymous = api.gateway.invoke("GET", "/memories", headers={})
     assert anonymous.status == 401 and anonymous.json()["field"] == "tenant"
@@ -156,7 +156,7 @@ def test_no_identity_is_401_and_headers_are_ignored_outside_local_mode(api, aws)
 def test_authorizer_claims_are_the_identity_in_aws(aws, template):
     from memtool.runtime.handlers import function_handler
     from memtool.runtime.lambda_context import LocalLambdaContext
-    from memtool.runtime.settings import use_settings
+    from memtool.settings import use_settings
 
     from tests.support import ROOT, load_event
 

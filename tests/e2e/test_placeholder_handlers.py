@@ -15,7 +15,7 @@ from tests.support import ROOT, load_event
 def test_the_diagnose_event_reaches_the_service_as_its_authorizer_says(aws):
     """events/diagnose.json, as `sam local invoke -e` sends it: the tenant comes from the authorizer
     and the episode is not that caller's, so a 404 naming the field (never someone else's episode)."""
-    from memtool.runtime.settings import use_settings
+    from memtool.settings import use_settings
 
     use_settings(aws.model_copy(update={"runtime": "aws"}))
     reply = function_handler(ROOT, "diagnose")(load_event("diagnose.json"), LocalLambdaContext())
@@ -26,7 +26,7 @@ def test_the_diagnose_event_reaches_the_service_as_its_authorizer_says(aws):
 def test_the_feedback_event_reaches_the_flow_as_its_authorizer_says(aws):
     """events/feedback.json, as `sam local invoke -e` sends it: the tenant comes from the authorizer
     (the spoofed header is ignored) and its episode is not that caller's, so a 404 naming the field."""
-    from memtool.runtime.settings import use_settings
+    from memtool.settings import use_settings
 
     use_settings(aws.model_copy(update={"runtime": "aws"}))
     reply = function_handler(ROOT, "feedback")(load_event("feedback.json"), LocalLambdaContext())
@@ -35,7 +35,7 @@ def test_the_feedback_event_reaches_the_flow_as_its_authorizer_says(aws):
 
 
 def test_api_handlers_still_require_identity(aws):
-    from memtool.runtime.settings import use_settings
+    from memtool.settings import use_settings
 
     use_settings(aws.model_copy(update={"runtime": "aws"}))
     event = load_event("feedback.json")
@@ -59,7 +59,7 @@ def test_non_api_handlers_answer_501(function, event):
 def test_the_episode_and_lesson_events_answer_for_their_caller_only(aws, event_file, field):
     """GET /episodes/{id} and POST /lessons/{id}/share as API Gateway sends them: the ids are not
     this caller's, so a 404 naming the field."""
-    from memtool.runtime.settings import use_settings
+    from memtool.settings import use_settings
 
     use_settings(aws.model_copy(update={"runtime": "aws"}))
     reply = function_handler(ROOT, "diagnose")(load_event(event_file), LocalLambdaContext())
@@ -73,7 +73,7 @@ def test_the_diagnose_queue_event_is_consumed_as_a_batch(aws):
     from memtool.memory.records import MemoryKind
     from memtool.memory.store import Partition
     from memtool.runtime import container
-    from memtool.runtime.settings import use_settings
+    from memtool.settings import use_settings
 
     use_settings(aws.model_copy(update={"runtime": "aws"}))
     event = load_event("diagnose_queue.json")

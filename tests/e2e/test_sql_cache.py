@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from memtool.runtime import container
-from memtool.runtime.settings import get_settings, use_settings
+from memtool.settings import get_settings, use_settings
 
 from tests.support import Api
 

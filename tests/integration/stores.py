@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol
 
 from memtool.memory.store import Partition
 from memtool.runtime.aws import client
-from memtool.runtime.settings import Settings
+from memtool.settings import Settings
 
 from tests.support import table_items
 

@@ -20,7 +20,7 @@ import pytest
 from memtool.memory.records import MemoryDraft, MemoryKind
 from memtool.memory.store import TENANT_OWNER, Partition
 from memtool.runtime import container
-from memtool.runtime.settings import get_settings, use_settings
+from memtool.settings import get_settings, use_settings
 
 from tests.integration.stores import DynamoState, SQLiteState, StoredState
 from tests.support import Api

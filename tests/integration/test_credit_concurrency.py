@@ -25,9 +25,9 @@ from memtool.memory.sqlite_store import SQLiteMemoryStore
 from memtool.memory.store import MemoryStore, Partition
 from memtool.runtime import container
 from memtool.runtime.aws import client
-from memtool.runtime.clock import FrozenClock
+from memtool.clock import FrozenClock
 from memtool.runtime.moto_server import LocalMotoServer
-from memtool.runtime.settings import Settings, use_settings
+from memtool.settings import Settings, use_settings
 from memtool.runtime.tables import create_tables
 
 from tests.integration.test_memory_store import run_together

@@ -34,7 +34,7 @@ from memtool.diagnosis.requests import DiagnoseRequest, Expected
 from memtool.runtime.diagnose_batch import process_diagnose_batch, sqs_event
 from memtool.runtime.diagnose_drain import BackgroundDiagnoseDrain, DiagnoseDrainer
 from memtool.runtime.lambda_context import LocalLambdaContext
-from memtool.runtime.settings import Settings
+from memtool.settings import Settings
 
 REGION = "us-east-1"
 T0 = 1_900_000_000.0
@@ -593,7 +593,7 @@ def test_the_local_runtime_queues_diagnoses_in_sqlite_and_reports_dead_letters(t
     import sqlite3
 
     from memtool.runtime.local import LocalRuntime
-    from memtool.runtime.settings import get_settings
+    from memtool.settings import get_settings
 
     from tests.support import ROOT
 

@@ -15,8 +15,8 @@ from memtool.memory.records import MemoryDraft, MemoryKind, Provenance, Trigger
 from memtool.memory.slots import episode_key
 from memtool.memory.sqlite_store import SQLiteMemoryStore
 from memtool.memory.store import Partition
-from memtool.runtime.clock import FrozenClock
-from memtool.runtime.settings import Settings
+from memtool.clock import FrozenClock
+from memtool.settings import Settings
 from memtool.semantic.catalog import load_catalog
 from memtool.semantic.entities import EntityIndex
 from memtool.semantic.parser import QuestionParser

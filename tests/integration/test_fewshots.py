@@ -19,7 +19,7 @@ from memtool.memory.sqlite_store import SQLiteMemoryStore
 from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition
 from memtool.retrieval.embedders import HashingEmbedder
 from memtool.runtime import container
-from memtool.runtime.settings import Settings
+from memtool.settings import Settings
 from memtool.semantic.catalog import load_catalog
 from memtool.semantic.entities import EntityIndex
 from memtool.semantic.masking import mask_question

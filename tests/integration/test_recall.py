@@ -8,7 +8,7 @@ import pytest
 from memtool.memory.records import MemoryKind
 from memtool.retrieval.index import IndexUnavailable
 from memtool.runtime import container
-from memtool.runtime.settings import use_settings
+from memtool.settings import use_settings
 
 from tests.support import Api
 
@@ -425,7 +425,7 @@ def test_the_floor_is_set_per_kind(api, aws, drain):
 
 def test_recall_defaults_are_the_settings_defaults():
     from memtool.retrieval import recall
-    from memtool.runtime.settings import Settings
+    from memtool.settings import Settings
 
     fields = Settings.model_fields
     assert dict(recall.DEFAULT_MIN_COSINES) == fields["recall_min_cosine"].default_factory()

@@ -284,7 +284,7 @@ def test_feedback_parses_its_body_strictly(api, aws):
 def test_identifiers_are_matched_whole(tenant):
     from memtool.api.identity import identity_from_event
     from memtool.errors import Unauthenticated
-    from memtool.runtime.settings import Settings
+    from memtool.settings import Settings
 
     event = {"requestContext": {"authorizer": {"claims": {"custom:tenant_id": tenant, "sub": "li"}}}}
     with pytest.raises(Unauthenticated):

@@ -9,7 +9,7 @@ import pytest
 from memtool.errors import ValidationFailed
 from memtool.planning.context import KnowledgeItem, PlanContext, TermMapping, normalize_unit, plan_context
 from memtool.planning.rule_planner import RulePlanner
-from memtool.runtime.clock import FrozenClock
+from memtool.clock import FrozenClock
 from memtool.semantic.catalog import load_catalog
 from memtool.semantic.entities import EntityIndex
 

@@ -23,8 +23,8 @@ from memtool.memory.slots import (
     check_slot_value,
     slot_for,
 )
-from memtool.runtime.clock import FrozenClock
-from memtool.runtime.settings import Settings
+from memtool.clock import FrozenClock
+from memtool.settings import Settings
 
 NOW = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
 

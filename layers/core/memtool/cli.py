@@ -13,7 +13,7 @@ from memtool import __version__
 
 
 def _home(value: str | None) -> Path:
-    from memtool.runtime.settings import Settings
+    from memtool.settings import Settings
 
     return Path(value) if value else Settings(runtime="local").home
 
@@ -82,7 +82,7 @@ def seed_warehouse(args: argparse.Namespace) -> int:
     import time
     from datetime import date
 
-    from memtool.runtime.settings import Settings
+    from memtool.settings import Settings
     from memtool.sql.demo_warehouse import (
         DEMO_FILE_NAME,
         DRIFT_RENAMES,
@@ -127,7 +127,7 @@ def mcp(args: argparse.Namespace) -> int:
     import re
 
     from memtool.api.identity import IDENTIFIER_PATTERN, Identity
-    from memtool.runtime.settings import Settings
+    from memtool.settings import Settings
     from memtool.tools.mcp_server import McpOptions, serve as serve_mcp
 
     settings = Settings()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memtool.errors import Unauthenticated, ValidationFailed
-from memtool.runtime.settings import Settings
+from memtool.settings import Settings
 
 # '#' separates key parts in the memory table, so identifiers may never contain it.
 IDENTIFIER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.@:\-]{0,127}$"

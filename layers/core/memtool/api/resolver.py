@@ -21,7 +21,7 @@ from memtool.api.http import status_for, validation_failed
 from memtool.api.identity import Identity, identity_from_event
 from memtool.api.json_body import read_body
 from memtool.errors import MemtoolError, ValidationFailed
-from memtool.runtime.settings import get_settings
+from memtool.settings import get_settings
 
 logger = Logger(service="memtool")
 

@@ -45,8 +45,8 @@ from memtool.semantic.masking import MaskedQuestion, shape_key
 
 if TYPE_CHECKING:  # ports and the settings model: received, never built here
     from memtool.retrieval.embedders import Embedder
-    from memtool.runtime.clock import Clock
-    from memtool.runtime.settings import Settings
+    from memtool.clock import Clock
+    from memtool.settings import Settings
 
 logger = logging.getLogger("memtool.cache")
 

@@ -257,7 +257,7 @@ class BedrockDiagnoser:
         """One Converse answer; retryable errors are retried with backoff, the rest are DiagnoserUnavailable."""
         from botocore.exceptions import BotoCoreError, ClientError
 
-        from memtool.runtime.aws import BEDROCK_RETRYABLE_ERRORS
+        from memtool.constants import BEDROCK_RETRYABLE_ERRORS
 
         for attempt in range(1, self._max_attempts + 1):
             try:

@@ -27,7 +27,7 @@ from memtool.errors import MemtoolError
 from memtool.memory.sqlite_tx import read_transaction, write_transaction
 
 if TYPE_CHECKING:
-    from memtool.runtime.settings import Settings
+    from memtool.settings import Settings
 
 logger = logging.getLogger("memtool.diagnosis")
 

@@ -16,7 +16,7 @@ from memtool.api.identity import Identity
 from memtool.flows.ask_state import AskInput, AskState, Caller, answer_error, classify_failure
 from memtool.flows.runner import FlowRunner
 from memtool.memory.records import new_memory_id
-from memtool.runtime.clock import Clock
+from memtool.clock import Clock
 
 ASK_FLOW = "AskFlow"
 

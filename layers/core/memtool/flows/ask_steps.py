@@ -30,8 +30,8 @@ from memtool.memory.records import MemoryKind, MemoryRecord, SourceRef, Trigger
 from memtool.memory.slots import CHART, CURRENCY_UNIT, SESSION_TURNS, correction_key, episode_key
 from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition, UndecodableRecord
 from memtool.retrieval.recall import Recall, RecallRequest
-from memtool.runtime.clock import Clock
-from memtool.runtime.settings import Settings
+from memtool.clock import Clock
+from memtool.settings import Settings
 from memtool.sql.warehouse import WarehouseError
 from memtool.tools.executor import echo_arguments
 

@@ -28,8 +28,8 @@ from memtool.flows.memory_write import MemoryService
 from memtool.memory.records import MemoryKind, MemoryPatch, MemoryRecord, MemoryScope, MemoryStatus, SourceRef, Trigger
 from memtool.memory.slots import episode_key
 from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition
-from memtool.runtime.clock import Clock
-from memtool.runtime.settings import Settings
+from memtool.clock import Clock
+from memtool.settings import Settings
 from memtool.semantic.intent import Intent
 
 logger = logging.getLogger("memtool.flows")

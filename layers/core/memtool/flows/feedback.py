@@ -45,8 +45,8 @@ from memtool.memory.records import (
 )
 from memtool.memory.slots import correction_key, episode_key
 from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition
-from memtool.runtime.clock import Clock
-from memtool.runtime.settings import Settings
+from memtool.clock import Clock
+from memtool.settings import Settings
 from memtool.semantic.parser import MappingTarget, QuestionParser
 
 logger = logging.getLogger("memtool.flows")

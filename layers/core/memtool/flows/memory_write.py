@@ -29,8 +29,8 @@ from memtool.memory.records import (
 )
 from memtool.memory.slots import check_slot_value
 from memtool.memory.store import TENANT_OWNER, ForgetOutcome, MemoryPage, MemoryStore, Partition, UndecodableRecord
-from memtool.runtime.clock import Clock
-from memtool.runtime.settings import Settings
+from memtool.clock import Clock
+from memtool.settings import Settings
 
 PII_KINDS = ("phone", "email", "cn_id", "bank_card")
 # Slots that only memtool writes: an episode is the record of what happened (feedback trusts it).

@@ -84,7 +84,7 @@ from memtool.planning.context import FewshotExample, PlanContext, PreviousTurn, 
 from memtool.planning.plan import AppliedMemory, Citation, Clarification, Plan, Route
 from memtool.planning.routes import classify_route, parse_forced_route
 from memtool.planning.rule_planner import RulePlanner, TodaySource, resolve_today
-from memtool.runtime.aws import BEDROCK_RETRYABLE_ERRORS
+from memtool.constants import BEDROCK_RETRYABLE_ERRORS
 from memtool.semantic.catalog import Catalog, Lang
 from memtool.semantic.compiler import CompileError, IntentCompiler
 from memtool.semantic.entities import EntityIndex

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from memtool.runtime.aws import BEDROCK_RETRYABLE_ERRORS
+from memtool.constants import BEDROCK_RETRYABLE_ERRORS
 
 
 class Embedder(Protocol):

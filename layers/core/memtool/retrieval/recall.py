@@ -63,7 +63,7 @@ from memtool.retrieval.index import (
 from memtool.retrieval.lexical import bm25_scores
 from memtool.retrieval.scoring import QuestionTerms, ScoreParts, correction_term, score
 from memtool.retrieval.text import normalize
-from memtool.runtime.clock import Clock
+from memtool.clock import Clock
 
 LIVE_STATUSES = (MemoryStatus.ACTIVE, MemoryStatus.APPROVED)
 ANSWERED = "answered"

@@ -12,7 +12,7 @@ from memtool.api.identity import Identity
 from memtool.api.idempotency import Outcome, idempotency_key, run_once
 from memtool.api.resolver import json_response
 from memtool.runtime import container
-from memtool.runtime.settings import get_settings
+from memtool.settings import get_settings
 
 
 def idempotent_write(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from memtool.runtime.settings import Settings
+from memtool.settings import Settings
 
 # One boto3 session per process: a session loads and caches the service models, which is most of
 # the cost of a client (a quarter of a second each). Sessions are not thread-safe, so clients
@@ -14,17 +14,6 @@ _session: Any = None
 _session_lock = threading.Lock()
 
 
-# Error codes Bedrock returns for conditions that pass on their own; everything else
-# (ValidationException, AccessDeniedException, ResourceNotFoundException, ...) will not.
-BEDROCK_RETRYABLE_ERRORS = frozenset(
-    {
-        "ThrottlingException",
-        "ServiceUnavailableException",
-        "ModelNotReadyException",
-        "InternalServerException",
-        "ModelTimeoutException",
-    }
-)
 
 
 def client(service: str, settings: Settings, *, max_attempts: int = 5) -> Any:

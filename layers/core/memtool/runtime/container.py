@@ -10,8 +10,8 @@ from collections.abc import Callable
 from functools import lru_cache, wraps
 from typing import TYPE_CHECKING, TypeVar
 
-from memtool.runtime.clock import Clock, SystemClock
-from memtool.runtime.settings import get_settings, on_settings_change
+from memtool.clock import Clock, SystemClock
+from memtool.settings import get_settings, on_settings_change
 
 if TYPE_CHECKING:
     from memtool.flows.indexing import MemoryIndexer

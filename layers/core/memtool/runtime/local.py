@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memtool import __version__
-from memtool.runtime.settings import Settings, use_settings
+from memtool.settings import Settings, use_settings
 
 LOCAL_CREDENTIALS = {"aws_access_key_id": "memtool-local", "aws_secret_access_key": "memtool-local"}
 StoreChoice = Literal["sqlite", "dynamodb"]

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from memtool.runtime.settings import Settings
+from memtool.settings import Settings
 from memtool.runtime.template import TABLE_SETTINGS, table_specs
 
 

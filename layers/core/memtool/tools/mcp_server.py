@@ -132,7 +132,7 @@ def _ml_tools(say: Callable[[str], None]) -> list[Tool[Any, Any]]:
 
 
 def executor_for(tools: Sequence[Tool[Any, Any]]) -> ToolExecutor:
-    from memtool.runtime.settings import get_settings
+    from memtool.settings import get_settings
     from memtool.tools.breakers import CircuitBreakers
 
     settings = get_settings()
