@@ -2,21 +2,20 @@
 
 # No `from __future__ import annotations`: Powertools reads the routes' parameter types at run
 # time, through decorators whose globals are not this module's.
-from typing import Annotated
+from typing import Annotated, Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 
+from memtool.observability import instrumented, metrics, tracer
 from memtool.api.ask import AskAnswer, AskBody
 from memtool.api.openapi import operation
-from memtool.api.resolver import caller, json_response, make_resolver
+from memtool.api.identity import Identity
+from memtool.api.resolver import caller, make_resolver
 from memtool.runtime import container
+from memtool.runtime.api_writes import idempotent_write
 
-logger = Logger(service="memtool")
-tracer = Tracer(service="memtool")
-metrics = Metrics(namespace="memtool", service="memtool")
 app = make_resolver()
 
 
@@ -26,21 +25,25 @@ app = make_resolver()
         "Ask a data question; a failed flow is a 200 with status failed and an error",
         tag="ask",
         ok={200: AskAnswer},
+        errors=(409, 422),
+        idempotent=True,
     ),
 )
 @tracer.capture_method
 def ask(body: Annotated[AskBody, Body()]):
-    who = caller(app)
-    answer = container.ask_service().ask(who, body)
-    metrics.add_metric(name=f"Ask_{answer.status}", unit=MetricUnit.Count, value=1)
-    if answer.cache is not None:  # hits by kind, misses by reason (refusals are counted by the cache itself)
-        outcome = "Hit" if answer.cache.get("hit") else "Miss"
-        metrics.add_metric(name=f"Cache{outcome}_{answer.cache.get('reason')}", unit=MetricUnit.Count, value=1)
-    return json_response(200, answer.model_dump(mode="json"))
+    """A retry with the same Idempotency-Key answers the first answer: it never starts a second flow."""
+
+    def perform(who: Identity) -> dict[str, Any]:
+        answer = container.ask_service().ask(who, body.command())
+        metrics.add_metric(name=f"Ask_{answer.status}", unit=MetricUnit.Count, value=1)
+        if answer.cache is not None:  # hits by kind, misses by reason (refusals are counted by the cache itself)
+            outcome = "Hit" if answer.cache.get("hit") else "Miss"
+            metrics.add_metric(name=f"Cache{outcome}_{answer.cache.get('reason')}", unit=MetricUnit.Count, value=1)
+        return {"status_code": 200, "body": answer.model_dump(mode="json")}
+
+    return idempotent_write(app, caller(app), "ask", body.model_dump(mode="json"), perform)
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@instrumented(correlation_id_path=correlation_paths.API_GATEWAY_REST)
 def lambda_handler(event: dict, context) -> dict:
     return app.resolve(event, context)

@@ -8,10 +8,10 @@ the failed records are retried (and, after the redrive limit, land in the dead-l
 # No `from __future__ import annotations`: Powertools reads the routes' parameter types at run time.
 from typing import Annotated, Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.logging import correlation_paths
 
+from memtool.observability import instrumented
 from memtool.api.diagnose import DiagnoseBody, DiagnosisAnswer, EpisodeView, ShareBody
 from memtool.api.identity import Identity
 from memtool.api.memories import MemoryIdParam, MemoryRead, memory_view
@@ -20,7 +20,6 @@ from memtool.api.resolver import caller, make_resolver
 from memtool.runtime import container
 from memtool.runtime.api_writes import idempotent_write
 
-logger = Logger(service="memtool")
 app = make_resolver()
 
 
@@ -81,7 +80,7 @@ def _run_request(request):
     container.diagnosis_service().run_request(request)
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@instrumented(correlation_id_path=correlation_paths.API_GATEWAY_REST, emit_metrics=False)
 def lambda_handler(event: dict, context) -> dict:
     if isinstance(event, dict) and isinstance(event.get("Records"), list):
         from memtool.runtime.diagnose_batch import process_diagnose_batch

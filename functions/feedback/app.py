@@ -5,11 +5,11 @@ an answer, and the review of the few-shot candidates it makes."""
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.logging import correlation_paths
 
+from memtool.observability import instrumented
 from memtool.api.feedback import FeedbackAnswer, FeedbackBody, feedback_command
 from memtool.api.fewshots import (
     FewshotListing,
@@ -29,7 +29,6 @@ from memtool.errors import ValidationFailed
 from memtool.runtime import container
 from memtool.runtime.api_writes import idempotent_write
 
-logger = Logger(service="memtool")
 app = make_resolver()
 
 @app.post(
@@ -122,6 +121,6 @@ def reject_fewshot(id: MemoryIdParam, body: ReviewBodyParam = None):  # noqa: A0
     return _write("fewshot_reject", {"id": id, "reason": reason}, perform)
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@instrumented(correlation_id_path=correlation_paths.API_GATEWAY_REST, emit_metrics=False)
 def lambda_handler(event: dict, context) -> dict:
     return app.resolve(event, context)

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
+from memtool.observability import instrumented, metrics, tracer
 from memtool.flows.indexing import StreamChange
 from memtool.runtime import container
 
-logger = Logger(service="memtool")
-tracer = Tracer(service="memtool")
-metrics = Metrics(namespace="memtool", service="memtool")
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
 
 
@@ -23,8 +20,6 @@ def record_handler(record: DynamoDBRecord) -> str:
     return outcome
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@instrumented()
 def lambda_handler(event: dict, context) -> dict:
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

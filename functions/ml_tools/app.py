@@ -6,17 +6,12 @@ run in this function (imported on the first call of a tool that needs them).
 
 from __future__ import annotations
 
-from aws_lambda_powertools import Logger, Tracer
-
+from memtool.observability import instrumented, invocation_keys
 from memtool.runtime import container
 from memtool.tools.step import run_tool_event
 
-logger = Logger(service="memtool")
-tracer = Tracer(service="memtool")
 
-
-@logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
+@instrumented(emit_metrics=False)
 def lambda_handler(event: dict, context) -> dict:
-    logger.append_keys(tool=event.get("tool"), episode_id=(event.get("context") or {}).get("episode_id"))
+    invocation_keys(tool=event.get("tool"), episode_id=(event.get("context") or {}).get("episode_id"))
     return run_tool_event(container.tool_executor(), event)

@@ -54,3 +54,10 @@ class IdempotencyMismatch(MemtoolError):
 
 class NotImplementedYet(MemtoolError):
     code = "not_implemented"
+
+
+class NotConfigured(MemtoolError):
+    """The deployment lacks a setting this request needs (e.g. no warehouse): the operator, not the
+    caller, fixes it; ``field`` names the stack parameter to set."""
+
+    code = "not_configured"

@@ -12,7 +12,7 @@ from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -40,6 +40,8 @@ class Settings(BaseSettings):
     aws_access_key_id: str | None = None
     aws_secret_access_key: str | None = None
     home: Path = Field(Path(".memtool"), description="State folder of the local runtime.")
+    # Set by Lambda itself: in a Lambda function no adapter may read a local file (see _aws_reads_no_local_path).
+    lambda_function_name: str | None = Field(None, validation_alias="AWS_LAMBDA_FUNCTION_NAME")
 
     store: Literal["dynamodb", "sqlite"] | None = Field(
         None,
@@ -102,15 +104,27 @@ class Settings(BaseSettings):
 
     # Asking: the warehouse, the planner and the flow.
     today: date | None = Field(None, description="Anchor date for the demo warehouse and time words (MEMTOOL_TODAY).")
-    warehouse: Literal["duckdb", "redshift"] = "duckdb"
+    warehouse: Literal["duckdb", "redshift", "none"] = Field(
+        "duckdb",
+        description="'redshift' (MEMTOOL_REDSHIFT_SECRET_ARN), 'duckdb' (a local file) or 'none': data questions then "
+        "answer a configuration error that says what to set.",
+    )
     warehouse_path: Path | None = Field(None, description="DuckDB file; default <home>/warehouse/demo.duckdb.")
     warehouse_scale: float = Field(1.0, gt=0, le=50)
     warehouse_seed: int = 7
     max_rows: int = Field(1000, ge=1, le=100_000)
     response_rows: int = Field(200, ge=1, le=5000)
-    statement_timeout_seconds: float = Field(30.0, gt=0, le=900)
+    # Inner budgets stay below a flow step's 20 s (AskFlow Task TimeoutSeconds; template.yaml).
+    statement_timeout_seconds: float = Field(15.0, gt=0, le=900, description="Statement timeout of a generated query.")
     planner: Literal["rules", "bedrock"] = "rules"
     ask_state_machine_arn: str | None = None
+    # The timeout chain (tests/contract/test_timeout_chain.py): API Gateway 29 s > the ask Lambda's
+    # 28 s >= connect + read + 1 s; read 25 s > AskFlow's TimeoutSeconds 23 > every step's 20 s.
+    # StartSyncExecution is never retried by the client: a retry would start a second flow.
+    ask_flow_connect_timeout_seconds: float = Field(2.0, gt=0, le=10, description="Connect timeout of StartSyncExecution.")
+    ask_flow_read_timeout_seconds: float = Field(
+        25.0, gt=0, le=900, description="Read timeout of StartSyncExecution: longer than AskFlow's TimeoutSeconds (23)."
+    )
     redshift_secret_arn: str | None = None
     e2b_secret_arn: str | None = None
     bedrock_planner_model_id: str = "anthropic.claude-3-5-sonnet-20240620-v1:0"
@@ -131,7 +145,7 @@ class Settings(BaseSettings):
     diagnosis_row_cap: int = Field(50, ge=1, le=1000, description="Row cap of an intervention test.")
     diagnosis_timeout_seconds: float = Field(10.0, gt=0, le=300, description="Statement timeout of an intervention test.")
     diagnosis_deadline_seconds: float = Field(
-        20.0, gt=0, le=600, description="Wall-clock budget of one diagnosis (its tests stop there; API Gateway waits 29 s)."
+        15.0, gt=0, le=600, description="Wall-clock budget of one diagnosis (its tests stop there; a flow step gets 20 s)."
     )
     diagnosis_tolerance: float = Field(
         0.001, ge=0, le=0.5, description="Relative tolerance when a repaired value is compared with the value the user expected."
@@ -153,7 +167,9 @@ class Settings(BaseSettings):
     sandbox: Literal["local", "e2b"] = Field(
         "local", description="Code interpreter: 'e2b' (hosted, MEMTOOL_E2B_SECRET_ARN) or 'local' (a separate process with limits)."
     )
-    sandbox_timeout_seconds: float = Field(30.0, gt=0, le=300, description="Wall clock of one code-interpreter run.")
+    sandbox_timeout_seconds: float = Field(
+        15.0, gt=0, le=300, description="Wall clock of one code-interpreter run (the Analyze step gets 20 s)."
+    )
     sandbox_memory_mb: int = Field(1024, ge=256, le=8192, description="Address-space limit of a local sandbox run.")
     analysis_code_rows: int = Field(
         200, ge=1, le=10_000, description="Results of at most this many rows go to the code interpreter; larger ones to the ML tools."
@@ -179,6 +195,32 @@ class Settings(BaseSettings):
         if isinstance(roles, str):
             return [role.strip() for role in roles.split(",") if role.strip()]
         return roles
+
+    @model_validator(mode="after")
+    def _aws_reads_no_local_path(self) -> Settings:
+        """In a Lambda function a file-backed adapter would read the package's (read-only, empty)
+        working directory: refuse it at cold start, naming what to set instead."""
+        if self.lambda_function_name is None or self.runtime != "aws":
+            return self
+        local = self.local_path_adapters()
+        if local:
+            raise ValueError(
+                f"{self.lambda_function_name} runs in AWS but would read local files: {'; '.join(local)}"
+            )
+        return self
+
+    def local_path_adapters(self) -> list[str]:
+        """The adapters these settings choose that read or write a local file (none may in AWS)."""
+        local = []
+        if self.record_store == "sqlite":
+            local.append("MEMTOOL_STORE=sqlite (use dynamodb)")
+        if self.warehouse == "duckdb":
+            local.append("MEMTOOL_WAREHOUSE=duckdb (use redshift with MEMTOOL_REDSHIFT_SECRET_ARN, or none)")
+        if self.vector_index == "embedded":
+            local.append("MEMTOOL_VECTOR_INDEX=embedded (use opensearch, or none for the lexical fallback)")
+        if self.diagnose_queue_kind == "sqlite":
+            local.append("MEMTOOL_DIAGNOSE_QUEUE=sqlite (use sqs)")
+        return local
 
     @property
     def is_local(self) -> bool:

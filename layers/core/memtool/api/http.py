@@ -14,6 +14,7 @@ from memtool.errors import (
     IdempotencyMismatch,
     MemtoolError,
     NotFound,
+    NotConfigured,
     NotImplementedYet,
     Unauthenticated,
     ValidationFailed,
@@ -28,6 +29,7 @@ STATUS_BY_ERROR: dict[type[MemtoolError], int] = {
     VersionConflict: 409,
     IdempotencyMismatch: 422,
     NotImplementedYet: 501,
+    NotConfigured: 503,
 }
 
 # Where a validation error happened, as Powertools reports it; the field name follows.

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.middlewares.openapi_validation import OpenAPIRequestValidationMiddleware
@@ -21,9 +20,9 @@ from memtool.api.http import status_for, validation_failed
 from memtool.api.identity import Identity, identity_from_event
 from memtool.api.json_body import read_body
 from memtool.errors import MemtoolError, ValidationFailed
+from memtool.observability import logger
 from memtool.settings import get_settings
 
-logger = Logger(service="memtool")
 
 
 def json_response(status_code: int, body: Any = None, headers: dict[str, str] | None = None) -> Response:

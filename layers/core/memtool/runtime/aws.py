@@ -16,8 +16,11 @@ _session_lock = threading.Lock()
 
 
 
-def client(service: str, settings: Settings, *, max_attempts: int = 5) -> Any:
-    """A boto3 client; ``max_attempts=1`` leaves retrying to the caller (e.g. the Bedrock embedder)."""
+def client(
+    service: str, settings: Settings, *, max_attempts: int = 5, connect_timeout: float = 3, read_timeout: float = 10
+) -> Any:
+    """A boto3 client; ``max_attempts=1`` leaves retrying to the caller (e.g. the Bedrock embedder,
+    or StartSyncExecution, which a retry would run twice)."""
     import boto3
     from botocore.config import Config
 
@@ -33,10 +36,13 @@ def client(service: str, settings: Settings, *, max_attempts: int = 5) -> Any:
             aws_secret_access_key=settings.aws_secret_access_key,
             config=Config(
                 retries={"mode": "standard", "total_max_attempts": max_attempts},
-                connect_timeout=3,
-                read_timeout=10,
+                connect_timeout=connect_timeout,
+                read_timeout=read_timeout,
                 # moto (in-process and server mode) answers only on regional endpoints, not on the
                 # account-id endpoints newer botocore picks for DynamoDB and its streams.
                 account_id_endpoint_mode="disabled" if settings.is_local else "preferred",
+                # A custom endpoint (moto, a test double) is one host: no "sync-" prefix for
+                # StartSyncExecution, which only resolves on AWS's own names.
+                inject_host_prefix=settings.aws_endpoint_url is None,
             ),
         )

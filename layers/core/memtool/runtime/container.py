@@ -206,8 +206,24 @@ def warehouse_path():  # -> Path
     return settings.warehouse_path or settings.home / "warehouse" / "demo.duckdb"
 
 
+NO_WAREHOUSE = (
+    "no warehouse is configured, so data questions cannot be answered: deploy with the stack parameter "
+    "RedshiftSecretArn (the Secrets Manager ARN of a read-only Redshift user; it sets MEMTOOL_WAREHOUSE=redshift "
+    "and MEMTOOL_REDSHIFT_SECRET_ARN), or run locally with `memtool serve`"
+)
+
+
+def require_warehouse() -> None:
+    """Refuse a request that needs the warehouse, before any work, when none is configured."""
+    if get_settings().warehouse == "none":
+        from memtool.errors import NotConfigured
+
+        raise NotConfigured(NO_WAREHOUSE, field="RedshiftSecretArn")
+
+
 @once
 def warehouse():  # -> Warehouse
+    require_warehouse()
     settings = get_settings()
     if settings.warehouse == "redshift":
         from memtool.runtime.aws import client
@@ -369,7 +385,15 @@ def flow_runner():  # -> FlowRunner
     if not settings.is_local:
         from memtool.runtime.step_functions import StepFunctionsRunner
 
-        return StepFunctionsRunner(client("stepfunctions", settings), {"AskFlow": settings.ask_state_machine_arn or ""})
+        # One attempt, and a read timeout longer than the flow's: a slow flow is never started twice.
+        sfn = client(
+            "stepfunctions",
+            settings,
+            max_attempts=1,
+            connect_timeout=settings.ask_flow_connect_timeout_seconds,
+            read_timeout=settings.ask_flow_read_timeout_seconds,
+        )
+        return StepFunctionsRunner(sfn, {"AskFlow": settings.ask_state_machine_arn or ""})
     from memtool.runtime.handlers import function_fleet
     from memtool.runtime.local_flows import LocalFlowRunner, enable_execution_in_moto, install_in_process_lambdas
     from memtool.runtime.template import load_template, project_root
@@ -389,6 +413,8 @@ def flow_runner():  # -> FlowRunner
 
 def ask_service():  # -> AskService
     from memtool.flows.ask import AskService
+
+    require_warehouse()  # a clear 503 naming what to set, not a failed flow
 
     return AskService(flow_runner(), clock(), response_rows=get_settings().response_rows)
 

@@ -18,12 +18,26 @@ class StepFunctionsRunner:
         arn = self._arns.get(machine)
         if not arn:
             raise RuntimeError(f"no state machine ARN configured for {machine}")
+        from botocore.exceptions import ReadTimeoutError
+
         started = time.perf_counter()
-        response = self._sfn.start_sync_execution(
-            stateMachineArn=arn,
-            name=str(execution_input.get("episode_id") or "") or None,
-            input=json.dumps(execution_input, ensure_ascii=False),
-        )
+        try:
+            response = self._sfn.start_sync_execution(
+                stateMachineArn=arn,
+                name=str(execution_input.get("episode_id") or "") or None,
+                input=json.dumps(execution_input, ensure_ascii=False),
+            )
+        except ReadTimeoutError as exc:
+            # The client is built with one attempt (container.flow_runner): the flow started once
+            # and may still finish and record its episode; the caller is not kept waiting past it.
+            return FlowExecution(
+                status="TIMED_OUT",
+                output=None,
+                error="States.Timeout",
+                cause=f"AskFlow did not answer within the client's read timeout ({exc.kwargs.get('endpoint_url', 'Step Functions')}): "
+                f"the episode {execution_input.get('episode_id')} may still be recorded; see GET /episodes/{execution_input.get('episode_id')}",
+                elapsed_ms=(time.perf_counter() - started) * 1000,
+            )
         output = response.get("output")
         return FlowExecution(
             status=response["status"],
