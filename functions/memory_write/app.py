@@ -65,7 +65,7 @@ def _write(operation_name: str, request: Any, perform) -> Any:
 @tracer.capture_method
 def create_memory(body: Annotated[CreateMemoryBody, Body()]):
     def perform(who):
-        result = container.memory_service().remember(who, body)
+        result = container.memory_service().remember(who, body.command())
         metrics.add_metric(name="MemoriesWritten", unit=MetricUnit.Count, value=1)
         old = result.superseded
         written = MemoryWritten(
@@ -93,7 +93,7 @@ def list_memories(
     limit: LimitParam = 20,
 ):
     query = ListMemoriesQuery(kind=kind, status=status, scope=scope, cursor=cursor, limit=limit)
-    page = container.memory_service().browse(caller(app), query)
+    page = container.memory_service().browse(caller(app), query.command())
     listing = MemoryListing(items=page.items, next_cursor=page.next_cursor, skipped=page.skipped)
     return json_response(200, listing.model_dump(mode="json"))
 
@@ -144,7 +144,7 @@ def get_memory(
 @tracer.capture_method
 def patch_memory(id: MemoryIdParam, body: Annotated[PatchMemoryBody, Body()]):  # noqa: A002
     def perform(who):
-        result = container.memory_service().revise(who, id, body)
+        result = container.memory_service().revise(who, id, body.command())
         revised = MemoryRevised(
             memory=result.record,
             previous_version=result.superseded.version if result.superseded else None,

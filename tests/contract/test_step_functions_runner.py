@@ -60,9 +60,8 @@ def test_a_failed_execution_carries_its_error_and_cause():
 
 
 def test_the_ask_service_turns_a_failed_execution_into_a_failed_answer():
-    from memtool.api.ask import AskBody
-    from memtool.api.identity import Identity
-    from memtool.flows.ask import AskService
+    from memtool.flows.ask import AskCommand, AskService
+    from memtool.identity import Identity
     from memtool.flows.runner import FlowExecution
     from memtool.clock import FrozenClock
 
@@ -71,7 +70,7 @@ def test_the_ask_service_turns_a_failed_execution_into_a_failed_answer():
             cause = '{"errorType": "KeyError", "errorMessage": "x", "stackTrace": ["  File \\"/srv/app.py\\", line 3"]}'
             return FlowExecution("FAILED", None, "States.TaskFailed", cause, 12.0)
 
-    answer = AskService(FailingRunner(), FrozenClock(), response_rows=200).ask(Identity("t", "u"), AskBody(question="上个月净收入"))
+    answer = AskService(FailingRunner(), FrozenClock(), response_rows=200).ask(Identity("t", "u"), AskCommand(question="上个月净收入"))
     assert answer.status == "failed"
     # a stable code and a message; the cause (with its stack trace) stays in the logs
     error = answer.model_dump(mode="json")["error"]

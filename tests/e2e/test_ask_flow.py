@@ -291,12 +291,12 @@ LAMBDA_TRACE = json.dumps(
     ],
 )
 def test_a_failed_execution_becomes_a_stable_code_without_the_cause(clock, execution, code):
-    from memtool.api.ask import AskBody
-    from memtool.api.identity import Identity
+    from memtool.flows.ask import AskCommand
+    from memtool.identity import Identity
 
     service = AskService(FinishedFlow(execution), clock, response_rows=200)
 
-    answer = service.ask(Identity("acme", "li", frozenset()), AskBody(question="上个月净收入")).model_dump(mode="json")
+    answer = service.ask(Identity("acme", "li", frozenset()), AskCommand(question="上个月净收入")).model_dump(mode="json")
 
     assert answer["status"] == "failed" and answer["error"]["error"] == code
     assert_no_internals(answer["error"])

@@ -29,12 +29,12 @@ from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 from memtool.api.ask import AskBody  # noqa: E402
 from memtool.api.feedback import FeedbackBody  # noqa: E402
-from memtool.api.identity import Identity  # noqa: E402
+from memtool.identity import Identity  # noqa: E402
 from memtool.api.memories import CreateMemoryBody  # noqa: E402
 from memtool.errors import Forbidden, MemtoolError, NotFound, ValidationFailed  # noqa: E402
 from memtool.runtime.local import free_port  # noqa: E402
-from memtool.tools.mcp_server import offered_tools  # noqa: E402
-from memtool.tools.service_tools import service_tools, tool_failure  # noqa: E402
+from memtool.mcp.server import offered_tools  # noqa: E402
+from memtool.mcp.service_tools import service_tools, tool_failure  # noqa: E402
 
 from tests.support import ROOT  # noqa: E402
 

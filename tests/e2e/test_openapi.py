@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from memtool.api.openapi import openapi_document, openapi_json
+from memtool.runtime.openapi import openapi_document, openapi_json
 from memtool.runtime.template import api_routes
 
 from tests.support import ROOT
@@ -27,7 +27,7 @@ def template_routes(template: dict[str, Any]) -> set[tuple[str, str]]:
 
 def test_the_checked_in_document_is_the_generated_one():
     assert CHECKED_IN.read_text(encoding="utf-8") == openapi_json(), (
-        "openapi.json is stale: regenerate it with `python -m memtool.api.openapi > openapi.json`"
+        "openapi.json is stale: regenerate it with `python -m memtool.runtime.openapi > openapi.json`"
     )
 
 

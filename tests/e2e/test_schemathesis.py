@@ -27,7 +27,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from memtool.api.openapi import openapi_document
+from memtool.runtime.openapi import openapi_document
 from memtool.demo import ApiClient
 from memtool.runtime.local import LocalRuntime
 

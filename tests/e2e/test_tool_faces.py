@@ -15,11 +15,11 @@ from mcp.client.session import ClientSession
 from mcp.shared.memory import create_client_server_memory_streams
 
 from memtool.analysis.ml.registry import ml_registry
-from memtool.api.identity import Identity
+from memtool.identity import Identity
 from memtool.runtime.handlers import function_fleet
 from memtool.runtime.lambda_context import LocalLambdaContext
 from memtool.tools.executor import ToolExecutor
-from memtool.tools.mcp_server import build_server
+from memtool.mcp.server import build_server
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENT = json.loads((ROOT / "events" / "ml_tool_call.json").read_text(encoding="utf-8"))

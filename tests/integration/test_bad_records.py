@@ -189,10 +189,10 @@ def test_listing_skips_an_undecodable_record_and_lists_the_rest(api, damaged_kno
     assert [m["id"] for m in reply.json()["items"]] == [good]
     assert reply.json()["skipped"] == [bad]  # the answer says what it left out
     # the service hands the skipped id on with the page
-    from memtool.api.identity import Identity
-    from memtool.api.memories import ListMemoriesQuery
+    from memtool.identity import Identity
+    from memtool.memory.commands import MemoryPageRequest
 
-    page = container.memory_service().browse(Identity(api.tenant, api.user, frozenset()), ListMemoriesQuery(scope="tenant"))
+    page = container.memory_service().browse(Identity(api.tenant, api.user, frozenset()), MemoryPageRequest(scope="tenant"))
     assert page.skipped == [bad]
 
 

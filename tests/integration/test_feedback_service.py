@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from memtool.api.identity import Identity
+from memtool.identity import Identity
 from memtool.errors import ValidationFailed
 from memtool.feedback.corrections import StatedCorrection as Split
 from memtool.flows.feedback import FeedbackCommand, FeedbackService, StatedCorrection

@@ -435,11 +435,11 @@ def test_recall_defaults_are_the_settings_defaults():
 
 def _causal(api: Api, *, question: str, root_cause: str, verified: bool) -> dict:
     """A causal memory as diagnosis writes it (the API refuses them to callers)."""
-    from memtool.api.identity import Identity
-    from memtool.api.memories import CreateMemoryBody
+    from memtool.identity import Identity
+    from memtool.memory.commands import NewMemory
     from memtool.memory.records import MemoryStatus
 
-    body = CreateMemoryBody(
+    body = NewMemory(
         kind=MemoryKind.CAUSAL,
         content=f"{question} — {root_cause}",
         source_text=question,

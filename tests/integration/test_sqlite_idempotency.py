@@ -13,7 +13,7 @@ import pytest
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyItemAlreadyExistsError
 
-from memtool.api.identity import Identity
+from memtool.identity import Identity
 from memtool.api.idempotency import run_once
 from memtool.errors import IdempotencyMismatch, VersionConflict
 from memtool.memory.records import MemoryDraft, MemoryKind

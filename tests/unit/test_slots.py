@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import pytest
 
 from memtool.api.ask import AskConditions
-from memtool.api.identity import Identity
-from memtool.api.memories import CreateMemoryBody, PatchMemoryBody
+from memtool.identity import Identity
+from memtool.memory.commands import MemoryEdit, NewMemory
 from memtool.errors import ValidationFailed
 from memtool.flows.memory_write import MemoryService
 from memtool.memory.records import MemoryKind, MemoryRecord, MemoryScope, MemoryStatus
@@ -162,7 +162,7 @@ def test_remember_refuses_a_bad_slot_value_before_the_store(tmp_path):
     store = RecordingStore()
     with pytest.raises(ValidationFailed) as caught:
         service(store, tmp_path).remember(
-            LI, CreateMemoryBody(kind=MemoryKind.PROFILE, key="display.chart", content="默认", value=5)
+            LI, NewMemory(kind=MemoryKind.PROFILE, key="display.chart", content="默认", value=5)
         )
     assert caught.value.field == "value" and store.writes == []
 
@@ -184,5 +184,5 @@ def test_revise_refuses_a_bad_slot_value_before_the_store(tmp_path):
     )
     store = RecordingStore(record)
     with pytest.raises(ValidationFailed) as caught:
-        service(store, tmp_path).revise(LI, "mem_1", PatchMemoryBody(expected_version=1, value={"unit": "美元"}))
+        service(store, tmp_path).revise(LI, "mem_1", MemoryEdit(expected_version=1, value={"unit": "美元"}))
     assert caught.value.field == "value" and "万元" in caught.value.message and store.writes == []

@@ -128,7 +128,7 @@ def mcp(args: argparse.Namespace) -> int:
 
     from memtool.api.identity import IDENTIFIER_PATTERN, Identity
     from memtool.settings import Settings
-    from memtool.tools.mcp_server import McpOptions, serve as serve_mcp
+    from memtool.mcp.server import McpOptions, serve as serve_mcp
 
     settings = Settings()
     tenant, user = args.tenant or settings.mcp_tenant, args.user or settings.mcp_user

@@ -1,4 +1,4 @@
-"""Who is asking: tenant, user and roles from the authorizer (AWS) or local headers (local only).
+"""Who is asking, read from the request: the authorizer's claims (AWS) or local headers (local only).
 
 Identity never comes from the request body. In AWS only the Cognito authorizer's claims count;
 the X-Memtool-* headers are honoured only when the runtime is local.
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from memtool.errors import Unauthenticated, ValidationFailed
+from memtool.identity import CURATOR_ROLES, Identity
 from memtool.settings import Settings
 
 # '#' separates key parts in the memory table, so identifiers may never contain it.
@@ -22,26 +22,9 @@ TENANT_HEADER = "x-memtool-tenant"
 USER_HEADER = "x-memtool-user"
 ROLES_HEADER = "x-memtool-roles"
 
-CURATOR_ROLES = frozenset({"admin", "curator"})
-
 # How each header is named in errors and in the OpenAPI document.
 ROLES_HEADER_MAX = 512  # the OpenAPI document says so too
 HEADER_NAMES = {TENANT_HEADER: "X-Memtool-Tenant", USER_HEADER: "X-Memtool-User", ROLES_HEADER: "X-Memtool-Roles"}
-
-
-@dataclass(frozen=True)
-class Identity:
-    tenant: str
-    user: str
-    roles: frozenset[str] = field(default_factory=frozenset)
-
-    @property
-    def is_curator(self) -> bool:
-        return bool(self.roles & CURATOR_ROLES)
-
-    @property
-    def is_admin(self) -> bool:
-        return "admin" in self.roles
 
 
 def identity_from_event(event: Mapping[str, Any], settings: Settings) -> Identity:
@@ -94,3 +77,6 @@ def _checked(tenant: Any, user: Any, roles: frozenset[str]) -> Identity:
         if not isinstance(value, str) or not _IDENTIFIER.fullmatch(value):
             raise Unauthenticated(f"{name} identifier is malformed", field=name)
     return Identity(tenant=tenant, user=user, roles=roles)
+
+
+__all__ = ["CURATOR_ROLES", "HEADER_NAMES", "IDENTIFIER_PATTERN", "Identity", "identity_from_event", "single_header"]

@@ -9,6 +9,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
 from memtool.api.limits import JsonValue, PlainText
+from memtool.memory.commands import MemoryEdit, MemoryPageRequest, NewMemory
 from memtool.memory.records import MemoryKind, MemoryRecord, MemoryScope, MemoryStatus, SourceRef, Trigger
 from memtool.planning.plan import Route
 
@@ -63,6 +64,23 @@ class CreateMemoryBody(_Body):
             raise ValueError("must be 1-200 characters without spaces or '#'")
         return key
 
+    def command(self) -> NewMemory:
+        """The memory service's command for this body."""
+        return NewMemory(
+            kind=self.kind,
+            content=self.content,
+            key=self.key,
+            value=self.value,
+            source_text=self.source_text,
+            scope=self.scope,
+            confidence=self.confidence,
+            session_id=self.session_id,
+            tags=list(self.tags),
+            trigger=self.provenance.trigger,
+            episode_id=self.provenance.episode_id,
+            sources=list(self.provenance.sources),
+        )
+
 
 def _omittable(**constraints: Any) -> Any:
     """A field that may be left out but not sent as null: typed without None, defaulting to None."""
@@ -85,6 +103,10 @@ class PatchMemoryBody(_Body):
     confidence: Confidence = _omittable()
     tags: list[Tag] = _omittable(max_length=20)
 
+    def command(self) -> MemoryEdit:
+        """The memory service's command: the fields sent, and only those, change."""
+        return MemoryEdit.model_validate(self.model_dump(exclude_unset=True) | {"expected_version": self.expected_version})
+
 
 class ListMemoriesQuery(_Body):
     kind: MemoryKind | None = None
@@ -92,6 +114,9 @@ class ListMemoriesQuery(_Body):
     scope: MemoryScope = MemoryScope.USER
     cursor: PlainText | None = Field(None, max_length=2048)
     limit: int = Field(20, ge=1, le=100)
+
+    def command(self) -> MemoryPageRequest:
+        return MemoryPageRequest(kind=self.kind, status=self.status, scope=self.scope, cursor=self.cursor, limit=self.limit)
 
 
 # ---- parameters, as the routes declare them (Powertools validates and documents them) ---------

@@ -9,18 +9,86 @@ the caller as ``{"error": <stable code>, "message": ..., "step": ...}``; the Ste
 from __future__ import annotations
 
 import logging
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-from memtool.api.ask import AskAnswer, AskBody
-from memtool.api.identity import Identity
+from pydantic import BaseModel, ConfigDict, Field
+
+from memtool.clock import Clock
 from memtool.flows.ask_state import AskInput, AskState, Caller, answer_error, classify_failure
 from memtool.flows.runner import FlowRunner
+from memtool.identity import Identity
 from memtool.memory.records import new_memory_id
-from memtool.clock import Clock
 
 ASK_FLOW = "AskFlow"
 
 logger = logging.getLogger("memtool.flows")
+
+
+@dataclass(frozen=True)
+class AskCommand:
+    """A question to answer: the API's POST /ask body and the MCP ask tool both become one."""
+
+    question: str
+    session_id: str | None = None
+    route: str | None = None  # a forced route instead of the classifier's
+    conditions: dict[str, str] = field(default_factory=dict)  # this-time unit/chart, only the ones given
+
+
+class AskError(BaseModel):
+    """Why an ask failed, in words a caller can act on; never a stack trace."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+    error: str = Field(description="a stable code")
+    message: str = Field(description="what went wrong, for a person")
+    step: str | None = Field(None, description="the AskFlow step that failed, when one did")
+
+
+class AskAnswer(BaseModel):
+    # Every field is in every answer, defaults included: the OpenAPI document says so.
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+    episode_id: str
+    route: str | None
+    status: Literal["answered", "partial", "needs_clarification", "remembered", "failed"] = Field(
+        description="partial: the data was answered but an analysis the question asked for could not run (notes say which and why)"
+    )
+    question: str
+    sql: str | None = None
+    columns: list[str] = Field(default_factory=list)
+    rows: list[list[Any]] = Field(default_factory=list)
+    row_count: int = 0
+    truncated: bool = False
+    chart: dict[str, Any] | None = None
+    answer: str | None = None
+    citations: list[dict[str, Any]] = Field(default_factory=list)
+    memories_used: list[dict[str, Any]] = Field(
+        default_factory=list, description="the memories that shaped this answer (feedback credits these)"
+    )
+    memories_recalled: list[dict[str, Any]] = Field(
+        default_factory=list, description="every memory recall returned for the question, used or not"
+    )
+    carried_over: list[str] = Field(default_factory=list, description="what a follow-up took from the previous question")
+    recall_coverage: dict[str, Any] | None = None
+    clarification: dict[str, Any] | None = None
+    notes: list[str] = Field(default_factory=list)
+    error: AskError | None = None
+    repaired: dict[str, Any] | None = Field(
+        None, description="{root_cause, cause, memory_id}: the SQL failed, a diagnosis verified a repair by running it, and this answer ran it"
+    )
+    diagnosis: dict[str, Any] | None = Field(
+        None, description="the failed answer's diagnosis: the failure, every hypothesis with its test result"
+    )
+    cache: dict[str, Any] | None = Field(
+        None,
+        description="the SQL cache: {hit, key, similarity, bound_slots, reason, entry}; a hit skipped recall and planning, and its SQL ran again",
+    )
+    analysis: dict[str, Any] | None = Field(
+        None,
+        description="deep analyses: {status, tool, result, summary, analyses: [{kind, tool, runner, success, result, summary, error}], skipped, queries, chart_png}",
+    )
+    timings: dict[str, float] = Field(default_factory=dict)
 
 
 class AskService:
@@ -29,22 +97,22 @@ class AskService:
         self._clock = clock
         self._response_rows = response_rows
 
-    def first_state(self, who: Identity, body: AskBody) -> dict[str, Any]:
+    def first_state(self, who: Identity, command: AskCommand) -> dict[str, Any]:
         state = AskState(
             episode_id=new_memory_id("ep"),
             caller=Caller(tenant=who.tenant, user=who.user, roles=sorted(who.roles)),
             input=AskInput(
-                question=body.question,
-                session_id=body.session_id,
-                route=body.route,
-                conditions=body.conditions.model_dump(exclude_none=True),
+                question=command.question,
+                session_id=command.session_id,
+                route=command.route,
+                conditions=dict(command.conditions),
             ),
             started_at=self._clock.now().isoformat(),
         )
         return state.model_dump(mode="json")
 
-    def ask(self, who: Identity, body: AskBody) -> AskAnswer:
-        first = self.first_state(who, body)
+    def ask(self, who: Identity, command: AskCommand) -> AskAnswer:
+        first = self.first_state(who, command)
         execution = self._runner.run(ASK_FLOW, first)
         if execution.status != "SUCCEEDED" or execution.output is None:
             error = classify_failure(execution.error, execution.cause, step=None, status=execution.status)
@@ -60,7 +128,7 @@ class AskService:
                 episode_id=first["episode_id"],
                 route=None,
                 status="failed",
-                question=body.question,
+                question=command.question,
                 error=error.model_dump(),
                 timings={"total": round(execution.elapsed_ms, 3)},
             )

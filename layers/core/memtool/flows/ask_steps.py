@@ -20,9 +20,9 @@ from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any
 
-from memtool.api.identity import Identity
-from memtool.api.memories import CreateMemoryBody, PatchMemoryBody, ProvenanceIn
 from memtool.errors import MemtoolError, NotFound, ValidationFailed, VersionConflict
+from memtool.identity import Identity
+from memtool.memory.commands import MemoryEdit, NewMemory
 from memtool.flows.ask_state import STATE_ROW_CAP, AskState, MemoryUse, answer_error
 from memtool.flows.memory_write import MemoryService
 from memtool.feedback.reward import environment_reward
@@ -934,15 +934,15 @@ class AskSteps:
 
         asked = value["asked"]  # a reply to a clarification is an episode of the question it answered
 
-        def episode(value: dict[str, Any], sources: list[SourceRef]) -> CreateMemoryBody:
-            return CreateMemoryBody(
+        def episode(value: dict[str, Any], sources: list[SourceRef]) -> NewMemory:
+            return NewMemory(
                 kind=MemoryKind.EPISODIC,
                 key=episode_key(state.episode_id),
                 content=asked,
                 source_text=state.input.question,
                 value=value,
                 session_id=state.input.session_id,
-                provenance=ProvenanceIn(trigger=Trigger.INTERACTION, episode_id=state.episode_id, sources=sources),
+                trigger=Trigger.INTERACTION, episode_id=state.episode_id, sources=sources,
             )
 
         try:
@@ -962,18 +962,16 @@ class AskSteps:
         try:
             result = self._memories.remember(
                 self._who(state),
-                CreateMemoryBody(
+                NewMemory(
                     kind=MemoryKind.CORRECTION,
                     key=correction_key(term),
                     content=f"「{term}」指 {target}" if _is_zh(term) else f"'{term}' means {target}",
                     source_text=state.input.question,
                     value={"term": term, "maps_to": maps_to},
                     confidence=self._settings.clarification_confidence,
-                    provenance=ProvenanceIn(
-                        trigger=Trigger.CLARIFICATION,
-                        episode_id=state.episode_id,
-                        sources=[SourceRef(id=learned["episode_id"])] if learned.get("episode_id") else [],
-                    ),
+                    trigger=Trigger.CLARIFICATION,
+                    episode_id=state.episode_id,
+                    sources=[SourceRef(id=learned["episode_id"])] if learned.get("episode_id") else [],
                 ),
             )
         except MemtoolError as exc:
@@ -992,13 +990,13 @@ class AskSteps:
         try:
             result = self._memories.remember(
                 self._who(state),
-                CreateMemoryBody(
+                NewMemory(
                     kind=MemoryKind.PROFILE,
                     key=slot.key,
                     content=preference["text"],
                     source_text=preference["text"],
                     value={field_name: preference[field_name]},
-                    provenance=ProvenanceIn(trigger=Trigger.INTERACTION, episode_id=state.episode_id),
+                    trigger=Trigger.INTERACTION, episode_id=state.episode_id,
                 ),
             )
         except MemtoolError as exc:
@@ -1080,13 +1078,13 @@ class AskSteps:
                 if current is None:
                     result = self._memories.remember(
                         self._who(state),
-                        CreateMemoryBody(
+                        NewMemory(
                             kind=MemoryKind.WORKING,
                             key=key,
                             content=content,
                             value=value,
                             session_id=state.input.session_id,
-                            provenance=ProvenanceIn(trigger=Trigger.INTERACTION, episode_id=state.episode_id),
+                            trigger=Trigger.INTERACTION, episode_id=state.episode_id,
                         ),
                     )
                     if result.superseded is not None and not result.superseded.is_expired(self._clock.now()):
@@ -1101,7 +1099,7 @@ class AskSteps:
                     self._memories.revise(
                         self._who(state),
                         current.id,
-                        PatchMemoryBody(expected_version=current.version, content=content, value=value),
+                        MemoryEdit(expected_version=current.version, content=content, value=value),
                     )
                 return
             except VersionConflict as exc:

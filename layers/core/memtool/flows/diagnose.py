@@ -14,9 +14,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from memtool.api.identity import Identity
 from memtool.diagnosis.apply import Subject, options_from
-from memtool.api.memories import CreateMemoryBody, ProvenanceIn
 from memtool.diagnosis.causal import causal_content, causal_value, clip, fit
 from memtool.diagnosis.engine import Budget, Diagnoser, HypothesisSource
 from memtool.diagnosis.failures import guard_failure, logical_failure
@@ -25,6 +23,8 @@ from memtool.diagnosis.model import DiagnosisReport, Failure, Repair
 from memtool.diagnosis.requests import DiagnoseRequest, Expected
 from memtool.errors import Forbidden, NotFound, ValidationFailed, VersionConflict
 from memtool.flows.memory_write import MemoryService
+from memtool.identity import Identity
+from memtool.memory.commands import NewMemory
 from memtool.memory.records import MemoryKind, MemoryPatch, MemoryRecord, MemoryScope, MemoryStatus, SourceRef, Trigger
 from memtool.memory.slots import episode_key
 from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition
@@ -202,14 +202,14 @@ class DiagnosisService:
             shared = (copy.value or {}).get("shared_from") if isinstance(copy.value, dict) else None
             if copy.status is MemoryStatus.ACTIVE and isinstance(shared, dict) and shared.get("id") == record.id and shared.get("version") == record.version:
                 return copy  # shared already: the same copy, not a second one
-        body = CreateMemoryBody(
+        body = NewMemory(
             kind=MemoryKind.CAUSAL,
             scope=MemoryScope.TENANT,
             content=record.content,
             source_text=record.source_text,
             value={**(record.value or {}), "shared_from": {"id": record.id, "version": record.version, "by": who.user}},
             confidence=record.confidence,
-            provenance=ProvenanceIn(trigger=Trigger.DIAGNOSIS, episode_id=record.provenance.episode_id, sources=[SourceRef(id=record.id, version=record.version)]),
+            trigger=Trigger.DIAGNOSIS, episode_id=record.provenance.episode_id, sources=[SourceRef(id=record.id, version=record.version)],
         )
         copy = self._memories.remember(who, body, system=True).record
         self._supersede(tenant, copy, [])
@@ -224,13 +224,13 @@ class DiagnosisService:
         confidence = max((t.confidence for t in report.hypotheses if t.result == "verified"), default=0.0) if report.verified else 0.0
         question = str(scenario.get("asked") or scenario.get("question") or "")
         limit = self._settings.max_content_bytes
-        body = CreateMemoryBody(
+        body = NewMemory(
             kind=MemoryKind.CAUSAL,
             content=clip(causal_content(report, question), limit),
             source_text=clip(question, limit),
             value=fit(value, limit),  # over the size limit, its bulkiest parts go first
             confidence=round(confidence, 3),
-            provenance=ProvenanceIn(trigger=Trigger.DIAGNOSIS, episode_id=report.episode_id, sources=[SourceRef(id=report.episode_id)]),
+            trigger=Trigger.DIAGNOSIS, episode_id=report.episode_id, sources=[SourceRef(id=report.episode_id)],
         )
         status = MemoryStatus.ACTIVE if report.verified else MemoryStatus.PENDING_REVIEW
         try:

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from memtool.api.identity import Identity
 from memtool.errors import Forbidden, MemtoolError, NotFound, ValidationFailed, VersionConflict
+from memtool.identity import Identity
 from memtool.feedback.corrections import CorrectionRefused, correction_target, split_correction
 from memtool.feedback.corrections import StatedCorrection as SplitCorrection
 from memtool.feedback.reward import Reward, environment_reward, fuse

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from memtool.api.identity import Identity
-from memtool.api.memories import CreateMemoryBody, ListMemoriesQuery, PatchMemoryBody
 from memtool.errors import Forbidden, NotFound, ValidationFailed
+from memtool.identity import Identity
+from memtool.memory.commands import MemoryEdit, MemoryPageRequest, NewMemory
 from memtool.memory.pii import redact
 from memtool.memory.policy import policy_for
 from memtool.memory.records import (
@@ -67,57 +67,52 @@ class MemoryService:
     # ---- writes -------------------------------------------------------------------------
 
     def remember(
-        self, who: Identity, body: CreateMemoryBody, *, system: bool = False, status: MemoryStatus | None = None
+        self, who: Identity, memory: NewMemory, *, system: bool = False, status: MemoryStatus | None = None
     ) -> MemoryWriteResult:
         """Store a memory for ``who``; ``system`` is memtool itself (the ask flow recording an
         episode, a diagnosis keeping its causal memory), which may write what the API refuses to
         callers, and may set the first version's ``status`` (an unverified diagnosis waits for review)."""
         if not system:
-            self._refuse_reserved(body.kind, body.key)
+            self._refuse_reserved(memory.kind, memory.key)
             status = None
-        policy = policy_for(body.kind)
-        scope = body.scope or policy.default_scope
+        policy = policy_for(memory.kind)
+        scope = memory.scope or policy.default_scope
         if scope not in policy.allowed_scopes:
             allowed = ", ".join(sorted(s.value for s in policy.allowed_scopes))
-            raise ValidationFailed(f"{body.kind.value} memories take scope {allowed}", field="scope")
-        if body.kind is MemoryKind.WORKING and not body.session_id:
+            raise ValidationFailed(f"{memory.kind.value} memories take scope {allowed}", field="scope")
+        if memory.kind is MemoryKind.WORKING and not memory.session_id:
             raise ValidationFailed("working memory belongs to a session", field="session_id")
-        check_slot_value(body.kind, body.key, body.value)
-        if body.kind is MemoryKind.CORRECTION:
-            self._checked_meaning(body.value)
+        check_slot_value(memory.kind, memory.key, memory.value)
+        if memory.kind is MemoryKind.CORRECTION:
+            self._checked_meaning(memory.value)
         where = self._partition(who, scope, writing=True)
-        self._check_sizes(content=body.content, source_text=body.source_text, value=body.value)
-        content, source_text, value, counts = self._scrub(body.content, body.source_text, body.value)
+        self._check_sizes(content=memory.content, source_text=memory.source_text, value=memory.value)
+        content, source_text, value, counts = self._scrub(memory.content, memory.source_text, memory.value)
         draft = MemoryDraft(
-            kind=body.kind,
+            kind=memory.kind,
             content=content,
-            key=body.key,
+            key=memory.key,
             value=value,
             source_text=source_text,
             scope=scope,
             status=status,
-            confidence=body.confidence,
-            provenance=Provenance(
-                trigger=body.provenance.trigger,
-                author=who.user,
-                episode_id=body.provenance.episode_id,
-                sources=body.provenance.sources,
-            ),
-            session_id=body.session_id,
-            tags=body.tags,
+            confidence=memory.confidence,
+            provenance=Provenance(trigger=memory.trigger, author=who.user, episode_id=memory.episode_id, sources=list(memory.sources)),
+            session_id=memory.session_id,
+            tags=list(memory.tags),
             redactions=counts,
         )
         outcome = self._store.create(where, draft, self._clock.now())
         return MemoryWriteResult(outcome.record, outcome.created, outcome.superseded, outcome.unchanged, counts)
 
-    def revise(self, who: Identity, memory_id: str, body: PatchMemoryBody) -> MemoryWriteResult:
+    def revise(self, who: Identity, memory_id: str, edit: MemoryEdit) -> MemoryWriteResult:
         where, current = self._locate(who, memory_id)
         self._require_write_access(who, current.scope)
         self._refuse_reserved(current.kind, current.key)
-        if body.status is not None and body.status not in policy_for(current.kind).allowed_statuses:
+        if edit.status is not None and edit.status not in policy_for(current.kind).allowed_statuses:
             allowed = ", ".join(sorted(s.value for s in policy_for(current.kind).allowed_statuses))
             raise ValidationFailed(f"{current.kind.value} memories take status {allowed}", field="status")
-        fields = body.model_dump(exclude_unset=True, exclude={"expected_version"})
+        fields = edit.changes()
         if not fields:
             raise ValidationFailed("nothing to change", field="body")
         if "value" in fields:
@@ -134,7 +129,7 @@ class MemoryService:
             if name in fields:
                 fields[name] = scrubbed
         patch = MemoryPatch.model_validate({**fields, "redactions": counts})
-        outcome = self._store.update(where, memory_id, patch, body.expected_version, self._clock.now())
+        outcome = self._store.update(where, memory_id, patch, edit.expected_version, self._clock.now())
         return MemoryWriteResult(outcome.record, False, current, False, counts)
 
     def forget(self, who: Identity, memory_id: str) -> ForgetOutcome:
@@ -179,7 +174,7 @@ class MemoryService:
         self._require_reviewer_for(who, current.kind)
         return self._store.history(where, memory_id, self._clock.now())
 
-    def browse(self, who: Identity, query: ListMemoriesQuery) -> MemoryPage:
+    def browse(self, who: Identity, query: MemoryPageRequest) -> MemoryPage:
         """A page of the caller's memories; records the store cannot read are left out (and
         named in ``page.skipped``), so one bad record never hides the rest."""
         where = self._partition(who, query.scope, writing=False)

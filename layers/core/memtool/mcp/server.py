@@ -33,7 +33,7 @@ from mcp.server.lowlevel import Server
 from pydantic import BaseModel, create_model
 
 from memtool import __version__
-from memtool.api.identity import Identity
+from memtool.identity import Identity
 from memtool.tools.base import Tool, ToolContext, ToolRegistry
 from memtool.tools.executor import ToolExecutor, ToolResult
 
@@ -117,7 +117,7 @@ def build_server(executor: ToolExecutor, identity: Identity) -> Server[Any]:
 
 def offered_tools(identity: Identity, say: Callable[[str], None] | None = None) -> list[Tool[Any, Any]]:
     """The service tools for ``identity`` and, when the analysis package is installed, the ML tools."""
-    from memtool.tools.service_tools import service_tools
+    from memtool.mcp.service_tools import service_tools
 
     return [*service_tools(identity), *_ml_tools(say or logger.warning)]
 

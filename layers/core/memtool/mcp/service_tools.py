@@ -6,8 +6,8 @@ is the API's answer model. The caller's identity is bound when the tools are bui
 (``service_tools(identity)``) and never read from the arguments: the input models forbid extra
 fields, so a ``tenant`` or ``user`` argument is refused, not ignored.
 
-Like an API handler, this module sits above the flows (it calls the composition root for its
-services); the domain packages never import it.
+Like an API handler, this module is an entry point: it sits above the API models and the
+composition root (which it calls for its services), and nothing below imports it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from memtool.api.ask import AskAnswer, AskBody
 from memtool.api.feedback import FeedbackAnswer, FeedbackBody, feedback_command
-from memtool.api.identity import Identity
 from memtool.api.limits import PlainText
 from memtool.api.memories import (
     ID_PATTERN,
@@ -31,6 +30,7 @@ from memtool.api.memories import (
     recall_view,
 )
 from memtool.errors import Forbidden, MemtoolError, NotFound, ValidationFailed
+from memtool.identity import Identity
 from memtool.planning.plan import Route
 from memtool.tools.base import (
     BadArguments,
@@ -188,7 +188,7 @@ def service_tools(identity: Identity) -> list[Tool[Any, Any]]:
 def _ask(who: Identity, args: AskBody) -> AskAnswer:
     from memtool.runtime import container
 
-    return container.ask_service().ask(who, args)  # AskArgs is an AskBody
+    return container.ask_service().ask(who, args.command())  # AskArgs is an AskBody
 
 
 def _ask_reward(answer: AskAnswer) -> float:
@@ -221,7 +221,7 @@ def _feedback(who: Identity, args: FeedbackBody) -> FeedbackAnswer:
 def _remember(who: Identity, args: CreateMemoryBody) -> MemoryWritten:
     from memtool.runtime import container
 
-    result = container.memory_service().remember(who, args)
+    result = container.memory_service().remember(who, args.command())
     old = result.superseded
     return MemoryWritten(
         memory=result.record,

@@ -388,7 +388,7 @@ def _breaker_states() -> dict[str, Any]:
 
 
 def _openapi() -> dict[str, Any]:
-    from memtool.api.openapi import openapi_document
+    from memtool.runtime.openapi import openapi_document
 
     return openapi_document()
 
