@@ -324,7 +324,7 @@ def test_the_analysis_runners_are_images_that_sam_build_can_build(template: dict
         assert props["PackageType"] == "Image", name
         # SAM rejects Runtime, Handler and Layers on an image function (the image's CMD is the handler).
         assert not {"Runtime", "Handler", "Layers", "CodeUri"} & set(props), name
-        assert props["Timeout"] == 60, name
+        assert props["Timeout"] == 20, name  # AskFlow's Task TimeoutSeconds (test_timeout_chain.py)
         assert not props.get("Events"), name
         metadata = function["Metadata"]
         assert metadata["DockerContext"] == "."
@@ -362,7 +362,7 @@ def test_globals_give_every_function_the_shared_settings(template: dict[str, Any
 
     # Globals reach the image functions too: nothing SAM rejects on PackageType Image.
     assert not {"Runtime", "Handler", "Layers", "CodeUri"} & set(function_globals)
-    assert function_globals["Architectures"] == ["x86_64"]
+    assert function_globals["Architectures"] == ["arm64"]
     assert function_globals["Tracing"] == "Active"
     assert variables["MEMTOOL_RUNTIME"] == "aws"
     assert variables["MEMTOOL_MEMORY_TABLE"] == {"Ref": "MemoryTable"}
