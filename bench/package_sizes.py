@@ -6,17 +6,23 @@ what `sam build` would install and adds it up:
 
 * every layer in template.yaml: its requirements.txt installed for the Lambda platform
   (``pip install --platform manylinux2014_<arch> --implementation cp --python-version 3.12
-  --only-binary=:all: --target``), plus the files of its ContentUri (the memtool package for the
-  core layer);
+  --only-binary=:all: --target``), plus the files of its ContentUri; for the core layer the memtool
+  package less the modules of layers/core/local-only.txt, the files ``memtool.deploy.sizes`` lists
+  and layers/core/Makefile copies;
 * every zip function: its CodeUri folder (and its requirements.txt, if it has one) plus its layers;
 * every image function: the requirements.txt beside its Dockerfile installed the same way, plus
-  what the Dockerfile COPYs into ${LAMBDA_TASK_ROOT}. The base image is not counted.
+  what the Dockerfile COPYs into ${LAMBDA_TASK_ROOT} (the filtered memtool package of its
+  ``package`` stage counts as the core layer's). The base image is not counted.
+
+``--offline`` installs nothing: each requirements set is measured from the distributions installed
+in this environment (``memtool.deploy.sizes``, what ``memtool aws check`` uses); those are this
+machine's wheels, so arm64 figures may differ slightly.
 
 Functions, layers and architectures come from template.yaml. Wheels are cached in a pip cache and
 each installed requirements set in a folder keyed by its text and platform, so a re-run takes
 seconds. The exit code is 1 when a zip function is over 250 MB or an image over 10 GB.
 
-    python bench/package_sizes.py [--out bench/results/package_sizes.md] [--cache DIR] [--refresh]
+    python bench/package_sizes.py [--out bench/results/package_sizes.md] [--cache DIR] [--refresh] [--offline]
 """
 
 from __future__ import annotations
@@ -35,6 +41,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+CORE_LAYER_DIR = ROOT / "layers" / "core"
+sys.path.insert(0, str(CORE_LAYER_DIR))
+from memtool.deploy import sizes as layer_sizes  # noqa: E402 - the one reader of local-only.txt
+
 MB = 1024 * 1024
 ZIP_LIMIT_BYTES = 262_144_000  # "Unzipped size must be smaller than 262144000 bytes" (250 MB)
 IMAGE_LIMIT_BYTES = 10 * 1024 * MB  # 10 GB uncompressed image, base image included
@@ -107,17 +117,43 @@ def _requirements_in(folder: Path) -> Path | None:
 
 
 def copied_into_task_root(dockerfile: Path, context: Path) -> tuple[Path, ...]:
-    """The sources of the Dockerfile's COPY lines whose destination is ${LAMBDA_TASK_ROOT}."""
+    """The sources of the Dockerfile's COPY lines whose destination is ${LAMBDA_TASK_ROOT}.
+
+    A ``COPY --from=<stage> .../memtool`` is the filtered package an earlier stage made with
+    memtool/deploy/sizes.py: it stands for layers/core/memtool (measured filtered, as shipped)."""
     sources: list[Path] = []
     for line in dockerfile.read_text(encoding="utf-8").splitlines():
         words = line.split()
         if not words or words[0].upper() != "COPY":
             continue
+        from_stage = any(w.startswith("--from=") for w in words[1:])
         args = [w for w in words[1:] if not w.startswith("--")]
         *srcs, destination = args
-        if "LAMBDA_TASK_ROOT" in destination:
-            sources.extend(context / src for src in srcs)
+        if "LAMBDA_TASK_ROOT" not in destination:
+            continue
+        for src in srcs:
+            if from_stage:
+                if Path(src).name != "memtool":
+                    raise ValueError(f"{dockerfile}: COPY --from of {src}: only the filtered memtool package is measured")
+                sources.append(context / "layers" / "core" / "memtool")
+            else:
+                sources.append(context / src)
     return tuple(sources)
+
+
+def shipped_bytes(path: Path) -> int:
+    """A copied path's size as shipped: the core memtool package without its local-only modules."""
+    if path.resolve() == (CORE_LAYER_DIR / "memtool").resolve():
+        return layer_sizes.layer_package_bytes(CORE_LAYER_DIR)
+    return tree_bytes(path)
+
+
+def layer_content_bytes(content_dir: Path) -> int:
+    """A layer's own files: for the core layer (it has local-only.txt) the filtered memtool package,
+    which is all its Makefile copies besides the requirements."""
+    if (content_dir / layer_sizes.LOCAL_ONLY_FILE).is_file():
+        return layer_sizes.layer_package_bytes(content_dir)
+    return tree_bytes(content_dir)
 
 
 def package_plan(template: dict[str, Any], root: Path) -> PackagePlan:
@@ -244,6 +280,36 @@ class Installer:
         target = self.install(requirements, architecture)
         return tree_bytes(target) - (target / ".installed").stat().st_size
 
+    def content(self, name: str, size_bytes: int, requirements: Path | None, architecture: str) -> ContentRow:
+        installed = self.install(requirements, architecture) if requirements else None
+        return content_row(name, size_bytes, installed)
+
+
+@dataclass
+class InstalledDistributions:
+    """--offline: each requirements set measured from the distributions installed here (RECORD
+    sizes, Lambda's markers), without a download. This machine's wheels, not arm64's: close, not equal."""
+
+    closures: dict[Path, layer_sizes.Closure] = field(default_factory=dict)
+
+    def closure(self, requirements: Path) -> layer_sizes.Closure:
+        if requirements not in self.closures:
+            self.closures[requirements] = layer_sizes.requirement_closure(requirements)
+        return self.closures[requirements]
+
+    def installed_bytes(self, requirements: Path | None, architecture: str) -> int:
+        return self.closure(requirements).bytes if requirements else 0
+
+    def content(self, name: str, size_bytes: int, requirements: Path | None, architecture: str) -> ContentRow:
+        if requirements is None:
+            return ContentRow(name, size_bytes, [], 0, [])
+        closure = self.closure(requirements)
+        runtime = sum(
+            layer_sizes.distribution_bytes(d) for n, d in closure.distributions.items() if n in RUNTIME_DISTRIBUTIONS
+        )
+        missing = [f"not installed here: {', '.join(closure.missing)}"] if closure.missing else []
+        return ContentRow(name, size_bytes, closure.largest(), runtime, missing)
+
 
 def largest_packages(folder: Path, top: int = 6) -> list[tuple[str, int]]:
     sizes = [(entry.name, tree_bytes(entry)) for entry in folder.iterdir() if not entry.name.endswith(".dist-info") and entry.name != ".installed"]
@@ -361,24 +427,22 @@ def render(sizes: Sequence[PackageSize], layer_rows: Sequence[ContentRow]) -> st
 # ---------------------------------------------------------------------------------- main
 
 
-def measure(plan: PackagePlan, installer: Installer) -> tuple[list[PackageSize], list[ContentRow]]:
+def measure(plan: PackagePlan, installer: Installer | InstalledDistributions) -> tuple[list[PackageSize], list[ContentRow]]:
     layer_bytes: dict[str, int] = {}
     layer_rows = []
     for name, layer in plan.layers.items():
         requirements_bytes = installer.installed_bytes(layer.requirements, layer.architecture)
-        layer_bytes[name] = requirements_bytes + tree_bytes(layer.content_dir)
-        installed = installer.install(layer.requirements, layer.architecture) if layer.requirements else None
-        layer_rows.append(content_row(name, layer_bytes[name], installed))
+        layer_bytes[name] = requirements_bytes + layer_content_bytes(layer.content_dir)
+        layer_rows.append(installer.content(name, layer_bytes[name], layer.requirements, layer.architecture))
     code_bytes = {
         function.name: tree_bytes(function.code_dir) + installer.installed_bytes(function.requirements, function.architecture)
         for function in plan.zip_functions
     }
     sizes = zip_function_sizes(plan, layer_bytes, code_bytes)
     for image in plan.image_functions:
-        payload = installer.installed_bytes(image.requirements, image.architecture) + sum(tree_bytes(p) for p in image.copied)
+        payload = installer.installed_bytes(image.requirements, image.architecture) + sum(shipped_bytes(p) for p in image.copied)
         sizes.append(PackageSize(image.name, "image", str(image.dockerfile.relative_to(ROOT)), payload))
-        installed = installer.install(image.requirements, image.architecture) if image.requirements else None
-        layer_rows.append(content_row(f"{image.name} image payload", payload, installed))
+        layer_rows.append(installer.content(f"{image.name} image payload", payload, image.requirements, image.architecture))
     return sizes, layer_rows
 
 
@@ -388,16 +452,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the tables as Markdown")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "memtool-package-sizes")
     parser.add_argument("--refresh", action="store_true", help="reinstall every requirements set")
+    parser.add_argument(
+        "--offline", action="store_true", help="measure the distributions installed here instead of installing wheels"
+    )
     args = parser.parse_args(argv)
 
-    sys.path.insert(0, str(ROOT / "layers" / "core"))
     from memtool.runtime.template import load_template
 
     template = load_template(args.template.resolve())
     plan = package_plan(template, args.template.resolve().parent)
-    sizes, layer_rows = measure(plan, Installer(args.cache, refresh=args.refresh))
+    installer = InstalledDistributions() if args.offline else Installer(args.cache, refresh=args.refresh)
+    sizes, layer_rows = measure(plan, installer)
     table = render(sizes, layer_rows)
     print(table)
+    if args.offline:
+        print(f"Offline: {layer_sizes.WHEELS_MAY_DIFFER}.")
     if args.out:
         architectures = sorted({f.architecture for f in plan.zip_functions} | {f.architecture for f in plan.image_functions})
         header = (

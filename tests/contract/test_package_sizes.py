@@ -83,10 +83,14 @@ def test_the_analysis_functions_are_images_that_carry_memtool(template: dict[str
         assert template["Resources"][name]["Properties"]["PackageType"] == "Image"
         assert image.dockerfile.is_file(), image.dockerfile
         dockerfile = image.dockerfile.read_text(encoding="utf-8")
-        # The base image's architecture is the function's.
-        (base,) = re.findall(r"^FROM\s+(\S+)", dockerfile, re.MULTILINE)
-        assert base == f"public.ecr.aws/lambda/python:3.12-{image.architecture}", name
+        # Every stage's base image has the function's architecture.
+        bases = re.findall(r"^FROM\s+(\S+)", dockerfile, re.MULTILINE)
+        assert bases and set(bases) == {f"public.ecr.aws/lambda/python:3.12-{image.architecture}"}, name
         assert ROOT / "layers" / "core" / "memtool" in image.copied, f"{name}'s image does not COPY memtool"
+        # memtool comes filtered by the core layer's own code (local-only.txt), never copied whole.
+        assert "COPY layers/core/memtool" not in dockerfile, name
+        assert "memtool/deploy/sizes.py copy /tmp/core /tmp/package" in dockerfile, name
+        assert "COPY --from=package /tmp/package/memtool ${LAMBDA_TASK_ROOT}/memtool" in dockerfile, name
         assert image.dockerfile.parent / "app.py" in image.copied, name
         assert 'CMD ["app.lambda_handler"]' in dockerfile, name
         # The image installs the core layer's requirements and its own.

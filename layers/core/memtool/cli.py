@@ -1,4 +1,4 @@
-"""The memtool command line: serve the local runtime, run the demo."""
+"""The memtool command line: serve the local runtime, run the demo, check the AWS deployment."""
 
 from __future__ import annotations
 
@@ -149,6 +149,20 @@ def mcp(args: argparse.Namespace) -> int:
     return serve_mcp(options)
 
 
+def aws_check(args: argparse.Namespace) -> int:
+    """A deploy rehearsal: the template as CloudFormation would deploy it, against Lambda's limits."""
+    from memtool.deploy.check import parse_overrides, render, run_check
+
+    try:
+        overrides = parse_overrides(args.parameter_overrides or [])
+        report = run_check(Path(args.template), overrides, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    except (OSError, ValueError) as exc:
+        print(f"memtool aws check: {exc}", file=sys.stderr)
+        return 2
+    print(render(report), end="")
+    return 0 if report.ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memtool", description="memory-and-tool layer for data agents")
     parser.add_argument("--version", action="version", version=f"memtool {__version__}")
@@ -206,6 +220,25 @@ def build_parser() -> argparse.ArgumentParser:
     p_mcp.add_argument("--store", choices=("sqlite", "dynamodb"), help="record store (default MEMTOOL_STORE or sqlite)")
     p_mcp.add_argument("--verbose", action="store_true", help="log tool failures and memtool warnings (to stderr)")
     p_mcp.set_defaults(func=mcp, parser=p_mcp)
+
+    p_aws = commands.add_parser("aws", help="offline checks of the AWS deployment (template.yaml)")
+    aws_commands = p_aws.add_subparsers(dest="aws_command", required=True)
+    p_check = aws_commands.add_parser(
+        "check",
+        help="a deploy rehearsal: per function its unzipped size, timeout chain and permissions; exit 1 on a broken limit",
+        description="Translates template.yaml with the SAM translator for the given parameters (defaults otherwise) and "
+        "checks every function that would be deployed against Lambda's limits: 250 MB unzipped (code and layers), "
+        "5 layers, 4 KB of environment, 128..10240 MB, 900 s, and the timeout chain from API Gateway's 29 s down to "
+        "each flow step. Exit codes: 0 within limits, 1 a limit broken, 2 the check could not run.",
+    )
+    p_check.add_argument("--template", default="template.yaml", help="the SAM template (default template.yaml)")
+    p_check.add_argument(
+        "--parameter-overrides",
+        nargs="+",
+        metavar="Key=Value",
+        help="template parameters, as sam deploy takes them (e.g. OpenSearchEndpoint=https://... RedshiftSecretArn=arn:...)",
+    )
+    p_check.set_defaults(func=aws_check)
     return parser
 
 

@@ -1,0 +1,540 @@
+"""`memtool aws check`: a deploy rehearsal, offline.
+
+moto and cfn-lint know none of the limits that make a first deploy fail or a stack misbehave, so
+this reads template.yaml as CloudFormation would deploy it, for one set of parameter values (the
+SAM translator and the parameter resolution of :mod:`memtool.deploy.iam`), and checks each function
+that would be deployed against Lambda's documented limits:
+
+* unzipped size of a zip function, its code and all its layers together, under 262,144,000 bytes
+  (250 MB), measured offline from the installed distributions (:mod:`memtool.deploy.sizes`); an
+  image function is built by ``sam build`` and may be 10 GB;
+* at most 5 layers; environment variables at most 4 KB; memory 128 to 10,240 MB; timeout 1 to
+  900 s;
+* the timeout chain: every API-facing function under API Gateway's 29 s; a function that runs a
+  state machine synchronously waits connect + read + a margin, its client's read timeout is longer
+  than the flow's ``TimeoutSeconds``, which is longer than every Task's, and no Task's Lambda
+  outlives its Task;
+* the template's ``Rules`` (CloudFormation refuses a stack whose assertions fail) and the
+  parameters' allowed values.
+
+It prints each function's size, timeout chain and permissions, and the parameters a deploy still
+needs, and the command exits 1 when any limit is violated. Deploy tooling: never in a Lambda.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memtool.deploy import sizes
+
+API_GATEWAY_TIMEOUT_SECONDS = 29  # the REST API integration timeout's fixed maximum
+CLIENT_MARGIN_SECONDS = 1.0  # what a caller keeps beyond connect + read to answer in time
+MAX_LAYERS = 5
+ENV_LIMIT_BYTES = 4 * 1024
+MEMORY_RANGE_MB = (128, 10_240)
+TIMEOUT_RANGE_SECONDS = (1, 900)
+ASL_DEFAULT_TIMEOUT_SECONDS = 99_999_999  # a Task or flow without TimeoutSeconds
+# CloudFormation appends a 13-character unique suffix to a generated physical name; the resolver
+# names resources <stack>-<LogicalId>, so the environment's measured size adds it per such value.
+PHYSICAL_NAME_SUFFIX = 13
+# The settings (memtool.settings.Settings) that hold the sync flow client's timeouts.
+CONNECT_SETTING = "ask_flow_connect_timeout_seconds"
+READ_SETTING = "ask_flow_read_timeout_seconds"
+# The environment variable that makes a function a synchronous caller of a state machine.
+SYNC_FLOW_VARIABLE = "MEMTOOL_ASK_STATE_MACHINE_ARN"
+
+Progress = Callable[[str], None]
+
+
+# ---------------------------------------------------------------------------------- parameters
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, str]:
+    """``Key=Value`` (as ``sam deploy --parameter-overrides`` takes them), or
+    ``ParameterKey=Key,ParameterValue=Value``; one item may hold several separated by spaces."""
+    values: dict[str, str] = {}
+    for item in (word for text in items for word in _split_words(text)):
+        match = re.fullmatch(r"ParameterKey=([^,]+),ParameterValue=(.*)", item)
+        if match is None:
+            match = re.fullmatch(r"([A-Za-z0-9]+)=(.*)", item)
+        if match is None:
+            raise ValueError(f"parameter override {item!r} is not Key=Value")
+        values[match.group(1)] = match.group(2)
+    return values
+
+
+def _split_words(text: str) -> list[str]:
+    import shlex
+
+    return shlex.split(text)
+
+
+@dataclass(frozen=True)
+class ParameterNote:
+    name: str
+    value: str
+    description: str
+
+
+def parameter_problems(template: Mapping[str, Any], values: Mapping[str, str]) -> list[str]:
+    """Values CloudFormation would refuse: outside AllowedValues, not matching AllowedPattern."""
+    problems = []
+    for name, spec in (template.get("Parameters") or {}).items():
+        if name not in values:
+            continue
+        value = values[name]
+        allowed = spec.get("AllowedValues")
+        if allowed is not None and value not in [str(v) for v in allowed]:
+            problems.append(f"parameter {name}={value!r} is not one of {', '.join(str(v) for v in allowed)}")
+        pattern = spec.get("AllowedPattern")
+        if pattern and not re.fullmatch(pattern, value):
+            problems.append(f"parameter {name}={value!r} does not match {pattern}")
+    return problems
+
+
+def rule_problems(template: Mapping[str, Any], values: Mapping[str, str]) -> list[str]:
+    """The template's Rules assertions that fail for these values (CloudFormation stops there)."""
+    problems = []
+    for name, rule in (template.get("Rules") or {}).items():
+        if "RuleCondition" in rule and not _rule_value(rule["RuleCondition"], values):
+            continue
+        for assertion in rule.get("Assertions") or []:
+            if not _rule_value(assertion["Assert"], values):
+                description = " ".join(str(assertion.get("AssertDescription", "")).split())
+                problems.append(f"rule {name} fails: {description or assertion['Assert']}")
+    return problems
+
+
+def _rule_value(node: Any, values: Mapping[str, str]) -> Any:
+    if isinstance(node, list):
+        return [_rule_value(item, values) for item in node]
+    if not isinstance(node, dict) or len(node) != 1:
+        return node
+    ((key, arg),) = node.items()
+    if key == "Ref":
+        return values.get(arg, "")
+    if key == "Fn::Equals":
+        left, right = _rule_value(arg, values)
+        return str(left) == str(right)
+    if key == "Fn::Not":
+        return not _rule_value(arg[0], values)
+    if key == "Fn::And":
+        return all(_rule_value(arg, values))
+    if key == "Fn::Or":
+        return any(_rule_value(arg, values))
+    if key == "Fn::Contains":
+        items, value = _rule_value(arg, values)
+        return value in items
+    raise ValueError(f"rule function {key} is not supported by memtool aws check")
+
+
+# ---------------------------------------------------------------------------------- the timeout chain
+
+
+@dataclass(frozen=True)
+class TaskTimeout:
+    state: str
+    timeout: int | None  # the Task's TimeoutSeconds (None: not set, the ASL default)
+    function: str | None  # the Lambda it invokes
+    function_timeout: int | None
+
+
+@dataclass(frozen=True)
+class FlowTimeouts:
+    state_machine: str
+    timeout: int | None  # the flow's TimeoutSeconds
+    tasks: tuple[TaskTimeout, ...]
+    caller: str | None = None  # the function that runs it synchronously (StartSyncExecution)
+    caller_timeout: int | None = None
+
+
+@dataclass(frozen=True)
+class TimeoutChain:
+    api_functions: dict[str, int]  # API-facing function -> its Timeout
+    flows: tuple[FlowTimeouts, ...]
+    connect_seconds: float  # the sync flow client's connect timeout
+    read_seconds: float  # and read timeout
+    margin_seconds: float = CLIENT_MARGIN_SECONDS
+
+    def flow(self, state_machine: str) -> FlowTimeouts:
+        (found,) = [f for f in self.flows if f.state_machine == state_machine]
+        return found
+
+
+def timeout_chain_problems(chain: TimeoutChain) -> list[str]:
+    problems = []
+    for name, timeout in sorted(chain.api_functions.items()):
+        if timeout >= API_GATEWAY_TIMEOUT_SECONDS:
+            problems.append(f"{name}: Timeout {timeout} s is not under API Gateway's {API_GATEWAY_TIMEOUT_SECONDS} s")
+    for flow in chain.flows:
+        for task in flow.tasks:
+            task_timeout = task.timeout if task.timeout is not None else ASL_DEFAULT_TIMEOUT_SECONDS
+            if task.function_timeout is not None and task.function_timeout > task_timeout:
+                problems.append(
+                    f"{flow.state_machine}.{task.state}: {task.function}'s Timeout {task.function_timeout} s outlives "
+                    f"the Task's TimeoutSeconds {task.timeout}"
+                )
+        if flow.caller is None:
+            continue
+        # A synchronous flow: every bound must be explicit and nested.
+        waited = chain.connect_seconds + chain.read_seconds + chain.margin_seconds
+        if flow.caller_timeout is None or flow.caller_timeout < waited:
+            problems.append(
+                f"{flow.caller}: Timeout {flow.caller_timeout} s is under connect {chain.connect_seconds:g} + read "
+                f"{chain.read_seconds:g} + margin {chain.margin_seconds:g} s = {waited:g} s: it dies before its flow answers"
+            )
+        if flow.timeout is None:
+            problems.append(f"{flow.state_machine}: no TimeoutSeconds (a synchronous flow must stop before its caller)")
+        elif not chain.read_seconds > flow.timeout:
+            problems.append(
+                f"{flow.caller}'s read timeout {chain.read_seconds:g} s is not longer than {flow.state_machine}'s "
+                f"TimeoutSeconds {flow.timeout}: a slow flow is abandoned while it still runs"
+            )
+        for task in flow.tasks:
+            if task.timeout is None:
+                problems.append(f"{flow.state_machine}.{task.state}: no TimeoutSeconds")
+            elif flow.timeout is not None and not flow.timeout > task.timeout:
+                problems.append(
+                    f"{flow.state_machine}.{task.state}: TimeoutSeconds {task.timeout} is not under the flow's {flow.timeout}"
+                )
+    return problems
+
+
+def describe_chain(chain: TimeoutChain) -> list[str]:
+    lines = []
+    api = ", ".join(f"{n} {t} s" for n, t in sorted(chain.api_functions.items()))
+    lines.append(f"API Gateway {API_GATEWAY_TIMEOUT_SECONDS} s > every API-facing function's Timeout ({api})")
+    for flow in chain.flows:
+        tasks = sorted({(t.timeout, t.function, t.function_timeout) for t in flow.tasks}, key=str)
+        steps = "; ".join(
+            f"Task {'unset' if timeout is None else f'{timeout} s'} >= {function or '?'} {function_timeout} s"
+            for timeout, function, function_timeout in tasks
+        )
+        flow_timeout = "unset" if flow.timeout is None else f"{flow.timeout} s"
+        if flow.caller is not None:
+            waited = chain.connect_seconds + chain.read_seconds + chain.margin_seconds
+            lines.append(
+                f"{flow.caller} {flow.caller_timeout} s >= connect {chain.connect_seconds:g} + read {chain.read_seconds:g} "
+                f"+ margin {chain.margin_seconds:g} = {waited:g} s; read {chain.read_seconds:g} s > "
+                f"{flow.state_machine} {flow_timeout} > {steps}"
+            )
+        else:
+            lines.append(f"{flow.state_machine} {flow_timeout} (not synchronous): {steps}")
+    return lines
+
+
+def _asl_tasks(states: Mapping[str, Any]) -> Iterable[tuple[str, dict[str, Any]]]:
+    for name, state in states.items():
+        if state.get("Type") == "Task":
+            yield name, state
+        for branch in state.get("Branches", []):
+            yield from _asl_tasks(branch["States"])
+        processor = state.get("ItemProcessor") or state.get("Iterator")
+        if processor:
+            yield from _asl_tasks(processor["States"])
+
+
+def read_timeout_chain(deployment: Any, source: Mapping[str, Any], template_dir: Path) -> TimeoutChain:
+    """The chain's numbers: function Timeouts from the resolved template, TimeoutSeconds from each
+    state machine's ASL file, the client's timeouts from the settings (or the function's env)."""
+    from memtool.settings import Settings
+
+    functions = deployment.functions()
+    timeouts = {name: int(deployment.resources[name]["Properties"].get("Timeout", 3)) for name in functions}
+    arn_of = {
+        f"arn:{deployment.partition}:lambda:{deployment.region}:{deployment.account}:function:{deployment.physical_name(n)}": n
+        for n in functions
+    }
+    sm_arn_of = {
+        f"arn:{deployment.partition}:states:{deployment.region}:{deployment.account}:stateMachine:{deployment.physical_name(n)}": n
+        for n in deployment.state_machines()
+    }
+    callers = {}
+    for name in functions:
+        target = deployment.environment(name).get(SYNC_FLOW_VARIABLE)
+        if target in sm_arn_of:
+            callers[sm_arn_of[target]] = name
+    defaults = Settings.model_fields
+    connect = float(defaults[CONNECT_SETTING].default) if CONNECT_SETTING in defaults else None
+    read = float(defaults[READ_SETTING].default) if READ_SETTING in defaults else None
+    if connect is None or read is None:
+        raise ValueError(f"memtool.settings.Settings has no {CONNECT_SETTING} / {READ_SETTING}: the client timeouts are unknown")
+    for caller in callers.values():
+        env = deployment.environment(caller)
+        connect = float(env.get(f"MEMTOOL_{CONNECT_SETTING.upper()}", connect))
+        read = float(env.get(f"MEMTOOL_{READ_SETTING.upper()}", read))
+
+    flows = []
+    for machine in deployment.state_machines():
+        source_props = source["Resources"][machine]["Properties"]
+        definition = json.loads((template_dir / source_props["DefinitionUri"]).read_text(encoding="utf-8"))
+        substitutions = deployment.resources[machine]["Properties"].get("DefinitionSubstitutions") or {}
+        tasks = []
+        for state_name, state in _asl_tasks(definition["States"]):
+            arguments = state.get("Parameters") or state.get("Arguments") or {}
+            target = str(arguments.get("FunctionName") or arguments.get("FunctionName.$") or state.get("Resource", ""))
+            target = re.sub(r"\$\{([A-Za-z0-9_]+)\}", lambda m: str(substitutions.get(m.group(1), m.group(0))), target)
+            function = next((n for arn, n in arn_of.items() if target == arn or target.startswith(arn + ":")), None)
+            tasks.append(
+                TaskTimeout(state_name, state.get("TimeoutSeconds"), function, timeouts.get(function) if function else None)
+            )
+        caller = callers.get(machine)
+        flows.append(
+            FlowTimeouts(machine, definition.get("TimeoutSeconds"), tuple(tasks), caller, timeouts.get(caller) if caller else None)
+        )
+    api_functions = {name: timeouts[name] for name in functions if _api_events(source, name)}
+    return TimeoutChain(api_functions, tuple(flows), connect, read)
+
+
+def _api_events(source: Mapping[str, Any], function: str) -> list[str]:
+    events = (source["Resources"].get(function, {}).get("Properties") or {}).get("Events") or {}
+    return [f"{e['Properties']['Method'].upper()} {e['Properties']['Path']}" for e in events.values() if e.get("Type") == "Api"]
+
+
+# ---------------------------------------------------------------------------------- functions
+
+
+@dataclass
+class FunctionCheck:
+    name: str
+    package: str  # "zip" or "image"
+    size_bytes: int | None  # unzipped code + layers (zip), the payload above the base image (image)
+    size_parts: list[str]
+    layers: list[str]
+    timeout: int
+    memory: int
+    env_bytes: int
+    routes: list[str]
+    permissions: list[Any]  # memtool.deploy.iam.Statement
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CheckReport:
+    template: Path
+    parameters: dict[str, str]
+    needed: list[ParameterNote]
+    disabled: list[ParameterNote]
+    functions: list[FunctionCheck]
+    not_deployed: list[str]
+    chain: TimeoutChain | None
+    problems: list[str]  # the stack's: rules, parameters, the timeout chain
+    notes: list[str]
+
+    @property
+    def violations(self) -> list[str]:
+        return self.problems + [f"{f.name}: {p}" for f in self.functions for p in f.problems]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+def _env_bytes(variables: Mapping[str, Any], stack: str) -> int:
+    total = 0
+    for key, value in variables.items():
+        text = str(value)
+        total += len(key.encode()) + len(text.encode())
+        total += PHYSICAL_NAME_SUFFIX * text.count(f"{stack}-")
+    return total
+
+
+def _layer_sources(source: Mapping[str, Any], deployment: Any, arns: Sequence[str]) -> list[str]:
+    """The template's layer logical ids behind a function's resolved layer ARNs."""
+    source_layers = [n for n, r in source["Resources"].items() if r.get("Type") == "AWS::Serverless::LayerVersion"]
+    found = []
+    for arn in arns:
+        translated = next(
+            (n for n, r in deployment.resources.items() if r["Type"] == "AWS::Lambda::LayerVersion" and f":layer:{deployment.physical_name(n)}:" in str(arn)),
+            None,
+        )
+        origin = max((s for s in source_layers if translated and translated.startswith(s)), key=len, default=None)
+        found.append(origin or str(arn))
+    return found
+
+
+def _function_limits(check: FunctionCheck) -> list[str]:
+    problems = []
+    if check.size_bytes is not None and check.package == "zip" and check.size_bytes >= sizes.ZIP_LIMIT_BYTES:
+        problems.append(f"unzipped {_mb(check.size_bytes)} MB, over Lambda's 250 MB ({sizes.ZIP_LIMIT_BYTES:,} bytes)")
+    if check.size_bytes is not None and check.package == "image" and check.size_bytes > sizes.IMAGE_LIMIT_BYTES:
+        problems.append(f"image payload {_mb(check.size_bytes)} MB, over Lambda's 10 GB")
+    if len(check.layers) > MAX_LAYERS:
+        problems.append(f"{len(check.layers)} layers, over Lambda's {MAX_LAYERS}")
+    if check.env_bytes > ENV_LIMIT_BYTES:
+        problems.append(f"environment variables {check.env_bytes:,} bytes, over Lambda's 4 KB")
+    low, high = MEMORY_RANGE_MB
+    if not low <= check.memory <= high:
+        problems.append(f"MemorySize {check.memory} MB outside {low}..{high}")
+    low, high = TIMEOUT_RANGE_SECONDS
+    if not low <= check.timeout <= high:
+        problems.append(f"Timeout {check.timeout} s outside {low}..{high}")
+    return problems
+
+
+def _mb(size_bytes: int) -> str:
+    return f"{size_bytes / sizes.MB:,.1f}"
+
+
+def run_check(
+    template_path: Path,
+    overrides: Mapping[str, str] | None = None,
+    progress: Progress | None = None,
+) -> CheckReport:
+    from memtool.deploy.iam import function_policies, resolve_template
+    from memtool.runtime.template import load_template
+
+    say = progress or (lambda _line: None)
+    # The translator logs "unpublished metrics" of its own telemetry, which it never publishes offline.
+    logging.getLogger("samtranslator").setLevel(logging.ERROR)
+    template_path = template_path.resolve()
+    root = template_path.parent
+    source = load_template(template_path)
+    declared = source.get("Parameters") or {}
+    given = dict(overrides or {})
+    unknown = sorted(set(given) - set(declared))
+    if unknown:
+        raise ValueError(f"unknown template parameters: {', '.join(unknown)}")
+    # Parameters without a default: a placeholder lets the rehearsal go on; the report lists them.
+    needed = [
+        ParameterNote(n, "", " ".join(str(s.get("Description", "")).split()))
+        for n, s in declared.items()
+        if "Default" not in s and n not in given
+    ]
+    values = {n: str(given[n]) if n in given else str(s["Default"]) for n, s in declared.items() if n in given or "Default" in s}
+    for note in needed:
+        values[note.name] = _placeholder(declared[note.name], note.name)
+    disabled = [
+        ParameterNote(n, "", " ".join(str(s.get("Description", "")).split()))
+        for n, s in declared.items()
+        if s.get("Default") == "" and values.get(n, "") == ""
+    ]
+    problems = parameter_problems(source, {k: v for k, v in values.items() if k not in {n.name for n in needed}})
+    problems += rule_problems(source, values)
+
+    say(f"translating {template_path.name} with the SAM translator and resolving it for {len(values)} parameters ...")
+    deployment = resolve_template(values, template_path=template_path)
+    policies = function_policies(values, template_path=template_path)
+    source_functions = [n for n, r in source["Resources"].items() if r.get("Type") == "AWS::Serverless::Function"]
+    deployed = set(deployment.functions())
+    not_deployed = [n for n in source_functions if n not in deployed]
+
+    chain = read_timeout_chain(deployment, source, root)
+    problems += timeout_chain_problems(chain)
+
+    say("measuring the layers and functions from the installed distributions ...")
+    layer_sizes: dict[str, sizes.LayerSize] = {}
+    notes = [f"Sizes: {sizes.WHEELS_MAY_DIFFER}."]
+    checks = []
+    for name in source_functions:
+        if name not in deployed:
+            continue
+        props = deployment.resources[name]["Properties"]
+        source_props = source["Resources"][name].get("Properties") or {}
+        is_image = source_props.get("PackageType") == "Image"
+        layers = [] if is_image else _layer_sources(source, deployment, props.get("Layers") or [])
+        parts: list[str] = []
+        if is_image:
+            metadata = source["Resources"][name].get("Metadata") or {}
+            dockerfile = root / metadata.get("DockerContext", ".") / metadata.get("Dockerfile", "Dockerfile")
+            requirements = dockerfile.parent / "requirements.txt"
+            closure = sizes.requirement_closure(requirements) if requirements.is_file() else sizes.Closure()
+            package = sizes.layer_package_bytes(root / "layers" / "core") if (root / "layers" / "core").is_dir() else 0
+            size = closure.bytes + package + sizes.tree_bytes(dockerfile.parent / "app.py")
+            parts.append(f"image built by `sam build` from {dockerfile.relative_to(root)}; payload above the base image, limit 10 GB")
+            if closure.missing:
+                notes.append(f"{name}: not installed here, not counted: {', '.join(closure.missing)}")
+        else:
+            code = sizes.tree_bytes(root / str(source_props.get("CodeUri", "")))
+            size = code
+            parts.append(f"code {_mb(code)} MB")
+            for layer in layers:
+                if layer not in layer_sizes:
+                    content = root / str(source["Resources"][layer]["Properties"]["ContentUri"])
+                    layer_sizes[layer] = sizes.measure_layer(layer, content)
+                    if layer_sizes[layer].missing:
+                        notes.append(f"{layer}: not installed here, not counted: {', '.join(layer_sizes[layer].missing)}")
+                size += layer_sizes[layer].bytes
+                parts.append(f"{layer} {_mb(layer_sizes[layer].bytes)} MB")
+        variables = (props.get("Environment") or {}).get("Variables") or {}
+        check = FunctionCheck(
+            name=name,
+            package="image" if is_image else "zip",
+            size_bytes=size,
+            size_parts=parts,
+            layers=layers,
+            timeout=int(props.get("Timeout", 3)),
+            memory=int(props.get("MemorySize", 128)),
+            env_bytes=_env_bytes(variables, deployment.stack_name),
+            routes=_api_events(source, name),
+            permissions=list(policies.get(name, [])),
+        )
+        check.problems = _function_limits(check)
+        checks.append(check)
+    return CheckReport(template_path, values, needed, disabled, checks, not_deployed, chain, problems, notes)
+
+
+def _placeholder(spec: Mapping[str, Any], name: str) -> str:
+    if "cognito" in str(spec.get("AllowedPattern", "")):
+        return "arn:aws:cognito-idp:us-east-1:123456789012:userpool/us-east-1_EXAMPLE"
+    return f"<{name}>"
+
+
+# ---------------------------------------------------------------------------------- output
+
+
+def render(report: CheckReport) -> str:
+    lines = [f"memtool aws check: {report.template}"]
+    given = ", ".join(f"{k}={v}" for k, v in report.parameters.items() if v and k not in {n.name for n in report.needed})
+    lines.append(f"parameters: {given}")
+    if report.needed:
+        lines.append("a deploy still needs (no default):")
+        lines += [f"  {n.name}: {n.description}" for n in report.needed]
+    if report.disabled:
+        lines.append("left empty (what that turns off):")
+        lines += [f"  {n.name}: {n.description}" for n in report.disabled]
+    lines.append("")
+    deployed = len(report.functions)
+    skipped = f"; not deployed with these parameters: {', '.join(report.not_deployed)}" if report.not_deployed else ""
+    lines.append(f"functions ({deployed} deployed{skipped}):")
+    for check in report.functions:
+        verdict = "OK" if not check.problems else "OVER A LIMIT"
+        if check.package == "zip":
+            size = f"unzipped {_mb(check.size_bytes or 0)} of 250 MB ({' + '.join(check.size_parts)}; {len(check.layers)} of {MAX_LAYERS} layers)"
+        else:
+            size = f"image ~{_mb(check.size_bytes or 0)} MB ({check.size_parts[0]})"
+        lines.append(f"{check.name}  {verdict}")
+        lines.append(f"  size        {size}")
+        lines.append(
+            f"  limits      timeout {check.timeout} s (max 900), memory {check.memory} MB (128..10240), "
+            f"environment {check.env_bytes:,} of 4,096 bytes"
+        )
+        if check.routes:
+            lines.append(f"  routes      {', '.join(check.routes)}")
+        lines.append("  permissions")
+        for statement in check.permissions:
+            if statement.managed:
+                lines.append(f"    managed {statement.managed}: {', '.join(statement.actions)}")
+            else:
+                effect = "" if statement.effect == "Allow" else f"{statement.effect} "
+                lines.append(f"    {statement.name}: {effect}{', '.join(statement.actions)} on {', '.join(statement.resources)}")
+        lines += [f"  ! {p}" for p in check.problems]
+    if report.chain is not None:
+        lines.append("")
+        lines.append("timeout chain:")
+        lines += [f"  {line}" for line in describe_chain(report.chain)]
+    lines.append("")
+    lines += [f"note: {n}" for n in report.notes]
+    violations = report.violations
+    if violations:
+        lines.append(f"FAILED: {len(violations)} problem(s)")
+        lines += [f"  - {v}" for v in violations]
+    else:
+        lines.append(f"OK: every deployed function is within Lambda's limits and the timeout chain holds ({deployed} functions)")
+    return "\n".join(lines) + "\n"
