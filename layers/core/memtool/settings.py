@@ -59,7 +59,6 @@ class Settings(BaseSettings):
     roles_claim: str = "cognito:groups"
 
     max_content_bytes: int = Field(8192, ge=256)
-    page_size: int = Field(20, ge=1, le=100)
 
     # Retrieval: which embedder and which vector index serve recall.
     embedder: Literal["hashing", "bedrock"] = "hashing"
