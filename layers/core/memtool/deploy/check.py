@@ -455,6 +455,10 @@ def run_check(
             size = code
             parts.append(f"code {_mb(code)} MB")
             for layer in layers:
+                if layer not in source["Resources"]:  # a layer from outside this template
+                    parts.append(f"{layer} not measured")
+                    notes.append(f"{name}: {layer} is not a layer of this template: its size is not counted")
+                    continue
                 if layer not in layer_sizes:
                     content = root / str(source["Resources"][layer]["Properties"]["ContentUri"])
                     layer_sizes[layer] = sizes.measure_layer(layer, content)

@@ -1,0 +1,195 @@
+"""`memtool aws check`: the deploy rehearsal passes on the template as it is, reports every function
+within Lambda's limits, and exits non-zero on a copy that breaks each kind of limit.
+
+The command runs in-process through the CLI's own entry point (its stdout and exit code are the
+contract); broken copies are made in a temporary project folder: template.yaml and the state
+machines copied, the function folders copied (small), the layers linked.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from memtool.cli import main
+from memtool.deploy.check import parse_overrides
+
+ROOT = Path(__file__).resolve().parents[2]
+COGNITO_ARN = "arn:aws:cognito-idp:us-east-1:123456789012:userpool/us-east-1_EXAMPLE"
+EVERYTHING = [
+    f"CognitoUserPoolArn={COGNITO_ARN}",
+    "OpenSearchEndpoint=https://abc123.us-east-1.aoss.amazonaws.com",
+    "OpenSearchResourceArn=arn:aws:aoss:us-east-1:123456789012:collection/abc123",
+    "RedshiftSecretArn=arn:aws:secretsmanager:us-east-1:123456789012:secret:redshift-AbCdEf",
+    "E2BApiKeySecretArn=arn:aws:secretsmanager:us-east-1:123456789012:secret:e2b-AbCdEf",
+    "AlarmTopicArn=arn:aws:sns:us-east-1:123456789012:memtool-alarms",
+]
+ALWAYS = ["AskFunction", "FeedbackFunction", "MemoryWriteFunction", "DiagnoseFunction", "FlowStepsFunction", "AnalyzeFunction", "MlToolsFunction"]
+MB = 1024 * 1024
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["aws", "check", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def function_block(output: str, name: str) -> str:
+    match = re.search(rf"^{name}  .*?(?=^\S|\Z)", output, re.MULTILINE | re.DOTALL)
+    assert match, f"{name} not in the report"
+    return match.group(0)
+
+
+def test_the_template_as_it_is_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "--template", str(ROOT / "template.yaml"))
+
+    assert code == 0, out
+    assert "translating template.yaml with the SAM translator" in err  # progress goes to stderr
+    # Every function deployed with the defaults, each within the limits, with its size and chain.
+    assert "not deployed with these parameters: IndexerFunction, MaintenanceFunction" in out
+    for name in ALWAYS:
+        block = function_block(out, name)
+        assert block.startswith(f"{name}  OK"), block
+        assert "! " not in block
+    ask = function_block(out, "AskFunction")
+    size = re.search(r"unzipped ([\d.]+) of 250 MB \(code [\d.]+ MB \+ CoreLayer ([\d.]+) MB; 1 of 5 layers\)", ask)
+    assert size and 40 < float(size.group(1)) < 250, ask
+    assert "timeout 28 s" in ask and "routes      POST /ask" in ask
+    assert "StartAskFlow: states:StartSyncExecution on arn:aws:states:us-east-1:123456789012:stateMachine:memtool-AskFlow" in ask
+    assert "managed AWSLambdaBasicExecutionRole" in ask
+    analyze = function_block(out, "AnalyzeFunction")
+    assert "image built by `sam build` from functions/analyze/Dockerfile" in analyze and "limit 10 GB" in analyze
+    # The chain, the parameters still needed and what the empty ones turn off.
+    assert "AskFunction 28 s >= connect 2 + read 25 + margin 1 = 28 s; read 25 s > AskFlow 23 s" in out
+    assert re.search(r"a deploy still needs \(no default\):\n  CognitoUserPoolArn: ", out)
+    assert "  OpenSearchEndpoint: OpenSearch endpoint" in out and "  RedshiftSecretArn: " in out
+    assert "arm64 wheels sam build installs may differ slightly" in out
+    assert out.rstrip().endswith("the timeout chain holds (7 functions)")
+
+
+def test_everything_configured_deploys_and_passes_every_function(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _err = run(capsys, "--parameter-overrides", *EVERYTHING)
+
+    assert code == 0, out
+    for name in [*ALWAYS, "IndexerFunction", "MaintenanceFunction"]:
+        assert function_block(out, name).startswith(f"{name}  OK")
+    assert "a deploy still needs" not in out and "left empty" not in out
+    assert "timeout 900 s" in function_block(out, "MaintenanceFunction")
+    assert re.search(r"MaintenanceFlow (\d+ s|unset) \(not synchronous\): .*>= MaintenanceFunction 900 s", out), out
+
+
+# ---------------------------------------------------------------------------------- broken copies
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A copy of the project to break: template, state machines and function folders copied."""
+    shutil.copy(ROOT / "template.yaml", tmp_path / "template.yaml")
+    shutil.copytree(ROOT / "statemachines", tmp_path / "statemachines")
+    shutil.copytree(ROOT / "functions", tmp_path / "functions", ignore=shutil.ignore_patterns("__pycache__"))
+    os.symlink(ROOT / "layers", tmp_path / "layers")
+    return tmp_path / "template.yaml"
+
+
+ASK_PROPS = "      Handler: app.lambda_handler\n      Layers: [!Ref CoreLayer]\n      LoggingConfig:\n        LogGroup: !Ref AskFunctionLogGroup\n"
+
+
+def _add_to_ask(template: Path, lines: str) -> None:
+    text = template.read_text(encoding="utf-8")
+    assert text.count(ASK_PROPS) == 1
+    template.write_text(text.replace(ASK_PROPS, ASK_PROPS + lines), encoding="utf-8")
+
+
+def test_a_function_over_250_mb_fails(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Given the ask function's folder holding 200 MB more (a sparse file: its apparent size counts)
+    with open(project.parent / "functions" / "ask" / "model.bin", "wb") as handle:
+        handle.truncate(200 * MB)
+
+    code, out, _err = run(capsys, "--template", str(project))
+
+    assert code == 1
+    block = function_block(out, "AskFunction")
+    assert block.startswith("AskFunction  OVER A LIMIT")
+    assert re.search(r"! unzipped [\d,.]+ MB, over Lambda's 250 MB \(262,144,000 bytes\)", block), block
+    assert function_block(out, "FeedbackFunction").startswith("FeedbackFunction  OK")
+    assert "FAILED: 1 problem(s)" in out
+
+
+@pytest.mark.parametrize(
+    ("lines", "reported"),
+    [
+        (
+            "      Layers: [!Ref CoreLayer]\n",  # replaced below by six layers
+            "6 layers, over Lambda's 5",
+        ),
+        ("      MemorySize: 10241\n", "MemorySize 10241 MB outside 128..10240"),
+        ("          MEMTOOL_NOTES: " + "x" * 3500 + "\n", "! environment variables 4,"),
+        ("      Timeout: 29\n", "AskFunction: Timeout 29 s is not under API Gateway's 29 s"),
+    ],
+    ids=["layers", "memory", "environment", "timeout-chain"],
+)
+def test_each_broken_limit_fails(project: Path, capsys: pytest.CaptureFixture[str], lines: str, reported: str) -> None:
+    if lines.startswith("      Layers"):
+        text = project.read_text(encoding="utf-8")
+        extra = ", ".join(f"arn:aws:lambda:us-east-1:123456789012:layer:extra{i}:1" for i in range(5))
+        project.write_text(text.replace(ASK_PROPS, ASK_PROPS.replace("[!Ref CoreLayer]", f"[!Ref CoreLayer, {extra}]")), encoding="utf-8")
+    elif lines.startswith("          MEMTOOL_NOTES"):
+        text = project.read_text(encoding="utf-8")
+        variable = "          MEMTOOL_ASK_STATE_MACHINE_ARN: !Ref AskFlow\n"
+        assert text.count(variable) == 1
+        project.write_text(text.replace(variable, variable + lines), encoding="utf-8")
+    else:
+        _add_to_ask(project, lines)
+
+    code, out, _err = run(capsys, "--template", str(project))
+
+    assert code == 1, out
+    assert reported in out, out
+    assert "FAILED" in out
+
+
+def test_a_timeout_over_900_seconds_fails(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = project.read_text(encoding="utf-8")
+    assert text.count("      Timeout: 900\n") == 1
+    project.write_text(text.replace("      Timeout: 900\n", "      Timeout: 901\n"), encoding="utf-8")
+
+    code, out, _err = run(capsys, "--template", str(project), "--parameter-overrides", *EVERYTHING)
+
+    assert code == 1
+    assert "! Timeout 901 s outside 1..900" in function_block(out, "MaintenanceFunction")
+
+
+def test_a_broken_rule_fails_before_anything_is_deployed(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _err = run(capsys, "--parameter-overrides", "OpenSearchEndpoint=https://abc123.us-east-1.aoss.amazonaws.com")
+
+    assert code == 1
+    assert "rule OpenSearchEndpointAndResourceArnTogether fails: OpenSearchEndpoint and OpenSearchResourceArn are set together" in out
+
+
+def test_a_parameter_cloudformation_would_refuse_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _err = run(capsys, "--parameter-overrides", "Stage=dev-1", "LogRetentionDays=2")
+
+    assert code == 1
+    assert "parameter Stage='dev-1' does not match" in out
+    assert "parameter LogRetentionDays='2' is not one of" in out
+
+
+def test_an_unknown_parameter_cannot_be_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "--parameter-overrides", "OpenSearchEndpont=https://x")
+
+    assert (code, out) == (2, "")
+    assert "memtool aws check: unknown template parameters: OpenSearchEndpont" in err
+
+
+def test_overrides_take_the_forms_sam_deploy_takes() -> None:
+    assert parse_overrides(["Stage=prod", "ParameterKey=TenantClaim,ParameterValue=custom:org", "A=x=y"]) == {
+        "Stage": "prod",
+        "TenantClaim": "custom:org",
+        "A": "x=y",
+    }
+    assert parse_overrides(["Stage=prod LogRetentionDays=7"]) == {"Stage": "prod", "LogRetentionDays": "7"}
+    with pytest.raises(ValueError, match="not Key=Value"):
+        parse_overrides(["Stage"])
