@@ -340,11 +340,20 @@ def step_runner(store, sleep=lambda seconds: None) -> AskSteps:
         clock=container.clock(),
         memories=MemoryService(store, container.clock(), settings),
         store=store,
-        recall=None,  # type: ignore[arg-type] - Record does not recall
-        planner=None,
-        warehouse_factory=lambda: None,
+        recall=unneeded("recall"),
+        planner=unneeded("planner"),
+        warehouse_factory=unneeded("warehouse"),
         sleep=sleep,
     )
+
+
+def unneeded(what: str):
+    """A factory for something Record never builds: building it fails the test."""
+
+    def build():
+        raise AssertionError(f"Record built the {what}")
+
+    return build
 
 
 class RacingStore:

@@ -333,7 +333,6 @@ def test_a_memorys_two_keys_fold_into_one_candidate_with_their_ranks_fused():
 
 def test_only_verified_active_causal_memories_reach_the_planner_as_lessons():
     from memtool.flows.ask_state import AskInput, AskState, Caller
-    from memtool.planning.context import plan_context
 
     def recalled(memory_id: str, status: str, verified: bool) -> dict:
         return {"id": memory_id, "version": 1, "kind": "causal", "status": status, "content": "c", "value": {"verified": verified, "lesson": f"lesson {memory_id}"}}
@@ -345,7 +344,7 @@ def test_only_verified_active_causal_memories_reach_the_planner_as_lessons():
         started_at="2026-11-29T09:00:00+00:00",
         recalled=[recalled("mem_ok", "active", True), recalled("mem_pending", "pending_review", False), recalled("mem_odd", "active", False)],
     )
-    assert [(lesson.memory_id, lesson.text) for lesson in plan_context(state).lessons] == [("mem_ok", "lesson mem_ok")]
+    assert [(lesson.memory_id, lesson.text) for lesson in state.plan_context().lessons] == [("mem_ok", "lesson mem_ok")]
 
 
 def test_a_diagnosis_out_of_time_runs_nothing_more_and_says_why():

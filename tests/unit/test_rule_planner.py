@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime
 import pytest
 
 from memtool.errors import ValidationFailed
-from memtool.planning.context import KnowledgeItem, PlanContext, TermMapping, normalize_unit, plan_context
+from memtool.planning.context import KnowledgeItem, PlanContext, TermMapping, normalize_unit
 from memtool.planning.rule_planner import RulePlanner
 from memtool.clock import FrozenClock
 from memtool.semantic.catalog import load_catalog
@@ -369,12 +369,27 @@ def test_plan_context_from_the_flow_state() -> None:
             ],
         }
     )
-    context = plan_context(state)
+    context = state.plan_context()
 
     assert (context.tenant, context.user, context.profile_unit, context.profile_chart) == ("acme", "li", "万元", "bar")
     assert context.conditions == {"unit": "分"}
     assert [(m.term, m.source) for m in context.corrections] == [("GMV", "memory:mem_c@v4"), ("华东大区", "memory:mem_flat@v1")]
     assert [k.source for k in context.knowledge] == ["memory:mem_k@v2"]
+
+
+def test_plan_context_carries_the_session_turns_and_the_approved_examples() -> None:
+    from memtool.flows.ask_state import AskState
+
+    turns = [{"episode_id": f"ep_{n}", "question": f"q{n}", "status": "answered", "intent": {"metric": "net_revenue"}} for n in range(7)]
+    example = {"memory_id": "mem_f", "version": 3, "question": "上周华东的动销", "sql": "SELECT 1", "masked": "上周<region>的动销", "similarity": 0.9}
+    state = AskState.model_validate(
+        {"episode_id": "ep_7", "caller": {"tenant": "acme", "user": "li"}, "input": {"question": "那按渠道呢"}, "started_at": "2026-11-29T09:00:00Z", "working": turns, "fewshots": [example]}
+    )
+
+    context = state.plan_context()
+
+    assert [t.episode_id for t in context.turns] == ["ep_2", "ep_3", "ep_4", "ep_5", "ep_6"]  # the last five, oldest first
+    assert [(f.source, f.question) for f in context.fewshots] == [("memory:mem_f@v3", "上周华东的动销")]
 
 
 # ---- the planner's data: catalog and entity values ------------------------------------------------

@@ -17,6 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from memtool.planning.context import PlanContext, plan_context
+
 # Step Functions caps a state at 256 KB: rows travel capped.
 STATE_ROW_CAP = 500
 
@@ -94,6 +96,19 @@ class AskState(BaseModel):
     def note(self, text: str) -> None:
         if text not in self.notes:
             self.notes.append(text)
+
+    def plan_context(self) -> PlanContext:
+        """What the planner knows besides the question, from what the steps before Plan gathered."""
+        return plan_context(
+            tenant=self.caller.tenant,
+            user=self.caller.user,
+            recalled=self.recalled,
+            profile=self.profile,
+            profile_sources=self.profile_sources,
+            session_turns=self.working,
+            examples=self.fewshots,
+            conditions=self.input.conditions,
+        )
 
 
 class AskError(BaseModel):

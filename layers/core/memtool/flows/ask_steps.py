@@ -18,7 +18,7 @@ import re
 import time
 from collections.abc import Callable
 from datetime import date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memtool.errors import MemtoolError, NotFound, ValidationFailed, VersionConflict
 from memtool.identity import Identity
@@ -29,11 +29,17 @@ from memtool.feedback.reward import environment_reward
 from memtool.memory.records import MemoryKind, MemoryRecord, SourceRef, Trigger
 from memtool.memory.slots import CHART, CURRENCY_UNIT, SESSION_TURNS, correction_key, episode_key
 from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition, UndecodableRecord
+from memtool.planning.port import Planner
 from memtool.retrieval.recall import Recall, RecallRequest
 from memtool.clock import Clock
 from memtool.settings import Settings
-from memtool.sql.warehouse import WarehouseError
+from memtool.sql.warehouse import Warehouse, WarehouseError
 from memtool.tools.executor import echo_arguments
+
+if TYPE_CHECKING:
+    from memtool.cache.sql_cache import SqlCache
+    from memtool.flows.diagnose import DiagnosisService
+    from memtool.semantic.compiler import IntentCompiler
 
 WORKING_TURNS_KEPT = 10
 # An analysis's drill-down table must be complete: above this many rows the analysis refuses.
@@ -110,15 +116,15 @@ class AskSteps:
         clock: Clock,
         memories: MemoryService,
         store: MemoryStore,
-        recall: Recall,
-        planner: Any,  # planning port: plan(question, route=, context=) -> Plan
-        warehouse_factory: Callable[[], Any],
+        recall: Callable[[], Recall],
+        planner: Callable[[], Planner],
+        warehouse_factory: Callable[[], Warehouse],
         fewshot_search: Callable[[str, str], list[Any]] | None = None,  # (tenant, question) -> approved examples
         today: Callable[[], date] | None = None,  # the data's today (MEMTOOL_TODAY), as the planner reads it
         sleep: Callable[[float], None] = time.sleep,
-        diagnosis: Callable[[], Any] | None = None,  # -> DiagnosisService (lessons, in-flow repair, the queue)
-        compiler: Callable[[], Any] | None = None,  # -> IntentCompiler: lessons recompile intents with it
-        cache: Callable[[], Any] | None = None,  # -> SqlCache
+        diagnosis: Callable[[], DiagnosisService] | None = None,  # lessons, in-flow repair, the queue
+        compiler: Callable[[], IntentCompiler] | None = None,  # lessons recompile intents with it
+        cache: Callable[[], SqlCache] | None = None,
     ) -> None:
         self._settings = settings
         self._clock = clock
@@ -179,7 +185,7 @@ class AskSteps:
             waiting = (last.get("clarification") or {}).get("pending_question") or last.get("question")
             if isinstance(waiting, str) and waiting:
                 text = f"{waiting} {text}"
-        result = self._recall.recall(
+        result = self._recall().recall(
             RecallRequest(tenant=state.caller.tenant, user=state.caller.user, text=text, route=state.route or "nl2sql_query")
         )
         state.memories_recalled = [
@@ -202,10 +208,7 @@ class AskSteps:
         return state
 
     def step_plan(self, state: AskState) -> AskState:
-        from memtool.planning.context import plan_context
-
-        context = plan_context(state)
-        plan = self._planner.plan(state.input.question, route=state.route, context=context)
+        plan = self._planner().plan(state.input.question, route=state.route, context=state.plan_context())
         state.plan = plan.model_dump(mode="json")
         state.plan_status = plan.status if plan.status in ("needs_clarification", "remembered") else "ready"
         state.sql = plan.sql
@@ -476,8 +479,7 @@ class AskSteps:
         raw = (state.plan or {}).get("intent")
         intent = Intent.model_validate(raw) if raw else None
         today = self._today()
-        parser = _question_parser(self._planner)
-        recognised = parser.recognise(state.input.question, today=today) if parser is not None else None
+        recognised = self._planner().rules.parser.recognise(state.input.question, today=today)
         windows = analysis_windows(recognised.times if recognised is not None else [], today)
         named = list(recognised.metrics) if recognised is not None else []
         skipped: list[dict[str, Any]] = []
@@ -586,12 +588,12 @@ class AskSteps:
     def _generated_script(self, state: AskState, kind: str, table: Any, params: dict[str, Any]) -> str | None:
         """The Bedrock planner's script for this analysis, when the Bedrock planner is configured
         (the rule planner writes none: the templated script runs)."""
-        write = getattr(self._planner, "write_analysis_script", None)
-        if write is None or kind == "segments":
+        if kind == "segments":
             return None
-        script = write(state.input.question, kind, table.columns, table.rows, params)
+        planner = self._planner()
+        script = planner.write_analysis_script(state.input.question, kind, table.columns, table.rows, params)
         if script:
-            state.note(f"the {kind} script was written by {getattr(self._planner, 'name', 'the planner')}; it runs only in the sandbox")
+            state.note(f"the {kind} script was written by {planner.name}; it runs only in the sandbox")
         return script
 
     def _complete_series(self, state: AskState, intent: Any, today: date, *, note: bool = True) -> tuple[list[str], list[list[Any]]]:
@@ -824,18 +826,17 @@ class AskSteps:
             self._cache().forget(state.caller.tenant, str(state.cache_entry.get("owner")), str(state.cache_entry.get("id")))
 
     def step_record(self, state: AskState) -> AskState:
+        """Keep what happened: the episode, the session's turn, the failure's credit and its diagnosis.
+
+        Idempotent by execution: Step Functions retries a Record task with the same state, and a
+        retry finds the episode it wrote (unchanged: no second version), the turn already in the
+        session, the credit already counted for this episode, and the diagnosis already queued.
+        """
         state.status = _outcome(state)
-        self._forget_failed_entry(state)
-        self._remember_learned(state)
-        episode = self._remember_episode(state)
-        self._remember_turn(state)
-        self._credit_failure(state, episode)
-        self._queue_diagnosis(state, episode)
-        return state
+        return self._record(state)
 
     def step_recordfailure(self, state: AskState) -> AskState:
         state.status = "failed"
-        self._forget_failed_entry(state)
         raw = getattr(state, "error", None)
         public = answer_error(state)
         if public is not None:
@@ -845,20 +846,26 @@ class AskSteps:
                 "AskFlow episode %s failed at %s: %s", state.episode_id, public.step, json.dumps(raw, ensure_ascii=False, default=str)
             )
             state.error = {"Error": public.error, "Cause": public.model_dump_json()}  # type: ignore[attr-defined]
-        self._remember_learned(state)
-        episode = self._remember_episode(state)
-        self._remember_turn(state)
-        self._credit_failure(state, episode)
-        self._queue_diagnosis(state, episode)
+        return self._record(state)
+
+    def _record(self, state: AskState) -> AskState:
+        """Record's writes, each one idempotent for a retried task (see ``step_record``)."""
+        self._forget_failed_entry(state)  # forgetting twice forgets nothing more
+        self._remember_learned(state)  # the same correction again is unchanged
+        episode, first_record = self._remember_episode(state)
+        self._remember_turn(state)  # a turn already in the session is not appended again
+        self._credit_failure(state, episode)  # credit counts an episode once (credit_after)
+        self._queue_diagnosis(state, episode, send=first_record)  # a retry found its episode: the first attempt queued it
         return state
 
-    def _queue_diagnosis(self, state: AskState, episode: MemoryRecord | None) -> None:
-        """A failed SQL answer the flow could not repair is diagnosed off the request path."""
+    def _queue_diagnosis(self, state: AskState, episode: MemoryRecord | None, *, send: bool = True) -> None:
+        """A failed SQL answer the flow could not repair is diagnosed off the request path
+        (``send=False``: a retried Record, whose first attempt sent the event, only says so)."""
         if state.status != "failed" or state.failure is None or state.repaired is not None or episode is None or self._diagnosis is None:
             return
         from memtool.diagnosis.requests import DiagnoseRequest
 
-        queued = self._diagnosis().enqueue(
+        queued = not send or self._diagnosis().enqueue(
             DiagnoseRequest(
                 tenant=state.caller.tenant,
                 user=state.caller.user,
@@ -893,7 +900,8 @@ class AskSteps:
         logger.warning("episode %s ignored memory %s (%s %s): %s", state.episode_id, record.id, record.kind.value, record.key, note)
         state.note(note)
 
-    def _remember_episode(self, state: AskState) -> MemoryRecord | None:
+    def _remember_episode(self, state: AskState) -> tuple[MemoryRecord, bool]:
+        """The episode, and whether this call recorded it (False: a retry found it as it is)."""
         public = answer_error(state)
         error = public.model_dump() if public is not None else None
         plan = state.plan or {}
@@ -950,7 +958,7 @@ class AskSteps:
         except ValidationFailed as exc:  # e.g. an oversize SQL: keep the episode without it
             logger.warning("episode %s could not be kept in full: %s", state.episode_id, exc.message)
             result = self._memories.remember(self._who(state), episode({**value, "sql": None, "trajectory": []}, []), system=True)
-        return result.record
+        return result.record, not result.unchanged
 
     def _remember_learned(self, state: AskState) -> None:
         """A clarification reply that chose a meaning for a term: the user's correction from now on."""
@@ -1071,6 +1079,8 @@ class AskSteps:
                 state.note(f"this turn was not kept in the session's working memory: {exc.message}")
                 return
             latest = SESSION_TURNS.read(current.value) if current is not None else []
+            if not displaced and any(_turn_id(kept) == _turn_id(turn) for kept in latest):
+                return  # a retried Record: this turn is in the session already
             turns = self._fit(_merge_turns(latest, displaced, turn))
             value = {"turns": turns}
             content = f"{len(turns)} recent turns of session {state.input.session_id}"
@@ -1198,12 +1208,6 @@ def _chart_state(chart: Any) -> dict[str, Any]:
         "option": chart.option,
         "partial_buckets": list(chart.partial_buckets),
     }
-
-
-def _question_parser(planner: Any) -> Any:
-    """The rule planner's question parser (the Bedrock planner falls back to the rule planner)."""
-    rules = getattr(planner, "fallback", None) or planner
-    return getattr(rules, "parser", None)
 
 
 def _crash_reason(raw: Any) -> str:

@@ -373,7 +373,11 @@ class BedrockPlanner:
     def today(self) -> date:
         return resolve_today(self._today)
 
-    # ---- the port -------------------------------------------------------------------------
+    # ---- the port (memtool.planning.port.Planner) -------------------------------------------
+
+    @property
+    def rules(self) -> RulePlanner:
+        return self.fallback
 
     def plan(
         self,

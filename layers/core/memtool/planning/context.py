@@ -4,15 +4,13 @@ the corrections and shared definitions recalled for them — all as data, each w
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memtool.errors import ValidationFailed
 from memtool.semantic.parser import MappingTarget, TermMapping
-
-if TYPE_CHECKING:
-    from memtool.flows.ask_state import AskState
 
 Unit = Literal["元", "万元", "分"]
 
@@ -150,13 +148,24 @@ def term_mapping_from_memory(record: dict[str, Any]) -> TermMapping | None:
         return None
 
 
-def plan_context(state: AskState) -> PlanContext:
-    """The planner's context from AskFlow's state: profile, conditions, the session's turns,
-    approved few-shots and recalled memories."""
+def plan_context(
+    *,
+    tenant: str,
+    user: str,
+    recalled: Sequence[Mapping[str, Any]] = (),
+    profile: Mapping[str, Any] | None = None,
+    profile_sources: Mapping[str, str] | None = None,
+    session_turns: Sequence[Mapping[str, Any]] = (),
+    examples: Sequence[Mapping[str, Any]] = (),
+    conditions: Mapping[str, Any] | None = None,
+) -> PlanContext:
+    """The planner's context from what an ask gathered: the caller, their profile, this-time
+    conditions, the session's turns, approved few-shots and the recalled memory records (as JSON)."""
+    profile = profile or {}
     corrections: list[tuple[tuple[int, str, float], TermMapping]] = []
     knowledge: list[KnowledgeItem] = []
     lessons: list[LessonItem] = []
-    for record in state.recalled:
+    for record in recalled:
         kind = record.get("kind")
         if kind == "correction":
             mapping = term_mapping_from_memory(record)
@@ -178,9 +187,9 @@ def plan_context(state: AskState) -> PlanContext:
         term = mapping.term.lower()
         if term not in chosen or rank > chosen[term][0]:
             chosen[term] = (rank, mapping)
-    chart = state.profile.get("chart")
+    chart = profile.get("chart")
     turns: list[PreviousTurn] = []
-    for turn in state.working[-5:]:
+    for turn in list(session_turns)[-5:]:
         try:
             turns.append(
                 PreviousTurn(
@@ -194,18 +203,18 @@ def plan_context(state: AskState) -> PlanContext:
         except ValidationError:
             continue  # a turn written by hand in another shape is not conversation state
     fewshots: list[FewshotExample] = []
-    for item in state.fewshots:
+    for item in examples:
         try:
             fewshots.append(FewshotExample.model_validate(item))
         except ValidationError:
             continue
     return PlanContext(
-        tenant=state.caller.tenant,
-        user=state.caller.user,
-        profile_unit=normalize_unit(state.profile.get("unit")),
+        tenant=tenant,
+        user=user,
+        profile_unit=normalize_unit(profile.get("unit")),
         profile_chart=chart if isinstance(chart, str) and chart else None,
-        profile_sources=dict(state.profile_sources),
-        conditions={k: v for k, v in state.input.conditions.items() if v is not None},
+        profile_sources=dict(profile_sources or {}),
+        conditions={k: v for k, v in (conditions or {}).items() if v is not None},
         corrections=[mapping for _, mapping in chosen.values()],
         knowledge=knowledge,
         lessons=lessons,

@@ -17,9 +17,9 @@ corrections used are cited by memory id and version.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from memtool.planning.context import KnowledgeItem, PlanContext, PreviousTurn, normalize_unit
 from memtool.planning.plan import AppliedMemory, Citation, Clarification, LearnedTerm, Plan, Preference, Route
@@ -68,7 +68,16 @@ class RulePlanner:
     def today(self) -> date:
         return resolve_today(self._today)
 
-    # ---- the port -------------------------------------------------------------------------
+    # ---- the port (memtool.planning.port.Planner) -------------------------------------------
+
+    @property
+    def rules(self) -> RulePlanner:
+        return self
+
+    def write_analysis_script(
+        self, question: str, analysis: str, columns: Sequence[str], sample: Sequence[Sequence[Any]], params: Mapping[str, Any]
+    ) -> str | None:
+        return None  # rules write no script: the templated one runs
 
     def plan(self, question: str, *, route: Route | str | None = None, context: PlanContext | None = None) -> Plan:
         context = context or PlanContext()

@@ -243,7 +243,7 @@ def warehouse():  # -> Warehouse
 
 
 @once
-def planner():  # -> the planning port
+def planner():  # -> Planner (memtool.planning.port); built on the first step that plans, never at cold start
     from memtool.planning.rule_planner import RulePlanner
     from memtool.semantic.catalog import load_catalog
     from memtool.semantic.entities import EntityIndex
@@ -271,9 +271,7 @@ def planner():  # -> the planning port
 
 
 def question_parser():  # -> QuestionParser: the rule planner's (the Bedrock planner falls back to it)
-    built = planner()
-    rules = getattr(built, "fallback", built)
-    return rules.parser
+    return planner().rules.parser
 
 
 def fewshot_search(tenant: str, question: str) -> list:  # -> list[FewshotExample]
@@ -285,6 +283,9 @@ def fewshot_search(tenant: str, question: str) -> list:  # -> list[FewshotExampl
 
 
 def ask_steps():  # -> AskSteps
+    """AskFlow's steps over factories for what reaches outside (the planner and its entity values
+    read the warehouse, recall builds the embedder and the index): each is built by the first step
+    that needs it, so Record and Visualize start without them."""
     from memtool.flows.ask_steps import AskSteps
 
     return AskSteps(
@@ -292,8 +293,8 @@ def ask_steps():  # -> AskSteps
         clock=clock(),
         memories=memory_service(),
         store=memory_store(),
-        recall=recall(),
-        planner=planner(),
+        recall=recall,
+        planner=planner,
         warehouse_factory=warehouse,
         fewshot_search=fewshot_search,
         today=today,
@@ -304,8 +305,7 @@ def ask_steps():  # -> AskSteps
 
 
 def rule_planner():  # -> RulePlanner: the planner's rules (the Bedrock planner falls back to them)
-    built = planner()
-    return getattr(built, "fallback", None) or built
+    return planner().rules
 
 
 def sql_cache():  # -> SqlCache over the record store and the vector index
@@ -316,9 +316,8 @@ def sql_cache():  # -> SqlCache over the record store and the vector index
     )
 
 
-def intent_compiler():  # -> IntentCompiler: the planner's, over the catalog in force
-    built = planner()
-    return getattr(built, "compiler", None) or getattr(getattr(built, "fallback", None), "compiler")
+def intent_compiler():  # -> IntentCompiler: the planner's rules', over the catalog in force
+    return planner().rules.compiler
 
 
 @once
