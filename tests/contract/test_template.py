@@ -368,6 +368,12 @@ def test_globals_give_every_function_the_shared_settings(template: dict[str, Any
     assert variables["MEMTOOL_MEMORY_TABLE"] == {"Ref": "MemoryTable"}
     assert variables["MEMTOOL_IDEMPOTENCY_TABLE"] == {"Ref": "IdempotencyTable"}
     assert variables["MEMTOOL_TENANT_CLAIM"] == {"Ref": "TenantClaim"}
+    # No local fallback in AWS: without a secret no warehouse, without an endpoint no index.
+    assert variables["MEMTOOL_WAREHOUSE"] == {"Fn::If": ["HasRedshiftSecret", "redshift", "none"]}
+    assert variables["MEMTOOL_VECTOR_INDEX"] == {"Fn::If": ["HasOpenSearchEndpoint", "opensearch", "none"]}
+    layer = template["Resources"]["CoreLayer"]
+    assert layer["Properties"]["CompatibleArchitectures"] == function_globals["Architectures"]
+    assert layer["Metadata"]["BuildArchitecture"] == function_globals["Architectures"][0]
     for name in (
         "MEMTOOL_OPENSEARCH_ENDPOINT",
         "MEMTOOL_OPENSEARCH_SERVICE",
