@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from memtool.cli import main
 from memtool.deploy.check import parse_overrides
 
@@ -27,7 +28,10 @@ EVERYTHING = [
     "E2BApiKeySecretArn=arn:aws:secretsmanager:us-east-1:123456789012:secret:e2b-AbCdEf",
     "AlarmTopicArn=arn:aws:sns:us-east-1:123456789012:memtool-alarms",
 ]
-ALWAYS = ["AskFunction", "FeedbackFunction", "MemoryWriteFunction", "DiagnoseFunction", "FlowStepsFunction", "AnalyzeFunction", "MlToolsFunction"]
+ALWAYS = [
+    "AskFunction", "FeedbackFunction", "MemoryWriteFunction", "DiagnoseFunction", "FlowStepsFunction", "AnalyzeFunction",
+    "MlToolsFunction",
+]  # fmt: skip
 MB = 1024 * 1024
 
 
@@ -94,7 +98,10 @@ def project(tmp_path: Path) -> Path:
     return tmp_path / "template.yaml"
 
 
-ASK_PROPS = "      Handler: app.lambda_handler\n      Layers: [!Ref CoreLayer]\n      LoggingConfig:\n        LogGroup: !Ref AskFunctionLogGroup\n"
+ASK_PROPS = (
+    "      Handler: app.lambda_handler\n      Layers: [!Ref CoreLayer]\n"
+    "      LoggingConfig:\n        LogGroup: !Ref AskFunctionLogGroup\n"
+)
 
 
 def _add_to_ask(template: Path, lines: str) -> None:

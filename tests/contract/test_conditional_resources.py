@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from memtool.deploy.check import rule_problems
 from memtool.deploy.iam import Deployment, resolve_template
 from memtool.runtime.template import load_template

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from memtool.deploy import sizes
 from memtool.runtime.template import load_template
 

@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+
 from memtool.runtime.template import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -191,3 +192,20 @@ def test_the_code_interpreters_sandbox_can_import_the_image_packages() -> None:
 
     assert "-r /tmp/requirements/functions/analyze/requirements.txt" in install
     assert "--target" not in install
+
+
+def test_the_offline_measure_is_the_one_memtool_aws_check_reports(plan: Any) -> None:
+    """`memtool aws check` and `package_sizes.py --offline` measure with the same functions
+    (memtool.deploy.sizes): the figures agree byte for byte."""
+    from memtool.deploy.check import run_check
+
+    sizes, rows = package_sizes.measure(plan, package_sizes.InstalledDistributions())
+    report = run_check(ROOT / "template.yaml")
+
+    by_name = {s.function: s for s in sizes}
+    for check in report.functions:
+        if check.package == "zip":
+            assert check.size_bytes == by_name[check.name].size_bytes, check.name
+    assert by_name["AskFunction"].size_bytes < package_sizes.ZIP_LIMIT_BYTES
+    (core,) = [row for row in rows if row.name == "CoreLayer"]
+    assert core.largest and core.runtime_bytes > 0  # botocore is counted, and said to be in the runtime

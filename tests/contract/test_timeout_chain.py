@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from memtool.deploy.check import (
     API_GATEWAY_TIMEOUT_SECONDS,
     CLIENT_MARGIN_SECONDS,
@@ -131,7 +132,10 @@ def test_a_broken_copy_breaks_the_chain(tmp_path: Path, breakage: str, reported:
     # Given a copy of the template and the ASL with one number broken
     template = _copy_project(tmp_path)
     text = template.read_text(encoding="utf-8")
-    ask_props = "      Handler: app.lambda_handler\n      Layers: [!Ref CoreLayer]\n      LoggingConfig:\n        LogGroup: !Ref AskFunctionLogGroup\n"
+    ask_props = (
+        "      Handler: app.lambda_handler\n      Layers: [!Ref CoreLayer]\n"
+        "      LoggingConfig:\n        LogGroup: !Ref AskFunctionLogGroup\n"
+    )
     feedback_props = ask_props.replace("AskFunctionLogGroup", "FeedbackFunctionLogGroup")
     steps_timeout = "      Timeout: 20  # AskFlow's Task TimeoutSeconds: a step's Lambda never outlives its Task\n"
     if breakage == "ask-lambda-at-29":

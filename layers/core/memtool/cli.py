@@ -127,8 +127,9 @@ def mcp(args: argparse.Namespace) -> int:
     import re
 
     from memtool.api.identity import IDENTIFIER_PATTERN, Identity
+    from memtool.mcp.server import McpOptions
+    from memtool.mcp.server import serve as serve_mcp
     from memtool.settings import Settings
-    from memtool.mcp.server import McpOptions, serve as serve_mcp
 
     settings = Settings()
     tenant, user = args.tenant or settings.mcp_tenant, args.user or settings.mcp_user
@@ -149,13 +150,20 @@ def mcp(args: argparse.Namespace) -> int:
     return serve_mcp(options)
 
 
+def _project_template() -> Path:
+    from memtool.runtime.template import project_root
+
+    return project_root() / "template.yaml"
+
+
 def aws_check(args: argparse.Namespace) -> int:
     """A deploy rehearsal: the template as CloudFormation would deploy it, against Lambda's limits."""
     from memtool.deploy.check import parse_overrides, render, run_check
 
     try:
         overrides = parse_overrides(args.parameter_overrides or [])
-        report = run_check(Path(args.template), overrides, progress=lambda line: print(line, file=sys.stderr, flush=True))
+        template = Path(args.template) if args.template else _project_template()
+        report = run_check(template, overrides, progress=lambda line: print(line, file=sys.stderr, flush=True))
     except (OSError, ValueError) as exc:
         print(f"memtool aws check: {exc}", file=sys.stderr)
         return 2
@@ -231,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
         "5 layers, 4 KB of environment, 128..10240 MB, 900 s, and the timeout chain from API Gateway's 29 s down to "
         "each flow step. Exit codes: 0 within limits, 1 a limit broken, 2 the check could not run.",
     )
-    p_check.add_argument("--template", default="template.yaml", help="the SAM template (default template.yaml)")
+    p_check.add_argument("--template", help="the SAM template (default: template.yaml of the project folder)")
     p_check.add_argument(
         "--parameter-overrides",
         nargs="+",

@@ -28,6 +28,7 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -240,6 +241,10 @@ def _asl_tasks(states: Mapping[str, Any]) -> Iterable[tuple[str, dict[str, Any]]
             yield from _asl_tasks(processor["States"])
 
 
+def _substitute(substitutions: Mapping[str, Any], match: re.Match[str]) -> str:
+    return str(substitutions.get(match.group(1), match.group(0)))
+
+
 def read_timeout_chain(deployment: Any, source: Mapping[str, Any], template_dir: Path) -> TimeoutChain:
     """The chain's numbers: function Timeouts from the resolved template, TimeoutSeconds from each
     state machine's ASL file, the client's timeouts from the settings (or the function's env)."""
@@ -279,7 +284,7 @@ def read_timeout_chain(deployment: Any, source: Mapping[str, Any], template_dir:
         for state_name, state in _asl_tasks(definition["States"]):
             arguments = state.get("Parameters") or state.get("Arguments") or {}
             target = str(arguments.get("FunctionName") or arguments.get("FunctionName.$") or state.get("Resource", ""))
-            target = re.sub(r"\$\{([A-Za-z0-9_]+)\}", lambda m: str(substitutions.get(m.group(1), m.group(0))), target)
+            target = re.sub(r"\$\{([A-Za-z0-9_]+)\}", partial(_substitute, substitutions), target)
             function = next((n for arn, n in arn_of.items() if target == arn or target.startswith(arn + ":")), None)
             tasks.append(
                 TaskTimeout(state_name, state.get("TimeoutSeconds"), function, timeouts.get(function) if function else None)
@@ -351,7 +356,11 @@ def _layer_sources(source: Mapping[str, Any], deployment: Any, arns: Sequence[st
     found = []
     for arn in arns:
         translated = next(
-            (n for n, r in deployment.resources.items() if r["Type"] == "AWS::Lambda::LayerVersion" and f":layer:{deployment.physical_name(n)}:" in str(arn)),
+            (
+                n
+                for n, r in deployment.resources.items()
+                if r["Type"] == "AWS::Lambda::LayerVersion" and f":layer:{deployment.physical_name(n)}:" in str(arn)
+            ),
             None,
         )
         origin = max((s for s in source_layers if translated and translated.startswith(s)), key=len, default=None)
@@ -510,7 +519,8 @@ def render(report: CheckReport) -> str:
     for check in report.functions:
         verdict = "OK" if not check.problems else "OVER A LIMIT"
         if check.package == "zip":
-            size = f"unzipped {_mb(check.size_bytes or 0)} of 250 MB ({' + '.join(check.size_parts)}; {len(check.layers)} of {MAX_LAYERS} layers)"
+            parts = " + ".join(check.size_parts)
+            size = f"unzipped {_mb(check.size_bytes or 0)} of 250 MB ({parts}; {len(check.layers)} of {MAX_LAYERS} layers)"
         else:
             size = f"image ~{_mb(check.size_bytes or 0)} MB ({check.size_parts[0]})"
         lines.append(f"{check.name}  {verdict}")
