@@ -263,6 +263,9 @@ class Installer:
                 sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-warn-conflicts",
                 *(arg for tag in platforms for arg in ("--platform", tag)),
                 "--implementation", "cp", "--python-version", PYTHON_VERSION, "--only-binary=:all:",
+                # pip checks Requires-Python against this interpreter, not --python-version, on an
+                # install --target; the cp312 tags and the lock's pins already choose for 3.12.
+                "--ignore-requires-python",
                 "--cache-dir", str(self.cache / "pip"), "--target", str(target), "-r", str(requirements),
             ]  # fmt: skip
             print(f"installing {requirements.relative_to(ROOT)} for {architecture} ...", file=sys.stderr)
@@ -476,7 +479,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"({', '.join(t for a in architectures for t in PLATFORM_TAGS[a])}, binary wheels only), "
             "sizes as unzipped on Lambda (MB = 2^20 bytes; the zip limit is 262,144,000 bytes = 250 MB, "
             "function code and all its layers together). An image's figure is its payload above the "
-            "base image (public.ecr.aws/lambda/python:3.12), against the 10 GB image limit.\n\n"
+            "base image (public.ecr.aws/lambda/python:3.12), against the 10 GB image limit. memtool is "
+            "counted as shipped: without the modules of layers/core/local-only.txt. "
+            "`memtool aws check` measures the same offline, from the distributions installed where it runs.\n\n"
         )
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(header + table, encoding="utf-8")
