@@ -62,6 +62,8 @@ def test_the_template_as_it_is_passes(capsys: pytest.CaptureFixture[str]) -> Non
     size = re.search(r"unzipped ([\d.]+) of 250 MB \(code [\d.]+ MB \+ CoreLayer ([\d.]+) MB; 1 of 5 layers\)", ask)
     assert size and 40 < float(size.group(1)) < 250, ask
     assert "timeout 28 s" in ask and "routes      POST /ask" in ask
+    assert "chain       Timeout 28 s >= connect 2 + read 25 + margin 1 = 28 s; read 25 s > AskFlow 23 s" in ask
+    assert "chain       a step of AskFlow: Task TimeoutSeconds 20 s >= Timeout 20 s" in function_block(out, "MlToolsFunction")
     assert "StartAskFlow: states:StartSyncExecution on arn:aws:states:us-east-1:123456789012:stateMachine:memtool-AskFlow" in ask
     assert "managed AWSLambdaBasicExecutionRole" in ask
     analyze = function_block(out, "AnalyzeFunction")

@@ -230,6 +230,27 @@ def describe_chain(chain: TimeoutChain) -> list[str]:
     return lines
 
 
+def function_chain(chain: TimeoutChain, function: str) -> list[str]:
+    """Where one function sits in the chain: under API Gateway, as a flow's caller, as a flow's step."""
+    lines = []
+    if function in chain.api_functions:
+        lines.append(f"API Gateway {API_GATEWAY_TIMEOUT_SECONDS} s > Timeout {chain.api_functions[function]} s")
+    for flow in chain.flows:
+        if flow.caller == function:
+            waited = chain.connect_seconds + chain.read_seconds + chain.margin_seconds
+            flow_timeout = "unset" if flow.timeout is None else f"{flow.timeout} s"
+            lines.append(
+                f"Timeout {flow.caller_timeout} s >= connect {chain.connect_seconds:g} + read {chain.read_seconds:g} + margin "
+                f"{chain.margin_seconds:g} = {waited:g} s; read {chain.read_seconds:g} s > {flow.state_machine} {flow_timeout}"
+            )
+        steps = sorted({t.timeout for t in flow.tasks if t.function == function}, key=str)
+        if steps:
+            limits = ", ".join("unset" if s is None else f"{s} s" for s in steps)
+            timeout = next(t.function_timeout for t in flow.tasks if t.function == function)
+            lines.append(f"a step of {flow.state_machine}: Task TimeoutSeconds {limits} >= Timeout {timeout} s")
+    return lines or ["not on the API path nor a flow step (an event source's consumer)"]
+
+
 def _asl_tasks(states: Mapping[str, Any]) -> Iterable[tuple[str, dict[str, Any]]]:
     for name, state in states.items():
         if state.get("Type") == "Task":
@@ -531,6 +552,8 @@ def render(report: CheckReport) -> str:
         )
         if check.routes:
             lines.append(f"  routes      {', '.join(check.routes)}")
+        if report.chain is not None:
+            lines += [f"  chain       {line}" for line in function_chain(report.chain, check.name)]
         lines.append("  permissions")
         for statement in check.permissions:
             if statement.managed:
