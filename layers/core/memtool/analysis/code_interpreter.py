@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from memtool.analysis.selection import AnalysisKind
-from memtool.tools.base import BadArguments, DependencyUnavailable, Tool, ToolContext, ToolFailure
+from memtool.tools.base import BadArguments, DependencyUnavailable, FailureKind, Tool, ToolContext, ToolFailure
 from memtool.tools.breakers import CircuitBreaker
 
 logger = logging.getLogger("memtool.analysis")
@@ -34,17 +34,25 @@ MAX_INLINE_FILE_BYTES = 64_000  # a chart travels in the answer up to this size 
 class CodeInterpreterInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    analysis: AnalysisKind = Field(description="which analysis the script performs: anomaly, forecast, attribution, clustering, correlation or regression")
+    analysis: AnalysisKind = Field(
+        description="which analysis the script performs: anomaly, forecast, attribution, clustering, correlation or regression"
+    )
     columns: list[str] = Field(description="the table's column names, in order", min_length=1, max_length=64)
     rows: list[list[Any]] = Field(description="the table's rows; each row has one value per column", max_length=MAX_ROWS)
     params: dict[str, Any] = Field(
         default_factory=dict,
-        description="the analysis's parameters: for example horizon (periods to forecast), focus (the period asked about), value_column, period_column",
+        description=(
+            "the analysis's parameters: for example horizon (periods to forecast), focus (the period asked about), "
+            "value_column, period_column"
+        ),
     )
     return_files: bool = Field(True, description="return the files (charts) the script wrote; false when only the JSON result is needed")
     code: str | None = Field(
         None,
-        description="a Python script to run instead of the templated one; it reads data.json ({columns, rows, params}) and writes result.json and *.png in its working directory",
+        description=(
+            "a Python script to run instead of the templated one; it reads data.json ({columns, rows, params}) "
+            "and writes result.json and *.png in its working directory"
+        ),
         max_length=MAX_CODE_CHARS,
     )
 
@@ -111,7 +119,7 @@ class ResilientSandbox:
 class AnalysisFailed(ToolFailure):
     """The script ran and failed (an error, a limit); the message is the sandbox's, safe to show."""
 
-    kind = "internal"
+    kind: FailureKind = "internal"
 
 
 _RETRY_KINDS = {"timeout", "cpu_limit"}
@@ -137,7 +145,9 @@ def _generated_problem(analysis: str, run: Any) -> str | None:
     return None
 
 
-def code_interpreter_tool(sandbox: Callable[[], ResilientSandbox], *, timeout_seconds: float = 30.0) -> Tool[CodeInterpreterInput, CodeInterpreterOutput]:
+def code_interpreter_tool(
+    sandbox: Callable[[], ResilientSandbox], *, timeout_seconds: float = 30.0
+) -> Tool[CodeInterpreterInput, CodeInterpreterOutput]:
     def handle(arguments: CodeInterpreterInput, context: ToolContext) -> CodeInterpreterOutput:
         from memtool.analysis.scripts import templated_script
 
@@ -149,17 +159,22 @@ def code_interpreter_tool(sandbox: Callable[[], ResilientSandbox], *, timeout_se
         if not arguments.return_files:
             params["chart"] = False  # the templated script draws nothing, and the sandbox skips matplotlib
         data = json.dumps({"columns": arguments.columns, "rows": arguments.rows, "params": params}, ensure_ascii=False, default=str)
-        files = {"data.json": data.encode("utf-8")}
+        inputs = {"data.json": data.encode("utf-8")}
         generated = bool(arguments.code)
         script = arguments.code if arguments.code else templated_script(arguments.analysis, params)
-        run, notes = sandbox().run(script, files=files, timeout_seconds=timeout_seconds, charts=generated or arguments.return_files)
+        run, notes = sandbox().run(script, files=inputs, timeout_seconds=timeout_seconds, charts=generated or arguments.return_files)
         if generated:
             problem = _generated_problem(arguments.analysis, run)
             if problem is not None:
                 # The model's script is a proposal: when it fails or writes the wrong shape, the
                 # templated script answers, and the answer says so.
                 logger.info("episode %s: generated %s script not used: %s", context.episode_id, arguments.analysis, problem)
-                run, more = sandbox().run(templated_script(arguments.analysis, params), files=files, timeout_seconds=timeout_seconds, charts=arguments.return_files)
+                run, more = sandbox().run(
+                    templated_script(arguments.analysis, params),
+                    files=inputs,
+                    timeout_seconds=timeout_seconds,
+                    charts=arguments.return_files,
+                )
                 notes = [*notes, f"the generated script was not used ({problem}); the templated script ran instead", *more]
                 generated = False
         if not run.ok:
@@ -173,7 +188,7 @@ def code_interpreter_tool(sandbox: Callable[[], ResilientSandbox], *, timeout_se
         if not isinstance(run.result, dict):
             raise AnalysisFailed(f"the {arguments.analysis} script wrote no result.json object")
         budget = MAX_INLINE_FILE_BYTES
-        files = []
+        files: list[SandboxArtifact] = []
         for item in run.files if arguments.return_files else []:
             inline = item.size <= budget
             budget -= item.size if inline else 0
@@ -207,5 +222,8 @@ def code_interpreter_tool(sandbox: Callable[[], ResilientSandbox], *, timeout_se
         handler=handle,
         feedback=lambda output: 1.0 if output.result else 0.0,
         timeout_seconds=timeout_seconds + 15.0,  # the sandbox's own wall clock ends the run first
-        summarize=lambda output: f"{output.script} in {output.isolation or 'sandbox'}: result keys {', '.join(list(output.result)[:8])}; files {', '.join(f.name for f in output.files) or 'none'}",
+        summarize=lambda output: (
+            f"{output.script} in {output.isolation or 'sandbox'}: result keys {', '.join(list(output.result)[:8])}; "
+            f"files {', '.join(f.name for f in output.files) or 'none'}"
+        ),
     )

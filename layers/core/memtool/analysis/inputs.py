@@ -96,7 +96,8 @@ def forecast_table(columns: list[str], rows: list[list[Any]], intent: Intent | N
         table.notes.append(f"no forecast period named: forecasting {start:%Y-%m}")
     wanted = month_labels(horizon)
     last = date.fromisoformat(labels[-1] + "-01") if labels else month_start(today)
-    steps = max(1, (date.fromisoformat(wanted[-1] + "-01").year - last.year) * 12 + date.fromisoformat(wanted[-1] + "-01").month - last.month)
+    final = date.fromisoformat(wanted[-1] + "-01")
+    steps = max(1, (final.year - last.year) * 12 + final.month - last.month)
     table.params.update({"horizon": steps, "report_periods": wanted, "horizon_label": horizon.label})
     return table
 
@@ -160,7 +161,13 @@ def attribution_table(
     return Table(
         columns=["month", *dims, value],
         rows=rows,
-        params={"period_column": "month", "value_column": value, "dimensions": dims, "before_period": before.label, "after_period": after.label},
+        params={
+            "period_column": "month",
+            "value_column": value,
+            "dimensions": dims,
+            "before_period": before.label,
+            "after_period": after.label,
+        },
         queries=queries,
         notes=notes,
     )
@@ -202,7 +209,12 @@ MAX_SERIES = 12  # one question scans at most this many series for anomalies
 
 
 def anomaly_params(table: Table, series_name: str) -> dict[str, Any]:
-    return {"label_column": table.params["period_column"], "value_column": table.params["value_column"], "series_name": series_name, "period": 12}
+    return {
+        "label_column": table.params["period_column"],
+        "value_column": table.params["value_column"],
+        "series_name": series_name,
+        "period": 12,
+    }
 
 
 def forecast_params(table: Table) -> dict[str, Any]:
@@ -249,7 +261,9 @@ def segment_table(
     queries: list[str] = []
     value_name = intent.metric
     for dim in dims:
-        drill = Intent(metric=intent.metric, dimensions=("month", dim), filters=tuple(intent.filters), time_window=intent.time_window, unit=None)
+        drill = Intent(
+            metric=intent.metric, dimensions=("month", dim), filters=tuple(intent.filters), time_window=intent.time_window, unit=None
+        )
         columns, rows, sql = run(drill)
         queries.append(sql)
         value_name = columns[-1]
@@ -269,6 +283,13 @@ def segment_table(
     return Table(
         columns=["dimension", "member", "month", value_name],
         rows=rows_out,
-        params={"dimension_column": "dimension", "member_column": "member", "label_column": "month", "value_column": value_name, "focus": focus_month, "period": 12},
+        params={
+            "dimension_column": "dimension",
+            "member_column": "member",
+            "label_column": "month",
+            "value_column": value_name,
+            "focus": focus_month,
+            "period": 12,
+        },
         queries=queries,
     )

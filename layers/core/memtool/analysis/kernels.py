@@ -192,8 +192,9 @@ def robust_seasonal_z(
     local_scale = _robust_scale(local_residuals) or 1.0
     outlier_locally = [abs(r) / local_scale >= threshold for r in local_residuals]
 
-    seasonal = period is not None and period >= 2 and n > period
-    drift = statistics.median(scored[j] - scored[j - period] for j in range(period, n)) if seasonal else 0.0  # type: ignore[operator]
+    lag = period if period is not None and period >= 2 and n > period else 0  # 0: no season to compare with
+    seasonal = lag > 0
+    drift = statistics.median(scored[j] - scored[j - lag] for j in range(lag, n)) if seasonal else 0.0
 
     def baseline(local: list[float]) -> tuple[list[float], list[str]]:
         expected: list[float] = []
@@ -202,10 +203,10 @@ def robust_seasonal_z(
             # The same period in the other season: a year back, or for the first season a year ahead
             # (less the drift), so a seasonal first year is not judged by its unseasonal neighbours.
             partner = None
-            if seasonal and i >= period:  # type: ignore[operator]
-                partner = i - period  # type: ignore[operator]
-            elif seasonal and i + period < n:  # type: ignore[operator]
-                partner = i + period  # type: ignore[operator]
+            if seasonal and i >= lag:
+                partner = i - lag
+            elif seasonal and i + lag < n:
+                partner = i + lag
             if partner is not None and not outlier_locally[partner]:
                 season_ago = scored[partner] + (drift if partner < i else -drift)
                 expected.append((season_ago + local[i]) / 2.0)
@@ -311,7 +312,16 @@ def segment_report(
         scanned.append({"dimension": dimension, "member": member, "anomalies": report["anomalies"], "points": report["points"]})
         for point in report["points"]:
             if focus is not None and point["label"] == focus and point["flagged_by"]:
-                hits.append({"dimension": dimension, "member": member, "label": point["label"], "value": point["value"], "expected": point["expected"], "z": point["z"]})
+                hits.append(
+                    {
+                        "dimension": dimension,
+                        "member": member,
+                        "label": point["label"],
+                        "value": point["value"],
+                        "expected": point["expected"],
+                        "z": point["z"],
+                    }
+                )
     if not scanned:
         raise KernelInputError("no member has a series long enough to score", unanswerable=True, field="rows")
     hits.sort(key=lambda h: abs(h["z"]), reverse=True)
@@ -468,7 +478,7 @@ def _cents(value: Decimal) -> Decimal:
     return value.quantize(_CENT, rounding=ROUND_HALF_EVEN)
 
 
-def additive_attribution(before: Mapping[str, float], after: Mapping[str, float]) -> list[dict[str, Any]]:
+def additive_attribution(before: Mapping[str, float | Decimal], after: Mapping[str, float | Decimal]) -> list[dict[str, Any]]:
     """Each member's change between two periods, in cents, summing exactly to the total change.
 
     Deltas are rounded to cents; the rounding remainder (a few cents at most) goes to the member
@@ -538,7 +548,7 @@ def attribution_report(
                 before[member] = before.get(member, Decimal(0)) + value
             elif period == after_period:
                 after[member] = after.get(member, Decimal(0)) + value
-        contributions = additive_attribution(before, after)  # type: ignore[arg-type]
+        contributions = additive_attribution(before, after)
         rising = [c for c in contributions if c["delta"] > 0]
         falling = [c for c in contributions if c["delta"] < 0]
         parts.append(
@@ -717,7 +727,7 @@ def correlation_report(columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
     if len(names) < 2:
         raise KernelInputError(f"correlation needs two numeric columns; found {names}", field="numeric_columns")
     data = {name: numeric_column(columns, rows, name, field="numeric_columns") for name in names}
-    pairs = []
+    pairs: list[dict[str, Any]] = []
     for i, x in enumerate(names):
         for y in names[i + 1 :]:
             try:
@@ -725,7 +735,9 @@ def correlation_report(columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
                 rho, p_rho = spearman(data[x], data[y])
             except KernelInputError as error:
                 constant = x if error.field == "x" else y
-                raise KernelInputError(f"column {constant!r} is constant; its correlation is undefined", unanswerable=True, field="numeric_columns") from None
+                raise KernelInputError(
+                    f"column {constant!r} is constant; its correlation is undefined", unanswerable=True, field="numeric_columns"
+                ) from None
             pairs.append({"x": x, "y": y, "n": len(rows), "pearson_r": r, "pearson_p": p_r, "spearman_rho": rho, "spearman_p": p_rho})
     pairs.sort(key=lambda p: -abs(p["pearson_r"]))
     return {"columns": names, "n_rows": len(rows), "pairs": pairs}
@@ -797,7 +809,7 @@ def cluster_profiles(members: Sequence[str], features: Sequence[str], raw: Any, 
     import numpy as np
 
     raw = np.asarray(raw, dtype=float)
-    ids = sorted(set(int(v) for v in labels), key=lambda j: (-sum(1 for v in labels if v == j), j))
+    ids = sorted({int(v) for v in labels}, key=lambda j: (-sum(1 for v in labels if v == j), j))
     profiles = []
     for number, j in enumerate(ids):
         mask = np.array([int(v) == j for v in labels])
@@ -816,7 +828,10 @@ def clustering_inputs(
     columns: Sequence[str], rows: Sequence[Sequence[Any]], id_column: str | None, feature_columns: Sequence[str] | None
 ) -> tuple[list[str], list[str], list[list[float]]]:
     """(member labels, feature names, raw feature rows) checked for clustering."""
-    members = [str(v) for v in table_column(columns, rows, id_column, field="id_column")] if id_column else [str(i) for i in range(len(rows))]
+    if id_column:
+        members = [str(v) for v in table_column(columns, rows, id_column, field="id_column")]
+    else:
+        members = [str(i) for i in range(len(rows))]
     features = [f for f in numeric_columns(columns, rows, feature_columns) if f != id_column]
     if not features:
         raise KernelInputError("no numeric feature columns to cluster on", field="feature_columns")
@@ -888,7 +903,9 @@ def regression_inputs(
     if not names:
         raise KernelInputError("no numeric feature columns to regress on", field="features")
     if len(rows) < len(names) + 3:
-        raise KernelInputError(f"{len(rows)} rows for {len(names)} features; OLS needs at least {len(names) + 3}", unanswerable=True, field="rows")
+        raise KernelInputError(
+            f"{len(rows)} rows for {len(names)} features; OLS needs at least {len(names) + 3}", unanswerable=True, field="rows"
+        )
     if max(y) == min(y):
         raise KernelInputError(f"target {target!r} is constant", unanswerable=True, field="target")
     data = [numeric_column(columns, rows, f, field="features") for f in names]
@@ -898,7 +915,9 @@ def regression_inputs(
     return names, y, [list(r) for r in zip(*data, strict=True)]
 
 
-def regression_report(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, target: str, features: Sequence[str] | None) -> dict[str, Any]:
+def regression_report(
+    columns: Sequence[str], rows: Sequence[Sequence[Any]], *, target: str, features: Sequence[str] | None
+) -> dict[str, Any]:
     """The ``RegressionResult`` shape with numpy OLS (no Shapiro-Wilk: it needs scipy)."""
     import numpy as np
 

@@ -97,7 +97,9 @@ if plt is not None:
     "forecast": '''
 if PARAMS.get("series") is not None:
     labels, values = _series()
-    _one = seasonal_forecast(values, labels, PARAMS.get("horizon", 3), PARAMS.get("period", 12), backtest_origins=PARAMS.get("backtest_origins", 6))
+    _one = seasonal_forecast(
+        values, labels, PARAMS.get("horizon", 3), PARAMS.get("period", 12), backtest_origins=PARAMS.get("backtest_origins", 6)
+    )
     result = {"horizon": PARAMS.get("horizon", 3), "period": PARAMS.get("period", 12), "series": [{"group": None, **_one}]}
     histories = {None: (labels, values)}
 else:
@@ -106,7 +108,9 @@ else:
         group_column=PARAMS.get("group_column"), horizon=PARAMS.get("horizon", 3), period=PARAMS.get("period", 12),
         backtest_origins=PARAMS.get("backtest_origins", 6),
     )
-    histories = grouped_series(COLUMNS, ROWS, PARAMS.get("period_column", "period"), PARAMS.get("value_column", "value"), PARAMS.get("group_column"))
+    histories = grouped_series(
+        COLUMNS, ROWS, PARAMS.get("period_column", "period"), PARAMS.get("value_column", "value"), PARAMS.get("group_column")
+    )
 _write(result)
 plt = _pyplot()
 if plt is not None:
@@ -117,8 +121,10 @@ if plt is not None:
         future = list(range(n, n + len(one["forecast"])))
         line = ax.plot(range(n), values, marker="o", label=one["group"] or "history")[0]
         ax.plot(future, [f["point"] for f in one["forecast"]], linestyle="--", color=line.get_color())
-        ax.fill_between(future, [f["lower_95"] for f in one["forecast"]], [f["upper_95"] for f in one["forecast"]], alpha=0.15, color=line.get_color())
-        ax.fill_between(future, [f["lower_80"] for f in one["forecast"]], [f["upper_80"] for f in one["forecast"]], alpha=0.3, color=line.get_color())
+        for level, alpha in (("95", 0.15), ("80", 0.3)):
+            lower = [f["lower_" + level] for f in one["forecast"]]
+            upper = [f["upper_" + level] for f in one["forecast"]]
+            ax.fill_between(future, lower, upper, alpha=alpha, color=line.get_color())
     ax.legend()
     fig.tight_layout()
     fig.savefig("chart.png", dpi=100)
@@ -135,7 +141,8 @@ if plt is not None:
     fig, axes = plt.subplots(len(dims), 1, figsize=(8, 2 + 2.5 * len(dims)), squeeze=False)
     for ax, dim in zip(axes[:, 0], dims):
         parts = list(reversed(dim["contributions"][:10]))
-        ax.barh([str(c["member"]) for c in parts], [c["delta"] for c in parts], color=["tab:green" if c["delta"] >= 0 else "tab:red" for c in parts])
+        colors = ["tab:green" if c["delta"] >= 0 else "tab:red" for c in parts]
+        ax.barh([str(c["member"]) for c in parts], [c["delta"] for c in parts], color=colors)
         ax.axvline(0, color="black", linewidth=0.8)
         ax.set_title(f"{dim['dimension']}: {result['before_period']} -> {result['after_period']} ({result['total_change']:+,.2f})")
     fig.tight_layout()

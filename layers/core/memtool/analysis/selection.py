@@ -27,7 +27,10 @@ KINDS: tuple[str, ...] = ("anomaly", "forecast", "attribution", "clustering", "c
 
 _WORDS: dict[str, re.Pattern[str]] = {
     "anomaly": re.compile(r"异常|离群|反常|突增|骤增|激增|异动|anomal|outlier|unusual|abnormal|spike", re.IGNORECASE),
-    "forecast": re.compile(r"预测|预估|预计|展望|forecast|predict|projection|project(?:ed)?\b|next\s+(?:month|quarter|year)s?\b.*\b(?:will|expect)", re.IGNORECASE),
+    "forecast": re.compile(
+        r"预测|预估|预计|展望|forecast|predict|projection|project(?:ed)?\b|next\s+(?:month|quarter|year)s?\b.*\b(?:will|expect)",
+        re.IGNORECASE,
+    ),
     "attribution": re.compile(
         r"为什么|为何|原因|归因|下降|下滑|下跌|减少|降低|突降|骤降|上升|增长的原因|驱动|怎么回事|贡献|"
         r"\bwhy\b|attribut|drivers?\b|root\s+cause|what\s+caused|contribut|\bdrop(?:ped)?\b|\bdecline[sd]?\b|\bfell\b|\bfall\b",

@@ -129,7 +129,10 @@ def _forecast(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | No
             point = format_amount(f["point"], lang=lang, unit=unit)
             low = format_amount(f["lower_95"], lang=lang, unit=unit)
             high = format_amount(f["upper_95"], lang=lang, unit=unit)
-            points.append(f"{f['label']} 为 {point}（95% 区间 {low}–{high}）" if lang == "zh" else f"{point} in {f['label']} (95% interval {low} to {high})")
+            if lang == "zh":
+                points.append(f"{f['label']} 为 {point}（95% 区间 {low}–{high}）")
+            else:
+                points.append(f"{point} in {f['label']} (95% interval {low} to {high})")
         mape = series["backtest_mape"]
         if lang == "zh":
             subject = f"{group}的{metric}" if group else metric
@@ -269,7 +272,8 @@ def focus_sentence(result: dict[str, Any], focus: list[str], lang: str, group: s
         whole = "总量" if total else ""
         return f"{who}{whole}在所问期间（{span}）" + (f"有异常：{'、'.join(flagged)}。" if flagged else "没有异常点。")
     whole = " the total" if total else ""
-    return f"{who}In the period asked about ({span}){whole} " + (f"shows anomalies: {', '.join(flagged)}. " if flagged else "shows no anomaly. ")
+    found = f"shows anomalies: {', '.join(flagged)}. " if flagged else "shows no anomaly. "
+    return f"{who}In the period asked about ({span}){whole} " + found
 
 
 def reported_part(kind: str, result: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
@@ -278,7 +282,10 @@ def reported_part(kind: str, result: dict[str, Any], context: dict[str, Any]) ->
     wanted = set(context.get("report_periods") or [])
     if kind != "forecast" or not wanted:
         return result
-    series = [{**s, "forecast": [p for p in s.get("forecast") or [] if p.get("label") in wanted] or s.get("forecast") or []} for s in result.get("series") or []]
+    series = [
+        {**s, "forecast": [p for p in s.get("forecast") or [] if p.get("label") in wanted] or s.get("forecast") or []}
+        for s in result.get("series") or []
+    ]
     return {**result, "series": series}
 
 
@@ -290,19 +297,29 @@ def segment_sentence(hits: list[dict[str, Any]], scanned: list[dict[str, Any]], 
 
     if not hits:
         count = len(scanned)
-        return f"逐项检查的 {count} 个细分在所问月份都没有异常。" if lang == "zh" else f"None of the {count} segments checked is anomalous in the month asked about."
+        if lang == "zh":
+            return f"逐项检查的 {count} 个细分在所问月份都没有异常。"
+        return f"None of the {count} segments checked is anomalous in the month asked about."
     hits = sorted(hits, key=lambda h: abs(h["z"]), reverse=True)
     if lang == "zh":
-        parts = [f"{dimension(h['dimension'])}「{h['member']}」{h['label']} 为 {h['value']:,.0f}，预期约 {h['expected']:,.0f}（稳健 z = {h['z']:.1f}）" for h in hits]
+        parts = [
+            f"{dimension(h['dimension'])}「{h['member']}」{h['label']} 为 {h['value']:,.0f}，"
+            f"预期约 {h['expected']:,.0f}（稳健 z = {h['z']:.1f}）"
+            for h in hits
+        ]
         return "按细分看，异常集中在：" + "；".join(parts) + "。"
-    parts = [f"{dimension(h['dimension'])} '{h['member']}' in {h['label']}: {h['value']:,.0f} against about {h['expected']:,.0f} expected (robust z = {h['z']:.1f})" for h in hits]
+    parts = [
+        f"{dimension(h['dimension'])} '{h['member']}' in {h['label']}: {h['value']:,.0f} "
+        f"against about {h['expected']:,.0f} expected (robust z = {h['z']:.1f})"
+        for h in hits
+    ]
     return "By segment, the anomaly sits in: " + "; ".join(parts) + "."
 
 
 def catalog_labels(catalog: Any, lang: str) -> dict[str, str]:
     """Names of dimensions and measures in the question's language (a profile's features are measures)."""
-    labels = {m.name: m.label(lang) for m in catalog.metrics}  # type: ignore[arg-type]
-    return {**labels, **{d.name: d.label(lang) for d in catalog.dimensions}}  # type: ignore[arg-type]
+    labels = {m.name: m.label(lang) for m in catalog.metrics}
+    return {**labels, **{d.name: d.label(lang) for d in catalog.dimensions}}
 
 
 def scope_prefix(intent: dict[str, Any] | None, lang: str) -> str:

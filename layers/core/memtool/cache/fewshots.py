@@ -13,6 +13,7 @@ doing, not the caller's, so the curator rule of the memory API does not apply to
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import logging
 import math
@@ -44,8 +45,8 @@ from memtool.semantic.intent import Intent
 from memtool.semantic.masking import MaskedQuestion, shape_key
 
 if TYPE_CHECKING:  # ports and the settings model: received, never built here
-    from memtool.retrieval.embedders import Embedder
     from memtool.clock import Clock
+    from memtool.retrieval.embedders import Embedder
     from memtool.settings import Settings
 
 logger = logging.getLogger("memtool.cache")
@@ -196,7 +197,7 @@ class FewshotLibrary:
             raise NotFound(f"few-shot {memory_id} not found", field="id")
         return record
 
-    def history(self, tenant: str, memory_id: str) -> list[MemoryRecord]:
+    def history(self, tenant: str, memory_id: str) -> builtins.list[MemoryRecord]:
         self.get(tenant, memory_id)
         return self._store.history(Partition(tenant, TENANT_OWNER), memory_id, self._clock.now())
 
@@ -238,7 +239,7 @@ class FewshotLibrary:
 
     # ---- search -------------------------------------------------------------------------
 
-    def search(self, tenant: str, question: str, masked: str | MaskedQuestion) -> list[FewshotExample]:
+    def search(self, tenant: str, question: str, masked: str | MaskedQuestion) -> builtins.list[FewshotExample]:
         """Approved examples whose masked question is as similar as ``masked`` needs, best first.
 
         Confidence at least ``fewshot_min_confidence``, at most ``fewshot_max_fail_count`` failures,
@@ -281,7 +282,7 @@ class FewshotLibrary:
             for similarity, record, value in scored[: settings.fewshot_top_k]
         ]
 
-    def _approved(self, tenant: str) -> list[MemoryRecord]:
+    def _approved(self, tenant: str) -> builtins.list[MemoryRecord]:
         where = Partition(tenant, TENANT_OWNER)
         found: list[MemoryRecord] = []
         cursor: str | None = None
@@ -297,14 +298,16 @@ class FewshotLibrary:
                 logger.warning("few-shot search of %s read its limit of %d approved examples", tenant, LIBRARY_SCAN_LIMIT)
                 return found
 
-    def _vectors_of(self, tenant: str, usable: Sequence[tuple[MemoryRecord, FewshotValue]]) -> list[tuple[float, ...]]:
+    def _vectors_of(self, tenant: str, usable: Sequence[tuple[MemoryRecord, FewshotValue]]) -> builtins.list[tuple[float, ...]]:
         """Each example's vector, embedded once per (id, version): a version's text never changes."""
         keys = [(tenant, record.id, record.version) for record, _ in usable]
         with self._vectors_lock:
             known = {key: self._vectors[key] for key in keys if key in self._vectors}
             for key in known:
                 self._vectors.move_to_end(key)
-        missing = [(key, shape_key(value.masked or value.question)) for key, (_, value) in zip(keys, usable, strict=True) if key not in known]
+        missing = [
+            (key, shape_key(value.masked or value.question)) for key, (_, value) in zip(keys, usable, strict=True) if key not in known
+        ]
         if missing:
             embedded = self._embedder.embed([text for _, text in missing])
             with self._vectors_lock:

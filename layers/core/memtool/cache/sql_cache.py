@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
-from memtool.memory.records import MemoryDraft, MemoryKind, MemoryRecord, MemoryStatus, Provenance, Trigger
+from memtool.memory.records import MemoryDraft, MemoryKind, MemoryRecord, MemoryScope, MemoryStatus, Provenance, Trigger
 from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition
 
 logger = logging.getLogger("memtool.cache")
@@ -228,7 +228,7 @@ class SqlCache:
         )
         try:
             plan = self._rules().plan(question, route=route, context=context)
-        except Exception:  # noqa: BLE001 - a question the rules cannot take is a masked lookup
+        except Exception:  # a question the rules cannot take is a masked lookup
             logger.debug("the rule planner could not plan %r for the cache", question, exc_info=True)
             return None
         if plan.status != "planned" or plan.intent is None or plan.remember is not None:
@@ -248,7 +248,7 @@ class SqlCache:
         where = Partition(tenant, user if shaping.user_scoped(user) else TENANT_OWNER)
         try:
             record = self._store.get_slot(where, MemoryKind.CACHE, CACHE_KEY_PREFIX + key, now)
-        except Exception:  # noqa: BLE001 - an entry the store cannot read is a miss
+        except Exception:  # an entry the store cannot read is a miss
             logger.warning("cache entry %s of %s could not be read", key, tenant, exc_info=True)
             return None
         if record is None or record.is_expired(now) or record.status is not MemoryStatus.ACTIVE:
@@ -277,7 +277,13 @@ class SqlCache:
         try:
             hits = index.knn(
                 IndexQuery(
-                    filter=IndexFilter(tenant=tenant, owners=owners, embedder=embedder.id, kinds=(MemoryKind.CACHE.value,), statuses=(MemoryStatus.ACTIVE.value,)),
+                    filter=IndexFilter(
+                        tenant=tenant,
+                        owners=owners,
+                        embedder=embedder.id,
+                        kinds=(MemoryKind.CACHE.value,),
+                        statuses=(MemoryStatus.ACTIVE.value,),
+                    ),
                     k=CANDIDATES,
                     vector=vector,
                 )
@@ -320,7 +326,16 @@ class SqlCache:
                 self.forget(tenant, record.owner, record.id)
                 refusals.append("stale_memory")
                 continue
-            return _hit("masked", record, key=str(value.get("key") or ""), similarity=similarity, sql=sql, intent=intent, bound_slots=slots, refusals=refusals)
+            return _hit(
+                "masked",
+                record,
+                key=str(value.get("key") or ""),
+                similarity=similarity,
+                sql=sql,
+                intent=intent,
+                bound_slots=slots,
+                refusals=refusals,
+            )
         return CacheOutcome(False, "no_candidate" if not refusals else "refused", refusals=refusals)
 
     def _bind(self, value: dict[str, Any], question: str, masked: Any) -> tuple[str, dict[str, Any] | None, list[dict[str, Any]]] | str:
@@ -434,7 +449,7 @@ class SqlCache:
             content=value["masked"],
             source_text=None,
             value=value,
-            scope="user" if scoped else "tenant",  # type: ignore[arg-type]
+            scope=MemoryScope.USER if scoped else MemoryScope.TENANT,
             # A shared entry names no one: who asked what stays in the asker's own episode.
             provenance=Provenance(trigger=Trigger.INTERACTION, author=user if scoped else None, episode_id=episode_id if scoped else None),
             ttl_seconds=int(self._settings.cache_ttl_seconds),
@@ -463,7 +478,7 @@ class SqlCache:
         """An entry whose SQL failed is never served again."""
         try:
             self._store.forget(Partition(tenant, owner), memory_id)
-        except Exception:  # noqa: BLE001 - it expires anyway
+        except Exception:  # it expires anyway
             logger.warning("cache entry %s could not be forgotten", memory_id, exc_info=True)
 
     # ---- what shapes a question -----------------------------------------------------------
@@ -479,7 +494,9 @@ class SqlCache:
         memories: list[tuple[str, int, str, str]] = []
         chosen: dict[str, tuple[tuple[int, str, float], Any]] = {}
         for owner in (user, TENANT_OWNER):
-            page = self._store.list(Partition(tenant, owner), now, kind=MemoryKind.CORRECTION, status=MemoryStatus.ACTIVE, limit=_LIST_LIMIT)
+            page = self._store.list(
+                Partition(tenant, owner), now, kind=MemoryKind.CORRECTION, status=MemoryStatus.ACTIVE, limit=_LIST_LIMIT
+            )
             for record in page.items:
                 term = correction_term(record)
                 if term is None or not asked.has_phrase(term):
@@ -503,7 +520,9 @@ class SqlCache:
         )
 
 
-def _hit(how: str, record: MemoryRecord, *, key: str, similarity: float, sql: str, intent: dict[str, Any] | None, **more: Any) -> CacheOutcome:
+def _hit(
+    how: str, record: MemoryRecord, *, key: str, similarity: float, sql: str, intent: dict[str, Any] | None, **more: Any
+) -> CacheOutcome:
     value = record.value if isinstance(record.value, dict) else {}
     return CacheOutcome(
         True,

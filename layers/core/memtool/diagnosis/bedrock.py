@@ -369,7 +369,11 @@ def diagnosis_schema(max_hypotheses: int) -> dict[str, Any]:
             "value": {"type": "string", "description": "the filter value the intent has (filter_value)"},
             "to": {"type": "string", "description": "the new table, column, time column, filter value or metric, from the schema facts"},
             "rows": {"type": "string", "enum": ["test", "unpaid"], "description": "which order lines to count too (include_rows)"},
-            "edge": {"type": "string", "enum": ["end_inclusive", "start_exclusive"], "description": "which window edge changes (window_edges)"},
+            "edge": {
+                "type": "string",
+                "enum": ["end_inclusive", "start_exclusive"],
+                "description": "which window edge changes (window_edges)",
+            },
             "join": {"type": "string", "enum": ["left"], "description": "the join to dimension tables (join_type)"},
             "sql": {
                 "type": "string",

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from memtool.diagnosis.apply import NotApplicable, Subject, apply_repairs
-from memtool.diagnosis.model import DiagnosisReport, Failure, Hypothesis, HypothesisTest, RepairedOutput
+from memtool.diagnosis.model import DiagnosisReport, Failure, Hypothesis, HypothesisTest, RepairedOutput, TestResult
 from memtool.diagnosis.requests import UNIT_IN_YUAN, Expected
 from memtool.diagnosis.rules import hypotheses_for
 from memtool.semantic.compiler import IntentCompiler
@@ -39,7 +39,9 @@ PROBE_ROWS = 500
 class HypothesisSource(Protocol):
     """Another source of hypotheses (the Bedrock diagnoser): data in, hypotheses out."""
 
-    def propose(self, failure: Failure, subject: Subject, schema_facts: dict[str, dict[str, str]], lessons: Sequence[str]) -> list[Hypothesis]: ...
+    def propose(
+        self, failure: Failure, subject: Subject, schema_facts: dict[str, dict[str, str]], lessons: Sequence[str]
+    ) -> list[Hypothesis]: ...
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,9 @@ class Diagnoser:
     ) -> DiagnosisReport:
         from memtool.sql.guardrails import GuardPolicy, check_sql
 
-        report = DiagnosisReport(episode_id=episode_id, failure=failure.public(), verified=False, expected=expected, budget=self._budget.executions)
+        report = DiagnosisReport(
+            episode_id=episode_id, failure=failure.public(), verified=False, expected=expected, budget=self._budget.executions
+        )
         schema = self._describe(refresh=failure.kind in ("undefined_column", "undefined_table"))
         policy = GuardPolicy.from_live_schema(schema, max_rows=self._budget.row_cap, timeout_seconds=self._budget.timeout_seconds)
         spent = [0]
@@ -157,7 +161,10 @@ class Diagnoser:
                 continue
             if _normal(applied.sql) == original or _normal(applied.sql) in seen:
                 test.result = "no_change"
-                test.detail = "the repair leaves the query as it was" if _normal(applied.sql) == original else "the same query as another hypothesis"
+                if _normal(applied.sql) == original:
+                    test.detail = "the repair leaves the query as it was"
+                else:
+                    test.detail = "the same query as another hypothesis"
                 continue
             seen.add(_normal(applied.sql))
             verdict = check_sql(applied.sql, policy)
@@ -183,7 +190,8 @@ class Diagnoser:
                 and value_unit == unit[1]
                 and abs(test.value - baseline_value) <= 1e-9 * max(abs(baseline_value), 1.0)
             ):
-                test.result, test.detail = "no_change", f"the repaired query gives the original value ({test.value:,.4f}): this is not the cause"
+                test.result = "no_change"
+                test.detail = f"the repaired query gives the original value ({test.value:,.4f}): this is not the cause"
                 continue
             test.result, test.detail = self._judge(failure, result, test.value, expected, value_unit)
             if test.result == "verified" and not report.verified:
@@ -192,7 +200,9 @@ class Diagnoser:
                 report.root_cause = hypothesis.root_cause
                 report.repairs = test.repairs
                 report.repaired_sql = applied.sql  # unguarded: the flow guards it with its own row cap
-                report.repaired_output = RepairedOutput(columns=result.columns, row_count=result.row_count, sample=result.rows[:SAMPLE_ROWS])
+                report.repaired_output = RepairedOutput(
+                    columns=result.columns, row_count=result.row_count, sample=result.rows[:SAMPLE_ROWS]
+                )
                 report.evidence = f"{hypothesis.id}: {test.detail}"
         report.executions = spent[0]
         if not report.verified:
@@ -211,7 +221,15 @@ class Diagnoser:
         except TypeError:  # an adapter without a cache takes no argument
             return self._warehouse.describe()
 
-    def _baseline(self, report: DiagnosisReport, subject: Subject, policy: Any, run: Callable[[str], QueryResult], unit: tuple[str | None, str | None], expected: Expected | None) -> float | None:
+    def _baseline(
+        self,
+        report: DiagnosisReport,
+        subject: Subject,
+        policy: Any,
+        run: Callable[[str], QueryResult],
+        unit: tuple[str | None, str | None],
+        expected: Expected | None,
+    ) -> float | None:
         from memtool.sql.guardrails import check_sql
 
         verdict = check_sql(subject.sql, policy)
@@ -229,7 +247,9 @@ class Diagnoser:
         report.baseline = {"row_count": result.row_count, "value": value, "unit": unit[1]}
         return value
 
-    def _judge(self, failure: Failure, result: QueryResult, value: float | None, expected: Expected | None, unit: str | None) -> tuple[str, str]:
+    def _judge(
+        self, failure: Failure, result: QueryResult, value: float | None, expected: Expected | None, unit: str | None
+    ) -> tuple[TestResult, str]:
         rows = f"{result.row_count} row{'s' if result.row_count != 1 else ''}"
         if failure.origin in ("execution", "guard"):
             return "verified", f"the repaired query ran ({rows}) where the original failed with {failure.kind}"

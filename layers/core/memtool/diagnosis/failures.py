@@ -7,10 +7,10 @@ import json
 import re
 from typing import Any
 
-from memtool.diagnosis.model import Failure
+from memtool.diagnosis.model import Failure, FailureClass
 
 # WarehouseError.code -> failure class (codes the adapters set from SQLSTATEs and engine errors).
-_EXECUTION_CODES = {
+_EXECUTION_CODES: dict[str, FailureClass] = {
     "undefined_column": "undefined_column",
     "undefined_table": "undefined_table",
     "syntax_error": "syntax_error",
@@ -23,7 +23,7 @@ _EXECUTION_CODES = {
     "unavailable": "unavailable",
 }
 # Messages of a generic database_error that still say which case it is (DuckDB, PostgreSQL/Redshift).
-_BY_MESSAGE = (
+_BY_MESSAGE: tuple[tuple[re.Pattern[str], FailureClass], ...] = (
     (re.compile(r"division by zero|divide by zero|\[SQLSTATE 22012\]", re.I), "division_by_zero"),
     (
         re.compile(
@@ -35,20 +35,20 @@ _BY_MESSAGE = (
     ),
 )
 # Guard refusals that mean "this name is not in the warehouse" when the allow-list is the live schema.
-_GUARD_NAMES = {"forbidden_table": "undefined_table", "forbidden_column": "undefined_column"}
+_GUARD_NAMES: dict[str, FailureClass] = {"forbidden_table": "undefined_table", "forbidden_column": "undefined_column"}
 
 
 def execution_failure(code: str | None, message: str) -> Failure:
     kind = _EXECUTION_CODES.get(code or "")
     if kind is None:
-        kind = next((k for pattern, k in _BY_MESSAGE if pattern.search(message)), "database_error")
-    return Failure(kind=kind, origin="execution", message=message, code=code)  # type: ignore[arg-type]
+        kind = next((k for pattern, k in _BY_MESSAGE if pattern.search(message)), None) or "database_error"
+    return Failure(kind=kind, origin="execution", message=message, code=code)
 
 
 def guard_failure(code: str | None, reason: str | None) -> Failure:
     """A guard refusal; an unknown table or column is classified as what it is, found by the guard."""
     kind = _GUARD_NAMES.get(code or "", "guard_rejection")
-    return Failure(kind=kind, origin="guard", message=reason or "", code=code)  # type: ignore[arg-type]
+    return Failure(kind=kind, origin="guard", message=reason or "", code=code)
 
 
 def logical_failure(*, expected: bool, row_count: int | None) -> Failure:

@@ -97,8 +97,10 @@ class LessonBook:
         lessons: list[Lesson] = []
         for owner in (user, TENANT_OWNER):
             try:
-                page = self._store.list(Partition(tenant, owner), now, kind=MemoryKind.CAUSAL, status=MemoryStatus.ACTIVE, limit=LESSONS_READ)
-            except Exception:  # noqa: BLE001 - lessons help; their absence never fails an ask
+                page = self._store.list(
+                    Partition(tenant, owner), now, kind=MemoryKind.CAUSAL, status=MemoryStatus.ACTIVE, limit=LESSONS_READ
+                )
+            except Exception:  # lessons help; their absence never fails an ask
                 logger.warning("lessons of %s/%s could not be read", tenant, owner, exc_info=True)
                 continue
             newest_first = sorted(page.items, key=lambda r: r.updated_at, reverse=True)
@@ -172,7 +174,8 @@ def _on(repair: Repair, intent: Intent | None, options: CompileOptions) -> tuple
 
     if intent is None:
         return None
-    if repair.kind in ("include_rows", "window_edges", "join_type", "time_column", "metric_definition", "refund_period") and repair.metric not in (None, intent.metric):
+    metric_repairs = ("include_rows", "window_edges", "join_type", "time_column", "metric_definition", "refund_period")
+    if repair.kind in metric_repairs and repair.metric not in (None, intent.metric):
         return None
     if repair.kind in ("include_rows", "window_edges", "join_type") and repair.metric is None:
         return None  # unscoped: it was learned on one metric and says nothing about the others

@@ -149,8 +149,8 @@ def _renames(sql: str, schema: LiveSchema) -> list[Hypothesis]:
     alternatives: list[tuple[tuple[str, str | None], _Candidate]] = []
     for t, options in table_options.items():
         alternatives += [((t, None), c) for c in options[1:]]
-    for key, options in column_options.items():
-        alternatives += [(key, c) for c in options[1:]]
+    for column_key, options in column_options.items():
+        alternatives += [(column_key, c) for c in options[1:]]
     for rank, (key, candidate) in enumerate(sorted(alternatives, key=lambda a: -a[1].score)):
         choice = {**best, key: candidate.name}
         hypotheses.append(
@@ -182,7 +182,10 @@ def _drift_sentence(choice: dict[tuple[str, str | None], str]) -> str:
 
 # Words too common in warehouse names to say which thing a name means.
 _GENERIC = frozenset(
-    {"amount", "id", "name", "date", "time", "timestamp", "count", "number", "value", "code", "type", "key", "at", "flag", "quantity", "table", "total"}
+    {
+        "amount", "id", "name", "date", "time", "timestamp", "count", "number", "value", "code", "type", "key", "at", "flag",
+        "quantity", "table", "total",
+    }
 )
 
 

@@ -82,9 +82,13 @@ def check_taught_meaning(value: object, parser: QuestionParser, today: date) -> 
         raise CorrectionRefused(f"no metric {target.metric!r} in the catalog", "maps_to")
     if target.dimension is not None and not catalog.has_dimension(target.dimension):
         raise CorrectionRefused(f"no dimension {target.dimension!r} in the catalog", "maps_to")
-    if target.value is not None and target.dimension is not None and parser.entities.of(target.dimension):
-        if parser.entities.resolve(target.dimension, target.value) is None:
-            raise CorrectionRefused(f"no {target.dimension} {target.value!r} in the data", "maps_to")
+    if (
+        target.value is not None
+        and target.dimension is not None
+        and parser.entities.of(target.dimension)
+        and parser.entities.resolve(target.dimension, target.value) is None
+    ):
+        raise CorrectionRefused(f"no {target.dimension} {target.value!r} in the data", "maps_to")
 
 
 def split_correction(text: str) -> StatedCorrection | None:

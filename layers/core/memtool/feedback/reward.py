@@ -87,6 +87,7 @@ def fuse(env: float, *, rating: int | None, signals: dict[str, object], alpha: f
     """
     if rating == -1 and env > 0:
         env = 0.0
+    user: float | None
     if rating is not None:
         user, source = float(rating), "rating"
     else:

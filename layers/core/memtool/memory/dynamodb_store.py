@@ -57,13 +57,13 @@ from memtool.memory.records import (
 )
 from memtool.memory.store import (
     ForgetOutcome,
-    forgotten,
     MemoryPage,
     Partition,
     UndecodableRecord,
     WriteOutcome,
     credited,
     first_version,
+    forgotten,
     next_version,
     report_skipped,
     same_content,
@@ -144,7 +144,9 @@ class MemoryItem(Model):
     confidence = NumberAttribute(null=True)
     provenance = JSONAttribute(null=True)
     session_id = UnicodeAttribute(null=True)
-    tags = ListAttribute(of=UnicodeAttribute, null=True)
+    # pynamodb types `of` as the element's Python type (Type[_T]) though it takes the element's
+    # Attribute class: the type argument says what the list holds.
+    tags = ListAttribute[str](of=UnicodeAttribute, null=True)  # type: ignore[arg-type]
     created_at = UTCDateTimeAttribute(null=True)
     updated_at = UTCDateTimeAttribute(null=True)
     last_used_at = UTCDateTimeAttribute(null=True)
@@ -158,7 +160,7 @@ class MemoryItem(Model):
     decode_error: str | None = None
 
     @classmethod
-    def from_raw_data(cls, data: dict[str, Any]) -> MemoryItem:  # type: ignore[override]
+    def from_raw_data(cls, data: dict[str, Any]) -> MemoryItem:
         """Decode an item; one that does not decode comes back with only its plain keys set.
 
         PynamoDB decodes items inside its query iterator, so one bad item would end a whole
@@ -375,7 +377,7 @@ class DynamoMemoryStore:
         except TransactWriteError as exc:
             if record.key is not None and _failed_on(exc, index=2):
                 # Another writer created the slot between our read and our write: supersede it.
-                slot = self._load(partition_key(where), slot_key(draft.kind, draft.key))  # type: ignore[arg-type]
+                slot = self._load(partition_key(where), slot_key(record.kind, record.key))
                 if slot is not None:
                     return self._supersede_slot(where, slot.memory_id, draft, now)
             raise
@@ -494,6 +496,7 @@ class DynamoMemoryStore:
                 return current
             self._ensure_storable(written)
             credit = written.credit
+            assert written.last_used_at is not None  # credited() stamps the use
             try:
                 self._model(pk=partition_key(where), sk=head_key(memory_id)).update(
                     actions=[
@@ -586,6 +589,26 @@ class DynamoMemoryStore:
                 return False
             raise
         return True
+
+    def unindexed(self, before: datetime, now: datetime, limit: int = 500) -> list[MemoryRecord]:
+        """Heads whose current version is not indexed and was written before ``before``: the ones
+        the stream indexer missed (maintenance's ReconcileIndex). A daily Scan of heads only."""
+        found: list[MemoryRecord] = []
+        condition = (
+            (self._model.item_type == HEAD)
+            & ((self._model.index_state != IndexState.INDEXED.value) | self._model.index_state.does_not_exist())
+            & (self._model.updated_at < before)
+        )
+        for item in self._model.scan(filter_condition=condition, page_size=200):
+            if item.decode_error is not None or (item.expires_at is not None and item.expires_at <= now):
+                continue
+            try:
+                found.append(_to_record(item))
+            except UndecodableRecord:
+                continue
+            if len(found) >= limit:
+                break
+        return found
 
     def purge_snapshots(self, where: Partition, memory_id: str) -> int:
         """Delete the snapshots (and slot) of a record whose head DynamoDB's TTL removed."""
@@ -733,7 +756,7 @@ _RACED = frozenset({"ConditionalCheckFailedException", "TransactionConflictExcep
 
 def _pause(attempt: int) -> None:
     """A short jittered backoff, so writers that raced do not race again in step."""
-    time.sleep(random.uniform(0, CAS_PAUSE_SECONDS * 2 ** min(attempt, CAS_PAUSE_DOUBLINGS)))  # noqa: S311 - not crypto
+    time.sleep(random.uniform(0, CAS_PAUSE_SECONDS * 2 ** min(attempt, CAS_PAUSE_DOUBLINGS)))  # not crypto
 
 
 def _conflicted(exc: TransactWriteError) -> bool:
@@ -744,7 +767,8 @@ def _conflicted(exc: TransactWriteError) -> bool:
 
 def _failed_on(exc: TransactWriteError, index: int) -> bool:
     reasons = exc.cancellation_reasons or []
-    return index < len(reasons) and reasons[index] is not None and reasons[index].code == "ConditionalCheckFailed"
+    reason = reasons[index] if index < len(reasons) else None
+    return reason is not None and reason.code == "ConditionalCheckFailed"
 
 
 def _chunks(items: list[MemoryItem], size: int) -> Iterator[list[MemoryItem]]:

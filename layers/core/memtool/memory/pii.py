@@ -165,7 +165,7 @@ def _cn_id_valid(id18: str) -> bool:
         return False
     if not _plausible_birth_date(id18[6:14]):
         return False
-    total = sum(int(ch) * w for ch, w in zip(id18[:17], _ID_WEIGHTS))
+    total = sum(int(ch) * w for ch, w in zip(id18[:17], _ID_WEIGHTS, strict=True))
     return _ID_CHECK_CHARS[total % 11] == id18[17].upper()
 
 
@@ -213,10 +213,7 @@ _ISSUERS: tuple[tuple[str, str, frozenset[int]], ...] = (
 
 def _known_issuer(digits: str) -> bool:
     n = len(digits)
-    for lo, hi, lengths in _ISSUERS:
-        if n in lengths and lo <= digits[: len(lo)] <= hi:
-            return True
-    return False
+    return any(n in lengths and lo <= digits[: len(lo)] <= hi for lo, hi, lengths in _ISSUERS)
 
 
 def _looks_like_cn_id(digits: str) -> bool:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import builtins
 import json
 import logging
 import re
@@ -33,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from memtool.errors import NotFound, ValidationFailed, VersionConflict
 from memtool.memory.policy import policy_for
@@ -49,7 +50,6 @@ from memtool.memory.records import (
 from memtool.memory.sqlite_tx import read_transaction, write_transaction
 from memtool.memory.store import (
     ForgetOutcome,
-    forgotten,
     MemoryPage,
     Partition,
     UndecodableRecord,
@@ -57,6 +57,7 @@ from memtool.memory.store import (
     credited,
     decode_record,
     first_version,
+    forgotten,
     next_version,
     report_skipped,
     same_content,
@@ -244,6 +245,12 @@ def _micros(at: datetime) -> int:
     return (at - _EPOCH) // _MICROSECOND
 
 
+@overload
+def _at(micros: int) -> datetime: ...
+@overload
+def _at(micros: None) -> None: ...
+@overload
+def _at(micros: int | None) -> datetime | None: ...
 def _at(micros: int | None) -> datetime | None:
     return None if micros is None else _EPOCH + timedelta(microseconds=micros)
 
@@ -670,6 +677,23 @@ class SQLiteMemoryStore:
                 self._enqueue(conn, "REMOVE", None, _removal_image(row), now, by_ttl=True)
         return len(rows)
 
+    def unindexed(self, before: datetime, now: datetime, limit: int = 500) -> list[MemoryRecord]:
+        """Heads whose current version is not indexed and was written before ``before`` (what
+        maintenance's ReconcileIndex re-indexes); expired and undecodable heads are left out."""
+        found: list[MemoryRecord] = []
+        with self._pool.reading() as conn:
+            rows = conn.execute(
+                f"SELECT {_HEAD_COLUMNS} FROM heads WHERE updated_at < ? AND (expires_at IS NULL OR expires_at > ?)"
+                " AND COALESCE(json_extract(record, '$.index_state'), 'pending') != 'indexed' ORDER BY updated_at LIMIT ?",
+                (_micros(before), _micros(now), limit),
+            ).fetchall()
+        for row in (_HeadRow(*columns) for columns in rows):
+            try:
+                found.append(self._decode(row.tenant, row.owner, row.id, row.record))
+            except UndecodableRecord:
+                continue
+        return found
+
     def mark_indexed(self, where: Partition, memory_id: str, version: int, state: IndexState) -> bool:
         """Record the index state of a version; a head that moved on is left alone.
 
@@ -858,7 +882,7 @@ class SQLiteMemoryStore:
 
     # ---- the outbox ------------------------------------------------------------------------
 
-    def outbox_batch(self, limit: int = 100) -> list[OutboxEntry]:
+    def outbox_batch(self, limit: int = 100) -> builtins.list[OutboxEntry]:
         """Undelivered changes, oldest first; dead letters are left out."""
         with self._pool.reading() as conn:
             rows = conn.execute(

@@ -8,6 +8,7 @@ tests/integration/test_memory_store.py runs one set of behaviour tests on every 
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -129,6 +130,10 @@ class MemoryStore(Protocol):
 
     def history(self, where: Partition, memory_id: str, now: datetime) -> list[MemoryRecord]: ...
 
+    def unindexed(self, before: datetime, now: datetime, limit: int = 500) -> list[MemoryRecord]:
+        """Heads (of every partition) whose current version is not indexed and was written before ``before``."""
+        ...
+
     def list(
         self,
         where: Partition,
@@ -147,7 +152,7 @@ class MemoryStore(Protocol):
     def get_slot(self, where: Partition, kind: MemoryKind, key: str, now: datetime) -> MemoryRecord | None: ...
 
     def get_many(
-        self, tenant: str, refs: Sequence[tuple[str, str]], skipped: list[str] | None = None
+        self, tenant: str, refs: Sequence[tuple[str, str]], skipped: builtins.list[str] | None = None
     ) -> dict[str, MemoryRecord]:
         """Heads by (owner, memory id) within one tenant; missing ones are absent.
 
@@ -159,8 +164,8 @@ class MemoryStore(Protocol):
         where: Partition,
         kinds: Sequence[MemoryKind] | None = None,
         limit: int = 2000,
-        skipped: list[str] | None = None,
-    ) -> list[MemoryRecord]:
+        skipped: builtins.list[str] | None = None,
+    ) -> builtins.list[MemoryRecord]:
         """Up to ``limit`` heads, expired or not, newest id first; undecodable ids go to ``skipped``."""
 
 

@@ -29,7 +29,9 @@ def facet_texts(record: MemoryRecord) -> list[tuple[str, str]]:
     """(document id, text) for each key the record is searched by."""
     if record.kind is MemoryKind.CAUSAL:
         value = record.value if isinstance(record.value, dict) else {}
-        scenario = value.get("scenario") if isinstance(value.get("scenario"), dict) else {}
+        scenario = value.get("scenario")
+        if not isinstance(scenario, dict):
+            scenario = {}
         asked = [str(scenario.get(k)) for k in ("question", "asked") if scenario.get(k)]
         scenario_text = "\n".join(dict.fromkeys([*asked, record.source_text or record.content]))
         cause = "\n".join(str(part) for part in (value.get("root_cause"), value.get("lesson")) if part) or record.content

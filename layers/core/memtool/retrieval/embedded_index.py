@@ -396,7 +396,7 @@ class _Partition:
             order = np.argsort(-scores, kind="stable")[:k]
         else:
             ids = self.ids
-            order = sorted(range(len(slots)), key=lambda i: (-scores[i], ids[slots[i]]))[:k]
+            order = np.asarray(sorted(range(len(slots)), key=lambda i: (-scores[i], ids[slots[i]]))[:k], dtype=np.intp)
         return slots[order], scores[order]
 
     def hit(self, slot: int, *, cosine: float | None = None, lexical: float | None = None) -> IndexHit:

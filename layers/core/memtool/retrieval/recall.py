@@ -34,8 +34,8 @@ What survives the source check must also be worth injecting; each drop is counte
 Term corrections are always found: every live correction of the caller and of the tenant (scope
 tenant) is read once per recall; one whose ``value.term`` occurs in the question (the key-term
 rule's phrase match) joins the candidates even when the index missed it, passes both floors, and
-comes first, on top of the correction budget (every term the question names keeps its meaning). Kinds missing from ``min_cosine``/``min_score`` use the
-defaults (0.5 and 0.2, as in the settings).
+comes first, on top of the correction budget (every term the question names keeps its meaning).
+Kinds missing from ``min_cosine``/``min_score`` use the defaults (0.5 and 0.2, as in the settings).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import MappingProxyType
 
+from memtool.clock import Clock
 from memtool.errors import ValidationFailed
 from memtool.memory.records import MemoryKind, MemoryRecord, MemoryScope, MemoryStatus
 from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition
@@ -63,7 +64,6 @@ from memtool.retrieval.index import (
 from memtool.retrieval.lexical import bm25_scores
 from memtool.retrieval.scoring import QuestionTerms, ScoreParts, correction_term, score
 from memtool.retrieval.text import normalize
-from memtool.clock import Clock
 
 LIVE_STATUSES = (MemoryStatus.ACTIVE, MemoryStatus.APPROVED)
 ANSWERED = "answered"
@@ -229,7 +229,9 @@ class Recall:
             winners = _term_winners(request, corrections)
             candidates, records = _with_term_corrections(question, candidates, records, corrections)
         if skipped:
-            logger.warning("recall for %s/%s skipped memories the store could not read: %s", request.tenant, request.user, ", ".join(skipped))
+            logger.warning(
+                "recall for %s/%s skipped memories the store could not read: %s", request.tenant, request.user, ", ".join(skipped)
+            )
         coverage.skip(skipped)
         coverage.candidates_seen = len(candidates)
         vectors: dict[str, list[float]] = {}  # memory id -> embedding of its current text, when recall made one
@@ -427,7 +429,13 @@ def fold_facets(hits: Sequence[IndexHit]) -> list[IndexHit]:
         seen = folded.get(memory_id)
         if seen is None:
             folded[memory_id] = hit if hit.memory_id == memory_id else IndexHit(
-                memory_id=memory_id, version=hit.version, owner=hit.owner, kind=hit.kind, cosine=hit.cosine, lexical=hit.lexical, fused=hit.fused
+                memory_id=memory_id,
+                version=hit.version,
+                owner=hit.owner,
+                kind=hit.kind,
+                cosine=hit.cosine,
+                lexical=hit.lexical,
+                fused=hit.fused,
             )
             continue
         folded[memory_id] = IndexHit(

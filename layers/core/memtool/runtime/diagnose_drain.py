@@ -18,8 +18,8 @@ from typing import Any, ClassVar
 
 from memtool.diagnosis.queue import QueuedMessage, SQLiteDiagnosisQueue
 from memtool.runtime.diagnose_batch import sqs_event
-from memtool.runtime.polling import BackgroundDrain
 from memtool.runtime.lambda_context import LocalLambdaContext, discard_unpublished_metrics
+from memtool.runtime.polling import BackgroundDrain
 
 logger = logging.getLogger("memtool.diagnosis")
 
@@ -67,7 +67,7 @@ class DiagnoseDrainer:
             response = self.handler(sqs_event(messages), context)
             failed_ids = _failed_ids(response, {m.message_id for m in messages})
             error = "listed in batchItemFailures"
-        except Exception as exc:  # the whole batch failed, as an uncaught error in Lambda would
+        except Exception as exc:  # noqa: BLE001 - the whole batch failed, as an uncaught error in Lambda would
             failed_ids = {m.message_id for m in messages}
             error = f"{type(exc).__name__}: {str(exc)[:200]}"
             logger.warning("diagnose handler failed on a batch of %s: %s", len(messages), error)
@@ -106,7 +106,8 @@ def _failed_ids(response: Any, batch: set[str]) -> set[str]:
     if not isinstance(failures, list):
         return set(batch)
     ids = {f.get("itemIdentifier") if isinstance(f, dict) else None for f in failures}
-    return ids if ids <= batch else set(batch)
+    named = {i for i in ids if isinstance(i, str) and i in batch}
+    return named if len(named) == len(ids) else set(batch)
 
 
 @dataclass

@@ -15,14 +15,14 @@ import importlib.util
 import sys
 import threading
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 LambdaHandler = Callable[[dict[str, Any], Any], Any]
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_handler(code_uri: Path, handler: str) -> LambdaHandler:
     return _load(code_uri, handler, copy=0)
 
@@ -84,6 +84,8 @@ def per_thread_router_state() -> None:
     if isinstance(BaseRouter.__dict__.get("current_event"), _PerThread):
         return
 
+    # whatever metaclass this Powertools version gives BaseRouter, extended: mypy cannot type a
+    # base computed at run time
     class PerThreadRouterMeta(type(BaseRouter)):  # type: ignore[misc]
         def __setattr__(cls, name: str, value: Any) -> None:
             slot = type.__getattribute__(cls, "__dict__").get(name)
@@ -94,7 +96,9 @@ def per_thread_router_state() -> None:
 
     for name in ("current_event", "lambda_context"):
         type.__setattr__(BaseRouter, name, _PerThread(name))
-    BaseRouter.__class__ = PerThreadRouterMeta
+    # mypy reads a class's __class__ as object's property from the class side: a metaclass swap is
+    # exactly what it cannot model
+    BaseRouter.__class__ = PerThreadRouterMeta  # type: ignore[method-assign]
 
 
 class LambdaContainers:

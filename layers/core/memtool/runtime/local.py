@@ -24,16 +24,36 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from memtool import __version__
 from memtool.settings import Settings, use_settings
 
-LOCAL_CREDENTIALS = {"aws_access_key_id": "memtool-local", "aws_secret_access_key": "memtool-local"}
+if TYPE_CHECKING:
+    from memtool.memory.sqlite_store import SQLiteMemoryStore
+
+
+class _Credentials(TypedDict):
+    aws_access_key_id: str
+    aws_secret_access_key: str
+
+
+LOCAL_CREDENTIALS = _Credentials(aws_access_key_id="memtool-local", aws_secret_access_key="memtool-local")
 StoreChoice = Literal["sqlite", "dynamodb"]
 # /health says "degraded" when the oldest undelivered change is older than this.
 LAG_DEGRADED_SECONDS = 30.0
 PURGE_EVERY_SECONDS = 300.0
+
+
+def _sqlite_store() -> SQLiteMemoryStore:
+    """The container's record store where the runtime chose SQLite (its outbox and TTL purge are SQLite's own)."""
+    from memtool.memory.sqlite_store import SQLiteMemoryStore
+    from memtool.runtime import container
+
+    store = container.memory_store()
+    if not isinstance(store, SQLiteMemoryStore):
+        raise TypeError(f"the local outbox and TTL purge need the SQLite store, not {type(store).__name__}")
+    return store
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -157,13 +177,13 @@ class LocalRuntime:
         from memtool.runtime.outbox_drain import BackgroundOutboxDrain, OutboxDrainer
 
         assert self.settings is not None
-        store = container.memory_store()
+        store = _sqlite_store()
         # What a previous run (or a crash) left undelivered is delivered first, in order; dead
         # letters get another chance, so a restart after fixing their cause clears them.
         revived = store.revive_dead_letters()
         self.loaded = {"pending_changes": store.outbox_stats(container.clock().now()).pending, "revived": revived}
         drainer = OutboxDrainer(
-            store=container.memory_store,  # type: ignore[arg-type]
+            store=_sqlite_store,
             indexer=container.memory_indexer,
             now=lambda: container.clock().now(),
             max_attempts=self.settings.indexer_max_attempts,
@@ -194,8 +214,8 @@ class LocalRuntime:
 
         while True:
             try:
-                container.memory_store().purge_expired(container.clock().now())  # type: ignore[attr-defined]
-            except Exception as exc:  # the next round tries again
+                _sqlite_store().purge_expired(container.clock().now())
+            except Exception as exc:  # noqa: BLE001 - the next round tries again
                 logging.getLogger("memtool.local").warning("TTL purge failed: %s: %s", type(exc).__name__, exc)
             if self._stopping.wait(PURGE_EVERY_SECONDS):
                 return
@@ -231,7 +251,7 @@ class LocalRuntime:
         container.embedder()
         try:
             container.planner()
-        except Exception as exc:  # a missing warehouse shows on the first ask, with its reason
+        except Exception as exc:  # noqa: BLE001 - a missing warehouse shows on the first ask, with its reason
             logging.getLogger("memtool.local").warning("planner warm-up failed: %s", exc)
         container.flow_runner().arn("AskFlow")
 

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from memtool.runtime.handlers import containers
@@ -62,7 +62,7 @@ class LocalApiGateway:
     def __post_init__(self) -> None:
         self.routes = api_routes(self.template, self.root)
 
-    def match(self, method: str, path: str) -> tuple[ApiRoute, dict[str, str]] | None | str:
+    def match(self, method: str, path: str) -> tuple[ApiRoute, dict[str, str]] | Literal["method_not_allowed"] | None:
         allowed = False
         for route in self.routes:
             found = route.pattern.match(path)
@@ -90,9 +90,9 @@ class LocalApiGateway:
         matched = self.match(method, path)
         if matched is None:
             return _error(404, "not_found", "no such route", "path")
-        if matched == "method_not_allowed":
+        if isinstance(matched, str):  # "method_not_allowed"
             return _error(405, "method_not_allowed", f"{method} is not allowed on {path}", "method")
-        route, raw_params = matched  # type: ignore[misc]
+        route, raw_params = matched
         # API Gateway decodes path parameters exactly once (%252F arrives as %2F, not as /).
         try:
             params = {name: unquote(value, errors="strict") for name, value in raw_params.items()}
@@ -391,7 +391,7 @@ class LocalHttpServer(HTTPServer):
     def _process(self, request: Any, client_address: Any) -> None:
         try:
             self.finish_request(request, client_address)
-        except Exception:
+        except Exception:  # noqa: BLE001 - as socketserver does: handle_error logs it and the server keeps serving
             self.handle_error(request, client_address)
         finally:
             self.shutdown_request(request)

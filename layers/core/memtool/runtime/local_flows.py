@@ -37,7 +37,7 @@ def function_arn(logical_id: str) -> str:
 class InProcessLambda:
     """The subset of a boto3 Lambda client that moto's engine calls: ``invoke``."""
 
-    def invoke(self, FunctionName: str, Payload: Any = None, **_: Any) -> dict[str, Any]:  # noqa: N803 - boto3 names
+    def invoke(self, FunctionName: str, Payload: Any = None, **_: Any) -> dict[str, Any]:  # boto3 names
         name = FunctionName.rsplit(":function:", 1)[-1].split(":", 1)[0]
         handler = _handlers.get(name)
         if handler is None:
@@ -45,7 +45,7 @@ class InProcessLambda:
         event = json.loads(Payload) if isinstance(Payload, (str, bytes)) else (Payload or {})
         try:
             result = handler(event, LocalLambdaContext(function_name=name))
-        except Exception as exc:  # Lambda reports an unhandled error as a function error
+        except Exception as exc:  # noqa: BLE001 - Lambda reports an unhandled error as a function error
             body = {
                 "errorType": type(exc).__name__,
                 "errorMessage": str(exc),
@@ -103,11 +103,13 @@ def _cache_definition_parsing() -> None:
     original = AmazonStateLanguageParser.parse
     cached = lru_cache(maxsize=16)(original)
 
-    def parse(definition: str):  # type: ignore[no-untyped-def]
+    def parse(definition: str) -> Any:
         if re.search(r'"Type"\s*:\s*"(?:Map|Parallel)"', definition):
             return original(definition)
         return cached(definition)
 
+    # a monkeypatch of moto, marked so that a second call leaves it alone: neither an attribute on a
+    # function nor an assigned method is something mypy types
     parse.memtool_cached = True  # type: ignore[attr-defined]
     AmazonStateLanguageParser.parse = staticmethod(parse)  # type: ignore[method-assign]
 
@@ -122,8 +124,10 @@ def _cache_json_path_parsing() -> None:
     from moto.stepfunctions.parser.asl.utils import json_path
 
     for module in (json_path, result_path):
-        if not hasattr(module.parse, "cache_info"):
-            module.parse = lru_cache(maxsize=1024)(module.parse)
+        # through the module's namespace: result_path imports jsonpath_ng's parse without re-exporting it
+        namespace = vars(module)
+        if not hasattr(namespace["parse"], "cache_info"):
+            namespace["parse"] = lru_cache(maxsize=1024)(namespace["parse"])
 
 
 def render_definition(template: dict[str, Any], root: Path, machine: str) -> tuple[str, str]:
@@ -134,6 +138,22 @@ def render_definition(template: dict[str, Any], root: Path, machine: str) -> tup
         resolved = function_arn(value["Fn::GetAtt"][0]) if isinstance(value, dict) and "Fn::GetAtt" in value else str(value)
         definition = definition.replace("${" + name + "}", resolved)
     return props.get("Type", "STANDARD"), definition
+
+
+def scale_timeouts(definition: str, scale: float) -> str:
+    """The definition with every TimeoutSeconds (the flow's and each state's) multiplied by ``scale``."""
+
+    def scaled(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {
+                key: max(1, round(value * scale)) if key == "TimeoutSeconds" and isinstance(value, int) else scaled(value)
+                for key, value in node.items()
+            }
+        if isinstance(node, list):
+            return [scaled(item) for item in node]
+        return node
+
+    return json.dumps(scaled(json.loads(definition)), ensure_ascii=False)
 
 
 class _ExecutionLog(list):
@@ -180,6 +200,10 @@ class LocalFlowRunner:
     template: dict[str, Any]
     root: Path
     poll_seconds: float = 0.02  # polling faster only competes with the engine's thread for the GIL
+    # In AWS each step runs in its own Lambda; here every step of every flow shares this process's
+    # CPU, so the ASL's TimeoutSeconds (AWS's budgets under API Gateway's 29 s) are multiplied by
+    # this (MEMTOOL_LOCAL_FLOW_TIMEOUT_SCALE; 1 runs the AWS numbers).
+    timeout_scale: float = 1.0
     _arns: dict[str, str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -187,6 +211,8 @@ class LocalFlowRunner:
         with self._lock:
             if machine not in self._arns:
                 sm_type, definition = render_definition(self.template, self.root, machine)
+                if self.timeout_scale != 1:
+                    definition = scale_timeouts(definition, self.timeout_scale)
                 self._arns[machine] = self.sfn.create_state_machine(
                     name=f"{machine}-{uuid.uuid4().hex[:8]}",
                     definition=definition,

@@ -53,7 +53,7 @@ def stop_instance_tracking() -> None:
     def untracked_new(cls: type, *args: Any, **kwargs: Any) -> Any:
         return object.__new__(cls)
 
-    BaseModel.__new__ = staticmethod(untracked_new)  # type: ignore[method-assign, assignment]
+    BaseModel.__new__ = staticmethod(untracked_new)  # type: ignore[method-assign]  # a monkeypatch of moto, on purpose
     reset_model_data()
 
 

@@ -70,7 +70,7 @@ class OutboxDrainer:
                     )
                     try:
                         indexer.apply(change)
-                    except Exception as exc:  # one bad change must not stop other memories' changes
+                    except Exception as exc:  # noqa: BLE001 - one bad change must not stop other memories' changes
                         held.add(memory)
                         failed_now += 1
                         self.failed_attempts += 1

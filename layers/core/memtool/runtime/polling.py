@@ -50,7 +50,7 @@ class BackgroundDrain:
             failures_before = self.drainer.failed_attempts
             try:
                 self.drainer.drain()
-            except Exception as exc:  # the queue itself failed: keep going, visibly
+            except Exception as exc:  # noqa: BLE001 - the queue itself failed: keep going, visibly
                 message = f"{type(exc).__name__}: {str(exc)[:200]}"
                 self.errors = [*self.errors[-9:], message]
                 logger.warning("%s failed: %s", self.what, message)
@@ -78,6 +78,6 @@ class BackgroundDrain:
             try:
                 if self.drainer.drain(max_batches=1) == 0:
                     break
-            except Exception as exc:  # what is left stays queued for the next start
+            except Exception as exc:  # noqa: BLE001 - what is left stays queued for the next start
                 logger.warning("final %s failed: %s: %s", self.what, type(exc).__name__, exc)
                 break

@@ -107,7 +107,7 @@ class BackgroundDrain:
         while not self._stop.wait(self.interval):
             try:
                 self.drainer.drain()
-            except Exception as exc:  # keep draining; /health shows the last errors
+            except Exception as exc:  # noqa: BLE001 - keep draining; /health shows the last errors
                 self.errors = [*self.errors[-9:], f"{type(exc).__name__}: {exc}"]
 
     def stop(self) -> None:

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from memtool.settings import Settings
 from memtool.runtime.template import TABLE_SETTINGS, table_specs
+from memtool.settings import Settings
 
 
 def table_names(settings: Settings) -> dict[str, str]:
@@ -54,7 +54,7 @@ def load_tables(dynamodb: Any, names: dict[str, str], folder: Path) -> dict[str,
             continue
         items = json.loads(path.read_text(encoding="utf-8"))["items"]
         for start in range(0, len(items), 25):
-            request = {name: [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]}
+            request: dict[str, Any] | None = {name: [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]}
             while request:
                 request = dynamodb.batch_write_item(RequestItems=request).get("UnprocessedItems") or None
         counts[logical] = len(items)

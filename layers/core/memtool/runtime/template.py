@@ -101,7 +101,7 @@ def load_template(path: Path | None = None) -> dict[str, Any]:
 
     path = path or project_root() / "template.yaml"
     with open(path, encoding="utf-8") as handle:
-        return yaml.load(handle, Loader=_CfnLoader.build())  # noqa: S506 - SafeLoader subclass
+        return yaml.load(handle, Loader=_CfnLoader.build())  # SafeLoader subclass
 
 
 def table_specs(template: dict[str, Any]) -> list[TableSpec]:

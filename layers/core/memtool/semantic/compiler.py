@@ -51,7 +51,9 @@ _ORDER_LINE_MEASURES = {
     "gross_revenue": "SUM(ol.gross_amount)",
     "net_revenue": "SUM(ol.gross_amount - ol.discount_amount) - SUM(COALESCE(rf.refund_amount, 0))",
     "refund_amount": "SUM(COALESCE(rf.refund_amount, 0))",
-    "refund_rate": "CAST(SUM(COALESCE(rf.refund_amount, 0)) AS DOUBLE PRECISION) / NULLIF(CAST(SUM(ol.gross_amount) AS DOUBLE PRECISION), 0)",
+    "refund_rate": (
+        "CAST(SUM(COALESCE(rf.refund_amount, 0)) AS DOUBLE PRECISION) / NULLIF(CAST(SUM(ol.gross_amount) AS DOUBLE PRECISION), 0)"
+    ),
     "units": "SUM(ol.qty)",
     "order_count": "COUNT(DISTINCT ol.order_id)",
     "avg_order_value": "CAST(SUM(ol.gross_amount) AS DOUBLE PRECISION) / NULLIF(COUNT(DISTINCT ol.order_id), 0)",
@@ -301,7 +303,8 @@ class IntentCompiler:
                 "refund_by_line AS (\n"
                 "  SELECT order_id, line_id, SUM(refund_amount) AS refund_amount\n"
                 "  FROM fact_refund\n"
-                f"  WHERE refunded_at >= CAST('{window.start.isoformat()}' AS DATE) AND refunded_at < CAST('{window.end.isoformat()}' AS DATE)\n"
+                f"  WHERE refunded_at >= CAST('{window.start.isoformat()}' AS DATE)"
+                f" AND refunded_at < CAST('{window.end.isoformat()}' AS DATE)\n"
                 "  GROUP BY order_id, line_id\n"
                 ")"
             ]
@@ -342,7 +345,7 @@ class IntentCompiler:
             measure = measure.replace("ol.gross_amount", f"CASE WHEN {in_window} THEN ol.gross_amount ELSE 0 END").replace(
                 "ol.discount_amount", f"CASE WHEN {in_window} THEN ol.discount_amount ELSE 0 END"
             )
-        return _PeriodSource([], [f"{e} AS {d.name}" for e, d in zip(exprs, dims)], measure, body)
+        return _PeriodSource([], [f"{e} AS {d.name}" for e, d in zip(exprs, dims, strict=True)], measure, body)
 
     # ---- refund attributes (refund reason) ---------------------------------------------------
 

@@ -70,7 +70,9 @@ _ORDINAL_EN = re.compile(
     r"(?:\s+(?:one|option))?(?:\s+please)?$",
     re.IGNORECASE,
 )
-_REPLY_FILLER = re.compile(r"^(?:就是|就|是|选|要|用|看|指的是|指|我说的是|i\s+mean|i\s+meant|use|the)\s*|\s*(?:吧|啊|呀|的|就行|即可|please)\s*$", re.IGNORECASE)
+_REPLY_FILLER = re.compile(
+    r"^(?:就是|就|是|选|要|用|看|指的是|指|我说的是|i\s+mean|i\s+meant|use|the)\s*|\s*(?:吧|啊|呀|的|就行|即可|please)\s*$", re.IGNORECASE
+)
 _PUNCTUATION = re.compile(r"[\s,，。.!！?？、:：;；\"'“”‘’()（）]+")
 
 
@@ -102,9 +104,7 @@ def usable_term(term: str) -> bool:
         return False
     if re.search(r"[\u4e00-\u9fff]\s+[\u4e00-\u9fff]", term):
         return False
-    if re.fullmatch(rf"第\s*(?:\d+|{ZH_NUMBER})\s*(?:个|项|种|条|名)?", term) or _NO_CHOICE.match(term.replace(" ", "")):
-        return False
-    return True
+    return not (re.fullmatch(rf"第\s*(?:\d+|{ZH_NUMBER})\s*(?:个|项|种|条|名)?", term) or _NO_CHOICE.match(term.replace(" ", "")))
 
 
 def ordinal_position(reply: str) -> int | None:

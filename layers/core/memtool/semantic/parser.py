@@ -40,14 +40,14 @@ from memtool.semantic.parsed import MappingTarget, ParsedQuestion, Span, TermMap
 from memtool.semantic.time_expressions import (
     EN_NUMBER,
     ZH_NUMBER,
-    add_months,
-    month_start,
     ComparisonKind,
     TimeMatch,
+    add_months,
     last_full_days,
     last_full_months,
     last_full_quarters,
     last_full_weeks,
+    month_start,
     parse_number,
     previous_window,
     time_candidates,
@@ -93,16 +93,40 @@ _B = r"(?<![A-Za-z0-9])"
 _E = r"(?![A-Za-z0-9])"
 
 _COMPARISONS: list[tuple[str, str]] = [
-    ("yoy", r"同比(?:增长|下降|变化|增速)?|较去年同期|比去年同期|与去年同期相比|和去年同期相比|与去年同期比|和去年同期比|对比去年同期|相比去年同期|跟去年同期比"),
-    ("yoy", rf"{_B}(?:yoy|y/y|year[\s-]+over[\s-]+year|(?:vs\.?|versus|compared\s+(?:to|with)|against|relative\s+to)\s+(?:the\s+)?(?:same\s+period\s+(?:of\s+|in\s+)?)?last\s+year|(?:vs\.?|versus|compared\s+(?:to|with))\s+(?:the\s+)?(?:prior|previous)\s+year){_E}"),
+    (
+        "yoy",
+        r"同比(?:增长|下降|变化|增速)?|较去年同期|比去年同期|与去年同期相比|和去年同期相比|与去年同期比|和去年同期比|对比去年同期|"
+        r"相比去年同期|跟去年同期比",
+    ),
+    (
+        "yoy",
+        rf"{_B}(?:yoy|y/y|year[\s-]+over[\s-]+year|(?:vs\.?|versus|compared\s+(?:to|with)|against|"
+        rf"relative\s+to)\s+(?:the\s+)?(?:same\s+period\s+(?:of\s+|in\s+)?)?last\s+year|(?:vs\.?|versus|compared\s+(?:to|"
+        rf"with))\s+(?:the\s+)?(?:prior|previous)\s+year){_E}",
+    ),
     ("mom", r"月环比|比上月|比上个月|较上月|较上个月|与上月相比|和上月相比|与上个月相比|和上个月相比|对比上月|对比上个月"),
-    ("mom", rf"{_B}(?:mom|m/m|month[\s-]+over[\s-]+month|(?:vs\.?|versus|compared\s+(?:to|with)|against|relative\s+to)\s+(?:the\s+)?(?:last|previous|prior)\s+month){_E}"),
+    (
+        "mom",
+        rf"{_B}(?:mom|m/m|month[\s-]+over[\s-]+month|(?:vs\.?|versus|compared\s+(?:to|with)|against|relative\s+to)\s+(?:the\s+)?(?:last|"
+        rf"previous|prior)\s+month){_E}",
+    ),
     ("wow", r"周环比|比上周|较上周|与上周相比|和上周相比|对比上周"),
-    ("wow", rf"{_B}(?:wow|w/w|week[\s-]+over[\s-]+week|(?:vs\.?|versus|compared\s+(?:to|with)|against)\s+(?:the\s+)?(?:last|previous|prior)\s+week){_E}"),
+    (
+        "wow",
+        rf"{_B}(?:wow|w/w|week[\s-]+over[\s-]+week|(?:vs\.?|versus|compared\s+(?:to|with)|against)\s+(?:the\s+)?(?:last|previous|"
+        rf"prior)\s+week){_E}",
+    ),
     ("qoq", r"季环比|季度环比|比上季度|较上季度|与上季度相比|和上季度相比"),
-    ("qoq", rf"{_B}(?:qoq|q/q|quarter[\s-]+over[\s-]+quarter|(?:vs\.?|versus|compared\s+(?:to|with)|against)\s+(?:the\s+)?(?:last|previous|prior)\s+quarter){_E}"),
+    (
+        "qoq",
+        rf"{_B}(?:qoq|q/q|quarter[\s-]+over[\s-]+quarter|(?:vs\.?|versus|compared\s+(?:to|with)|against)\s+(?:the\s+)?(?:last|previous|"
+        rf"prior)\s+quarter){_E}",
+    ),
     ("previous", r"环比(?:增长|下降|变化|增速)?"),
-    ("previous", rf"{_B}(?:period[\s-]+over[\s-]+period|pop|(?:vs\.?|versus|compared\s+(?:to|with))\s+(?:the\s+)?(?:previous|prior)\s+period){_E}"),
+    (
+        "previous",
+        rf"{_B}(?:period[\s-]+over[\s-]+period|pop|(?:vs\.?|versus|compared\s+(?:to|with))\s+(?:the\s+)?(?:previous|prior)\s+period){_E}",
+    ),
 ]
 
 _UNIT_WORDS = {
@@ -141,15 +165,27 @@ _DEFAULT_TOP = 10  # "top products" with no number
 
 _GROUP_PREFIX_ZH = r"(?:各个|各|按照|按|分|每个|每一个|每|不同|逐个)\s*的?\s*"
 _GROUP_SUFFIX_ZH = r"\s*(?:分布|排名|排行|占比|构成|维度|拆分|明细|之间)"
-_GROUP_PREFIX_EN = r"(?:by|per|for\s+each|for\s+every|each|every|across(?:\s+all)?(?:\s+the)?|broken\s+down\s+by|split\s+by|grouped\s+by|group\s+by|breakdown\s+by|by\s+each)\s+"
+_GROUP_PREFIX_EN = (
+    r"(?:by|per|for\s+each|for\s+every|each|every|across(?:\s+all)?(?:\s+the)?|broken\s+down\s+by|split\s+by|grouped\s+by|group\s+by|"
+    r"breakdown\s+by|by\s+each)\s+"
+)
 _GROUP_SUFFIX_EN = r"\s+(?:breakdown|ranking|rankings|split|mix|share|shares|level)"
 _TREND = r"变化趋势|趋势|走势|时间序列|" + rf"{_B}(?:trends?|over\s+time|time\s+series|trajectory){_E}"
 _SHARE = r"占比|份额|比重|构成|" + rf"{_B}(?:share|shares|proportion|percentage\s+of\s+total|mix){_E}"
-_NEGATION = r"除了|除去|除(?=\S{1,12}?(?:以外|之外|外))|不含|不包括|不包含|排除|去掉|不看|不要看|不算|不计|剔除|" + rf"{_B}(?:excluding|except(?:\s+for)?|other\s+than|not\s+including|without){_E}"
+_NEGATION = (
+    r"除了|除去|除(?=\S{1,12}?(?:以外|之外|外))|不含|不包括|不包含|排除|去掉|不看|不要看|不算|不计|剔除|"
+    rf"{_B}(?:excluding|except(?:\s+for)?|other\s+than|not\s+including|without){_E}"
+)
 _PLURAL_ZH = r"哪些|哪几个|哪几家|几个|那些"
 # A standing preference ("以后默认用万元") or a this-time condition ("这次用分"), and chart names.
-_LASTING = r"以后都|以后|今后|往后|从现在起|从现在开始|从今以后|从此|默认|一律|总是|每次都|" + rf"{_B}(?:always|from\s+now\s+on|by\s+default|going\s+forward|in\s+(?:the\s+)?future|default\s+to|as\s+(?:the|my)\s+default){_E}"
-_THIS_TIME = r"这次|本次|这一次|仅这次|只这次|这回|" + rf"{_B}(?:just\s+this\s+once|this\s+time|for\s+now|just\s+for\s+this\s+(?:one|question)){_E}"
+_LASTING = (
+    r"以后都|以后|今后|往后|从现在起|从现在开始|从今以后|从此|默认|一律|总是|每次都|"
+    rf"{_B}(?:always|from\s+now\s+on|by\s+default|going\s+forward|in\s+(?:the\s+)?future|default\s+to|as\s+(?:the|my)\s+default){_E}"
+)
+_THIS_TIME = (
+    r"这次|本次|这一次|仅这次|只这次|这回|"
+    rf"{_B}(?:just\s+this\s+once|this\s+time|for\s+now|just\s+for\s+this\s+(?:one|question)){_E}"
+)
 _CHARTS: list[tuple[str, str]] = [
     ("bar", rf"柱状图|柱形图|条形图|{_B}bar\s*(?:charts?|graphs?){_E}"),
     ("line", rf"折线图|曲线图|{_B}line\s*(?:charts?|graphs?){_E}"),
@@ -720,7 +756,8 @@ class QuestionParser:
             )
             return ClarificationNeed(question, dim.label(parsed.lang), options, "incompatible_dimension")
         if parsed.top_n is not None and not parsed.group_dims and parsed.grain is None:
-            options = [self.catalog.dimension(d).label(parsed.lang) for d in metric.dimensions if self.catalog.dimension(d).kind == "attribute"]
+            attributes = [self.catalog.dimension(d) for d in metric.dimensions if self.catalog.dimension(d).kind == "attribute"]
+            options = [dimension.label(parsed.lang) for dimension in attributes]
             question = f"前 {parsed.top_n} 名按什么排？" if zh else f"Top {parsed.top_n} of what?"
             return ClarificationNeed(question, None, options, "top_n_without_dimension")
         return None
@@ -750,7 +787,6 @@ class QuestionParser:
             explicit = [t for t in explicit if t.window.start <= today]
         if len(explicit) > 2:
             return None, None, self._too_many_windows(parsed, explicit)
-        window: TimeWindow
         comparison: Comparison | None = None
         if len(explicit) == 2:
             first, second = sorted((t.window for t in explicit), key=lambda w: w.start, reverse=True)

@@ -138,7 +138,10 @@ _EN_NUMBERS = {
     "sixty": 60, "ninety": 90,
 }  # fmt: skip
 ZH_NUMBER = r"[零〇一二两三四五六七八九十百]+"
-EN_NUMBER = r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|sixty|ninety)"
+EN_NUMBER = (
+    r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|"
+    r"twenty|thirty|sixty|ninety)"
+)
 
 
 def parse_number(text: str) -> int | None:
@@ -174,7 +177,10 @@ _MONTHS_EN = {
     "june": 6, "jun": 6, "july": 7, "jul": 7, "august": 8, "aug": 8, "september": 9, "sept": 9, "sep": 9,
     "october": 10, "oct": 10, "november": 11, "nov": 11, "december": 12, "dec": 12,
 }  # fmt: skip
-_MONTH_EN = r"(?:january|february|march|april|may|june|july|august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)"
+_MONTH_EN = (
+    r"(?:january|february|march|april|may|june|july|august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|"
+    r"nov|dec)"
+)
 _MONTH_ZH = r"(?:1[0-2]|0?[1-9]|十[一二]|[一二三四五六七八九十])"
 _QUARTER_ZH = r"(?:[1-4一二三四])"
 _ORDINAL_QUARTER = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4, "4th": 4}
@@ -494,14 +500,26 @@ _PATTERNS: list[tuple[str, str, Builder]] = [
     ("named_quarter", rf"(?<!\d)(?P<y>\d{{4}})\s*年?\s*[-\s]?\s*[Qq](?P<q>[1-4]){_E}", _quarter_abs),
     ("named_quarter", rf"{_B}(?:in\s+)?[Qq](?P<q>[1-4])\s*(?:of\s+)?(?:'(?P<yy>\d{{2}})|(?P<y>\d{{4}})){_E}", _quarter_abs),
     ("named_quarter", rf"(?<!\d)(?P<y>\d{{4}})\s*年\s*的?\s*第?(?P<q>{_QUARTER_ZH})\s*季度", _quarter_abs),
-    ("named_quarter", rf"{_B}(?:in\s+)?(?:the\s+)?(?P<q>first|second|third|fourth|1st|2nd|3rd|4th)\s+quarter\s+(?:of\s+)?(?P<y>\d{{4}}){_E}", _quarter_abs),
+    (
+        "named_quarter",
+        rf"{_B}(?:in\s+)?(?:the\s+)?(?P<q>first|second|third|fourth|1st|2nd|3rd|4th)\s+quarter\s+(?:of\s+)?(?P<y>\d{{4}}){_E}",
+        _quarter_abs,
+    ),
     ("named_year", r"(?<!\d)(?P<y>(?:19|20)\d{2})\s*(?:年(?:全年|度|一整年)?|全年)", _year_abs),
-    ("named_year", rf"{_B}(?:(?:in|for|during|of)\s+)?(?:the\s+year\s+)?(?P<y>(?:19|20)\d{{2}})(?![\d年\-/])(?:\s+full\s+year)?", _year_abs),
+    (
+        "named_year",
+        rf"{_B}(?:(?:in|for|during|of)\s+)?(?:the\s+year\s+)?(?P<y>(?:19|20)\d{{2}})(?![\d年\-/])(?:\s+full\s+year)?",
+        _year_abs,
+    ),
     # months and quarters qualified by a relative year
     ("named_month", rf"(?P<r>今年|去年|前年|明年|本年|上年)\s*的?\s*(?P<m>{_MONTH_ZH})\s*月份?", _relative_year_month),
     ("named_month", rf"{_B}(?:in\s+)?(?P<m>{_MONTH_EN})\.?\s+(?:of\s+)?(?P<r>this|last|next)\s+year{_E}", _relative_year_month),
     ("named_month", rf"{_B}(?P<r>this|last|next)\s+year'?s\s+(?P<m>{_MONTH_EN}){_E}", _relative_year_month),
-    ("named_quarter", rf"(?P<r>今年|去年|前年|明年|本年|上年)\s*的?\s*(?:[Qq](?P<q>[1-4])|第?(?P<q2>{_QUARTER_ZH})\s*季度)", _relative_year_quarter_any),
+    (
+        "named_quarter",
+        rf"(?P<r>今年|去年|前年|明年|本年|上年)\s*的?\s*(?:[Qq](?P<q>[1-4])|第?(?P<q2>{_QUARTER_ZH})\s*季度)",
+        _relative_year_quarter_any,
+    ),
     ("named_quarter", rf"{_B}(?:in\s+)?[Qq](?P<q>[1-4])\s+(?:of\s+)?(?P<r>this|last|next)\s+year{_E}", _relative_year_quarter),
     ("named_quarter", rf"{_B}(?P<r>this|last|next)\s+year'?s\s+[Qq](?P<q>[1-4]){_E}", _relative_year_quarter),
     # bare months and quarters: the most recent that has started
@@ -518,25 +536,53 @@ _PATTERNS: list[tuple[str, str, Builder]] = [
     ("quarter_before_last", rf"{_B}(?:(?:in|for|during)\s+)?the\s+quarter\s+before\s+last{_E}", _fixed(_quarter_before_last)),
     ("three_years_ago", r"大前年", _fixed(_three_years_ago)),
     ("last_month", r"上个月|上一个月|上一月|上月", _fixed(_last_month)),
-    ("last_month", rf"{_B}(?:(?:in|for|during|over)\s+)?(?:the\s+)?(?:last|previous|prior)\s+(?:calendar\s+)?month{_E}", _fixed(_last_month)),
+    (
+        "last_month",
+        rf"{_B}(?:(?:in|for|during|over)\s+)?(?:the\s+)?(?:last|previous|prior)\s+(?:calendar\s+)?month{_E}",
+        _fixed(_last_month),
+    ),
     ("this_month", r"本月至今|本月到目前为止|本月以来|本月|这个月|这月|当月|月初至今|月初到现在", _fixed(_this_month)),
-    ("this_month", rf"{_B}(?:(?:in|for|during)\s+)?(?:this|the\s+current|current)\s+month(?:\s+to\s+date|\s+so\s+far)?{_E}|{_B}month[\s-]+to[\s-]+date{_E}|{_B}MTD{_E}", _fixed(_this_month)),
+    (
+        "this_month",
+        rf"{_B}(?:(?:in|for|during)\s+)?(?:this|the\s+current|current)\s+month(?:\s+to\s+date|\s+so\s+far)?{_E}|"
+        rf"{_B}month[\s-]+to[\s-]+date{_E}|{_B}MTD{_E}",
+        _fixed(_this_month),
+    ),
     ("last_week", r"上个星期|上一个星期|上星期|上一周|上个周|上周|上个礼拜|上礼拜", _fixed(_last_week)),
     ("last_week", rf"{_B}(?:(?:in|for|during|over)\s+)?(?:the\s+)?(?:last|previous|prior)\s+(?:calendar\s+)?week{_E}", _fixed(_last_week)),
     ("this_week", r"本周至今|本周|这周|这个星期|本星期|这星期|这个礼拜|这礼拜", _fixed(_this_week)),
-    ("this_week", rf"{_B}(?:(?:in|for|during)\s+)?(?:this|the\s+current|current)\s+week(?:\s+to\s+date|\s+so\s+far)?{_E}|{_B}week[\s-]+to[\s-]+date{_E}|{_B}WTD{_E}", _fixed(_this_week)),
+    (
+        "this_week",
+        rf"{_B}(?:(?:in|for|during)\s+)?(?:this|the\s+current|current)\s+week(?:\s+to\s+date|\s+so\s+far)?{_E}|"
+        rf"{_B}week[\s-]+to[\s-]+date{_E}|{_B}WTD{_E}",
+        _fixed(_this_week),
+    ),
     ("last_quarter", r"上个季度|上一个季度|上一季度|上季度|上季", _fixed(_last_quarter)),
     ("last_quarter", rf"{_B}(?:(?:in|for|during|over)\s+)?(?:the\s+)?(?:last|previous|prior)\s+quarter{_E}", _fixed(_last_quarter)),
     ("this_quarter", r"本季度至今|本季度|这个季度|这季度|本季|当季", _fixed(_this_quarter)),
-    ("this_quarter", rf"{_B}(?:(?:in|for|during)\s+)?(?:this|the\s+current|current)\s+quarter(?:\s+to\s+date|\s+so\s+far)?{_E}|{_B}quarter[\s-]+to[\s-]+date{_E}|{_B}QTD{_E}", _fixed(_this_quarter)),
+    (
+        "this_quarter",
+        rf"{_B}(?:(?:in|for|during)\s+)?(?:this|the\s+current|current)\s+quarter(?:\s+to\s+date|\s+so\s+far)?{_E}|"
+        rf"{_B}quarter[\s-]+to[\s-]+date{_E}|{_B}QTD{_E}",
+        _fixed(_this_quarter),
+    ),
     ("ytd", r"今年以来|今年至今|今年到目前为止|年初至今|年初到现在|年初以来|本年度|今年|本年", _fixed(_ytd)),
-    ("ytd", rf"{_B}(?:(?:in|for|during)\s+)?(?:this|the\s+current|current)\s+year(?:\s+to\s+date|\s+so\s+far)?{_E}|{_B}year[\s-]+to[\s-]+date{_E}|{_B}YTD{_E}", _fixed(_ytd)),
+    (
+        "ytd",
+        rf"{_B}(?:(?:in|for|during)\s+)?(?:this|the\s+current|current)\s+year(?:\s+to\s+date|\s+so\s+far)?{_E}|"
+        rf"{_B}year[\s-]+to[\s-]+date{_E}|{_B}YTD{_E}",
+        _fixed(_ytd),
+    ),
     ("last_year", r"去年全年|去年一整年|去年|上一年|上年", _fixed(_last_year)),
     ("last_year", rf"{_B}(?:(?:in|for|during|over)\s+)?(?:the\s+)?(?:last|previous|prior)\s+(?:calendar\s+)?year{_E}", _fixed(_last_year)),
     ("year_before_last", r"前年", _fixed(_year_before_last)),
     ("year_before_last", rf"{_B}(?:in\s+)?the\s+year\s+before\s+last{_E}", _fixed(_year_before_last)),
     ("same_period_last_year", r"去年同期|上年同期|同期", _fixed(_same_period_last_year)),
-    ("same_period_last_year", rf"{_B}(?:(?:in|for|during)\s+)?(?:the\s+)?same\s+(?:period|time)\s+(?:of\s+|in\s+)?last\s+year{_E}", _fixed(_same_period_last_year)),
+    (
+        "same_period_last_year",
+        rf"{_B}(?:(?:in|for|during)\s+)?(?:the\s+)?same\s+(?:period|time)\s+(?:of\s+|in\s+)?last\s+year{_E}",
+        _fixed(_same_period_last_year),
+    ),
     ("yesterday", r"昨天|昨日", _fixed(_yesterday)),
     ("yesterday", rf"{_B}yesterday{_E}", _fixed(_yesterday)),
     ("today", r"今天|今日", _fixed(_today)),
@@ -544,9 +590,21 @@ _PATTERNS: list[tuple[str, str, Builder]] = [
     # the last / next N units (full units)
     ("last_n", rf"{_RECENT_ZH}\s*(?P<n>\d+|{ZH_NUMBER}|半)?\s*(?:个)?\s*(?P<u>月|天|日|周|星期|礼拜|季度|年)(?!度|份)", _last_n_builder),
     ("last_n", rf"{_B}{_RECENT_EN}\s+(?P<n>\d+|{EN_NUMBER})\s+(?P<u>days?|weeks?|months?|quarters?|years?){_E}", _last_n_builder),
-    ("last_n", rf"{_B}(?:(?:in|over|during|for)\s+)?(?:the\s+)?past\s+(?P<u>month|quarter|year|week){_E}", lambda m, t: _last_n(_unit_of(m.group("u")), 1, t, m)),
-    ("next_n", rf"(?:未来|接下来的?|之后的?)\s*(?P<n>\d+|{ZH_NUMBER})?\s*(?:个)?\s*(?P<u>月|天|日|周|星期|季度|年)(?!度|份)", _next_n_builder),
-    ("next_n", rf"{_B}(?:(?:in|over|during|for)\s+)?(?:the\s+)?next\s+(?P<n>\d+|{EN_NUMBER})\s+(?P<u>days?|weeks?|months?|quarters?|years?){_E}", _next_n_builder),
+    (
+        "last_n",
+        rf"{_B}(?:(?:in|over|during|for)\s+)?(?:the\s+)?past\s+(?P<u>month|quarter|year|week){_E}",
+        lambda m, t: _last_n(_unit_of(m.group("u")), 1, t, m),
+    ),
+    (
+        "next_n",
+        rf"(?:未来|接下来的?|之后的?)\s*(?P<n>\d+|{ZH_NUMBER})?\s*(?:个)?\s*(?P<u>月|天|日|周|星期|季度|年)(?!度|份)",
+        _next_n_builder,
+    ),
+    (
+        "next_n",
+        rf"{_B}(?:(?:in|over|during|for)\s+)?(?:the\s+)?next\s+(?P<n>\d+|{EN_NUMBER})\s+(?P<u>days?|weeks?|months?|quarters?|years?){_E}",
+        _next_n_builder,
+    ),
     ("next_month", r"下个月|下一个月|下月", _fixed(_next_month)),
     ("next_month", rf"{_B}(?:(?:in|for|during)\s+)?next\s+month{_E}", _fixed(_next_month)),
     ("next_week", r"下个星期|下星期|下一周|下周", _fixed(_next_week)),

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from memtool.sql.schema import CHANNELS, REFUND_REASONS, REGIONS, THERAPEUTIC_AREAS, WAREHOUSE_SCHEMA
 
 if TYPE_CHECKING:  # numpy and duckdb load lazily: the Lambda cold path never builds a warehouse
+    import duckdb
     import numpy as np
 
 # Bump when the generated contents change, so ensure_demo_warehouse rebuilds stale files.
@@ -349,9 +350,7 @@ def build_demo_warehouse(
                 for alter in DRIFT_RENAMES.statements():
                     con.execute(alter)
                 tables = [DRIFT_RENAMES.table_name(table) for table in tables]
-            row_counts = {
-                table: int(con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]) for table in tables
-            }
+            row_counts = {table: _row_count(con, table) for table in tables}
             con.execute("CHECKPOINT")
         finally:
             con.close()
@@ -427,7 +426,7 @@ def _products(window_start: date) -> list[dict[str, Any]]:
 
 
 def _cities() -> list[tuple[int, str, str, str]]:
-    cities = []
+    cities: list[tuple[int, str, str, str]] = []
     for region_name, members in REGIONS.items():
         for city, city_en in members:
             cities.append((len(cities) + 1, region_name, city, city_en))
@@ -514,6 +513,12 @@ def _plan_anomalies(
             "regional_drop", drop_month, calendar.month_labels[drop_month], _DROP_FACTOR, city_index=drop_city
         ),
     ]
+
+
+def _row_count(con: duckdb.DuckDBPyConnection, table: str) -> int:
+    row = con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()
+    assert row is not None  # an aggregate without GROUP BY returns exactly one row
+    return int(row[0])
 
 
 def _anomaly(plans: list[_AnomalyPlan], kind: str) -> _AnomalyPlan:
@@ -704,6 +709,7 @@ def _generate_refunds(
 
     # The refund spike: a bad batch of one product, paid in the month's first three weeks.
     spike = _anomaly(plans, "refund_spike")
+    assert spike.product_index is not None  # a refund spike is planted on one product
     first, last = calendar.month_bounds(spike.month_index)
     paid_day = orders["paid_at"] // 86_400
     batch = eligible & (orders["product_id"] == spike.product_index + 1) & (paid_day >= first) & (paid_day <= last - 8)

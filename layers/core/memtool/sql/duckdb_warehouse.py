@@ -137,7 +137,8 @@ class DuckDBWarehouse:
                     )
                     # DuckDB shares one instance per file and config within a process: another
                     # DuckDBWarehouse on this file may have set it up and locked it already.
-                    if not connection.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:
+                    locked = connection.execute("SELECT current_setting('lock_configuration')").fetchone()
+                    if not (locked and locked[0]):
                         # Redshift sessions run in UTC; GETDATE() and timestamptz casts must agree.
                         connection.execute("SET GLOBAL TimeZone = 'UTC'")
                         connection.execute("SET GLOBAL lock_configuration = true")

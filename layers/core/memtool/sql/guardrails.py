@@ -122,7 +122,7 @@ def check_sql(sql: str, policy: GuardPolicy) -> GuardVerdict:
         return _check(sql, policy)
     except _Refusal as refusal:
         return GuardVerdict(False, None, refusal.reason, refusal.code)
-    except Exception as error:  # fail closed: what the checks cannot follow does not run
+    except Exception as error:  # noqa: BLE001 - fail closed: what the checks cannot follow does not run
         return GuardVerdict(False, None, f"The query could not be verified as safe ({type(error).__name__}).", "unsupported")
 
 
@@ -189,7 +189,7 @@ def _check_comments(tokens: list[Any]) -> None:
 # --------------------------------------------------------------------------- statement kind
 
 
-def _statement_kind(node: exp.Expression) -> str:
+def _statement_kind(node: exp.Expr) -> str:
     from sqlglot import exp
 
     if isinstance(node, exp.Command):
@@ -211,7 +211,7 @@ def _denied_nodes() -> tuple[type, ...]:
     return tuple(getattr(exp, name) for name in names if isinstance(getattr(exp, name, None), type))
 
 
-def _check_read_only(tree: exp.Expression) -> None:
+def _check_read_only(tree: exp.Expr) -> None:
     from sqlglot import exp
 
     query = tree.unnest() if isinstance(tree, exp.Subquery) else tree
@@ -248,11 +248,13 @@ def _visible_cte(table: exp.Table) -> exp.CTE | None:
     if table.args.get("db") or table.args.get("catalog"):
         return None
     name = table.name.lower()
-    child: exp.Expression = table
+    child: exp.Expr = table
     node = table.parent
     while node is not None:
         candidates: list[exp.CTE] = []
-        if isinstance(node, exp.With) and isinstance(child, exp.CTE):
+        # a CTE under a WITH always has its position in the list (index); without one, no CTE is
+        # visible and the name is checked as a real table, the stricter reading
+        if isinstance(node, exp.With) and isinstance(child, exp.CTE) and child.index is not None:
             upto = child.index + 1 if node.args.get("recursive") else child.index
             candidates = list(node.expressions[:upto])
         elif isinstance(node, exp.Query):
@@ -266,7 +268,7 @@ def _visible_cte(table: exp.Table) -> exp.CTE | None:
     return None
 
 
-def _real_tables(tree: exp.Expression) -> Iterator[exp.Table]:
+def _real_tables(tree: exp.Expr) -> Iterator[exp.Table]:
     """Every table reference that reads a relation of the warehouse (not a CTE)."""
     from sqlglot import exp
 
@@ -275,7 +277,7 @@ def _real_tables(tree: exp.Expression) -> Iterator[exp.Table]:
             yield table
 
 
-def _check_tables(tree: exp.Expression, policy: GuardPolicy) -> list[str]:
+def _check_tables(tree: exp.Expr, policy: GuardPolicy) -> list[str]:
     from sqlglot import exp
 
     for cte in tree.find_all(exp.CTE):
@@ -312,7 +314,7 @@ def _function_names(node: exp.Func) -> set[str]:
     return {node.sql_name().lower(), type(node).key.lower()}
 
 
-def _check_functions(tree: exp.Expression) -> None:
+def _check_functions(tree: exp.Expr) -> None:
     from sqlglot import exp
 
     for node in tree.find_all(exp.Dot):
@@ -341,7 +343,7 @@ class _Source:
 def _sources(select: exp.Select, policy: GuardPolicy) -> list[_Source]:
     from sqlglot import exp
 
-    relations: list[tuple[exp.Expression, frozenset[str] | None]] = []
+    relations: list[tuple[exp.Expr, frozenset[str] | None]] = []
     from_ = select.args.get("from_") or select.args.get("from")
     if from_ is not None:
         relations.append((from_.this, frozenset()))
@@ -364,7 +366,7 @@ def _sources(select: exp.Select, policy: GuardPolicy) -> list[_Source]:
     return found
 
 
-def _derived_outputs(node: exp.Expression, policy: GuardPolicy) -> frozenset[str] | None:
+def _derived_outputs(node: exp.Expr, policy: GuardPolicy) -> frozenset[str] | None:
     """Column names a CTE or derived table exposes: its alias column list, else its projections."""
     from sqlglot import exp
 
@@ -375,7 +377,7 @@ def _derived_outputs(node: exp.Expression, policy: GuardPolicy) -> frozenset[str
     return _query_outputs(body, policy)
 
 
-def _query_outputs(query: exp.Expression, policy: GuardPolicy) -> frozenset[str] | None:
+def _query_outputs(query: exp.Expr, policy: GuardPolicy) -> frozenset[str] | None:
     from sqlglot import exp
 
     if isinstance(query, exp.Subquery):
@@ -400,7 +402,7 @@ def _query_outputs(query: exp.Expression, policy: GuardPolicy) -> frozenset[str]
     return frozenset(names)
 
 
-def _star_qualifier(projection: exp.Expression) -> str | None:
+def _star_qualifier(projection: exp.Expr) -> str | None:
     """"" for ``*``, the qualifier for ``t.*``, None for any other projection."""
     from sqlglot import exp
 
@@ -411,7 +413,7 @@ def _star_qualifier(projection: exp.Expression) -> str | None:
     return None
 
 
-def _expand_stars(tree: exp.Expression, policy: GuardPolicy) -> None:
+def _expand_stars(tree: exp.Expr, policy: GuardPolicy) -> None:
     """Replace ``*`` and ``t.*`` over real tables by the allow-listed columns.
 
     A star would otherwise read every column of the table, including any the policy leaves out.
@@ -424,7 +426,7 @@ def _expand_stars(tree: exp.Expression, policy: GuardPolicy) -> None:
             continue
         sources = _sources(select, policy)
         qualify = len(sources) > 1
-        expanded: list[exp.Expression] = []
+        expanded: list[exp.Expr] = []
         for projection in select.expressions:
             star_of = _star_qualifier(projection)
             if star_of is None:
@@ -459,7 +461,7 @@ def _merged_away(column: str, source: _Source, emitted: set[str]) -> bool:
     return source.merged is None or column in source.merged
 
 
-def _check_columns(tree: exp.Expression, policy: GuardPolicy) -> None:
+def _check_columns(tree: exp.Expr, policy: GuardPolicy) -> None:
     """Every column must belong to a table or derived relation of the query, or be an alias.
 
     Names are checked, not full scoping: an unqualified column passes when an allow-listed table
@@ -516,7 +518,7 @@ def _source_has(source: _Source, name: str, policy: GuardPolicy, anything_known:
 # --------------------------------------------------------------------------- row cap
 
 
-def _cap_rows(tree: exp.Expression, max_rows: int) -> int:
+def _cap_rows(tree: exp.Expr, max_rows: int) -> int:
     """Add LIMIT max_rows to the top-level query, tighten a larger one, keep a smaller one."""
     from sqlglot import exp
 

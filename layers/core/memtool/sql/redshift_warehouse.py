@@ -205,7 +205,7 @@ def _is_driver_interface_error(error: BaseException) -> bool:
 def _quietly(action: Callable[[], Any]) -> None:
     try:
         action()
-    except Exception:  # cleanup must not hide the result or the error that matters
+    except Exception:  # noqa: BLE001 - cleanup must not hide the result or the error that matters
         pass
 
 

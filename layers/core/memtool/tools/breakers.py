@@ -119,7 +119,9 @@ class CircuitBreakers:
     """One breaker per dependency name, made on first use with the same settings."""
 
     def __init__(self, *, failure_threshold: int = 3, cooldown_seconds: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
-        self._settings = {"failure_threshold": failure_threshold, "cooldown_seconds": cooldown_seconds, "clock": clock}
+        self._failure_threshold = failure_threshold
+        self._cooldown_seconds = cooldown_seconds
+        self._clock = clock
         self._breakers: dict[str, CircuitBreaker] = {}
         self._lock = threading.Lock()
 
@@ -127,7 +129,9 @@ class CircuitBreakers:
         with self._lock:
             breaker = self._breakers.get(name)
             if breaker is None:
-                breaker = self._breakers[name] = CircuitBreaker(name, **self._settings)
+                breaker = self._breakers[name] = CircuitBreaker(
+                    name, failure_threshold=self._failure_threshold, cooldown_seconds=self._cooldown_seconds, clock=self._clock
+                )
             return breaker
 
     def health(self) -> dict[str, dict[str, Any]]:

@@ -102,7 +102,7 @@ class ToolExecutor:
         if self._on_result is not None:
             try:
                 self._on_result(result)
-            except Exception:  # noqa: BLE001 - the trajectory is a record; the call's result stands
+            except Exception:  # the trajectory is a record; the call's result stands
                 logger.warning("the trajectory could not record a call of %s", name, exc_info=True)
         return result
 
@@ -139,11 +139,15 @@ class ToolExecutor:
             return failed("bad_arguments", message, field)
         breaker = self.breakers.get(tool.dependency) if self.breakers is not None and tool.dependency else None
         if breaker is not None and not breaker.allow():
-            return failed("unavailable", f"{tool.dependency} is skipped for {breaker.cooldown_left():.0f} s after repeated failures; try again later")
+            return failed(
+                "unavailable", f"{tool.dependency} is skipped for {breaker.cooldown_left():.0f} s after repeated failures; try again later"
+            )
         try:
             output = _run_with_timeout(tool, parsed, context, self._slots)
         except _Busy:
-            return failed("unavailable", f"all {self.max_parallel} tool slots are busy with earlier calls that are still running; try again shortly")
+            return failed(
+                "unavailable", f"all {self.max_parallel} tool slots are busy with earlier calls that are still running; try again shortly"
+            )
         except TimeoutError:
             if breaker is not None:
                 breaker.record_failure()
@@ -154,7 +158,7 @@ class ToolExecutor:
             return failed(exc.kind, exc.message, exc.field)
         except ToolFailure as exc:
             return failed(exc.kind, exc.message, exc.field)
-        except Exception:  # noqa: BLE001 - the caller gets a generic message; the details are logged
+        except Exception:  # the caller gets a generic message; the details are logged
             logger.exception("tool %s failed", name)
             if breaker is not None:
                 breaker.record_failure()

@@ -20,7 +20,9 @@ _TITLES = {
 }
 
 
-def analysis_chart(kind: str, result: dict[str, Any], *, lang: str, history: list[tuple[str, float]] | None = None) -> dict[str, Any] | None:
+def analysis_chart(
+    kind: str, result: dict[str, Any], *, lang: str, history: list[tuple[str, float]] | None = None
+) -> dict[str, Any] | None:
     """{type, option} for the result, or None when the result has nothing to draw."""
     title = _TITLES.get(kind, (kind, kind))[0 if lang == "zh" else 1]
     builder = _BUILDERS.get(kind)
@@ -49,7 +51,9 @@ def _anomaly(result: dict[str, Any], lang: str, _history: list[tuple[str, float]
                 "name": actual,
                 "type": "line",
                 "data": [p["value"] for p in points],
-                "markPoint": {"data": [{"coord": [p["label"], p["value"]], "name": f"z={p['z']:.1f}"} for p in points if p.get("flagged_by")]},
+                "markPoint": {
+                    "data": [{"coord": [p["label"], p["value"]], "name": f"z={p['z']:.1f}"} for p in points if p.get("flagged_by")]
+                },
             },
             {"name": expected, "type": "line", "lineStyle": {"type": "dashed"}, "data": [p["expected"] for p in points]},
         ],

@@ -175,7 +175,11 @@ def _rules(ctx: _Context) -> list[ChartCandidate]:
         t = s.temporal
         if len(s.measures) >= 2 and _scale_ratio(s) > SCALE_SPLIT:
             return [
-                C(ChartType.DUAL_AXIS_LINE, 0.85, f"{len(s.measures)} measures over {t} with scales {_scale_ratio(s):.0f}× apart: two y-axes"),
+                C(
+                    ChartType.DUAL_AXIS_LINE,
+                    0.85,
+                    f"{len(s.measures)} measures over {t} with scales {_scale_ratio(s):.0f}× apart: two y-axes",
+                ),
                 C(ChartType.LINE, 0.55, "one axis would flatten the smaller measure"),
                 C(ChartType.BAR, 0.45, "bars over time"),
             ]
@@ -214,13 +218,16 @@ def _rules(ctx: _Context) -> list[ChartCandidate]:
                 C(ChartType.TABLE, 0.35, "the values as a table"),
             ]
         if s.ordered or h.top_n or s.category_count > MAX_SHARE_SLICES:
-            why = "top %d" % h.top_n if h.top_n else (f"rows ranked {s.ordered}" if s.ordered else f"{s.category_count} categories")
+            why = f"top {h.top_n:d}" if h.top_n else (f"rows ranked {s.ordered}" if s.ordered else f"{s.category_count} categories")
             return [
                 C(ChartType.HORIZONTAL_BAR, 0.88, f"a ranking ({why}): horizontal bars, largest on top"),
                 C(ChartType.BAR, 0.7, "vertical bars"),
                 C(ChartType.TABLE, 0.35, "the ranking as a table"),
             ]
-        third = C(ChartType.PIE, 0.45, "parts of a whole, if the question is about share") if pie_fits else C(ChartType.TABLE, 0.35, "the values as a table")
+        if pie_fits:
+            third = C(ChartType.PIE, 0.45, "parts of a whole, if the question is about share")
+        else:
+            third = C(ChartType.TABLE, 0.35, "the values as a table")
         return [
             C(ChartType.BAR, 0.8, f"{s.category_count} {s.dimension} values compared on {m.name}"),
             C(ChartType.HORIZONTAL_BAR, 0.7, "ranked bars"),
@@ -363,11 +370,12 @@ def recommend_chart(
         chart = _resolve_preferred(preferred, shape)
         fits, why_not = _preferred_fits(chart, shape)
         if fits:
-            best = max(c.confidence for c in candidates)
+            top = max(c.confidence for c in candidates)
             own = next((c for c in candidates if c.chart_type == chart), None)
             base = own.confidence if own else 0.5
-            reason = (own.reason if own else f"{chart} can draw a {shape.kind}") + f"; the user's preferred chart ({preferred}) fits a {shape.kind}"
-            boosted = ChartCandidate(chart, min(0.99, max(base + 0.15, best + 0.01)), reason)
+            reason = own.reason if own else f"{chart} can draw a {shape.kind}"
+            reason += f"; the user's preferred chart ({preferred}) fits a {shape.kind}"
+            boosted = ChartCandidate(chart, min(0.99, max(base + 0.15, top + 0.01)), reason)
             candidates = [boosted] + [c for c in candidates if c.chart_type != chart]
             chosen = chart
         else:
@@ -397,7 +405,9 @@ def recommend_chart(
     )
 
 
-def kpi_card(columns: list[str], rows: list[list[Any]], *, hints: ShapeHints | None = None, partial: Sequence[str] = ()) -> ChartRecommendation | None:
+def kpi_card(
+    columns: list[str], rows: list[list[Any]], *, hints: ShapeHints | None = None, partial: Sequence[str] = ()
+) -> ChartRecommendation | None:
     """The KPI card of a one-number result, without ranking chart candidates (kpi_lookup's path);
     None when the result is not one number."""
     if len(rows) != 1:
@@ -578,6 +588,9 @@ def _kpi_option(ctx: _Context) -> tuple[dict[str, Any], list[str]]:
     partial = any(ctx.is_partial(row[p.index]) for p in s.columns if p.role.value == "temporal")
     if partial:
         label = f"{label} ({PARTIAL_LABEL})" if label else PARTIAL_LABEL
+    kpi: dict[str, Any] = {"measure": measure, "value": value, "formatted": formatted, "label": label or None}
+    if partial:
+        kpi["partial"] = True
     option = {
         "title": {"text": s.hints.metric or measure, "subtext": label, "left": "center"},
         "tooltip": {"show": False},
@@ -589,10 +602,8 @@ def _kpi_option(ctx: _Context) -> tuple[dict[str, Any], list[str]]:
                 "style": {"text": formatted, "fontSize": 48, "fontWeight": "bold", "fill": "#333"},
             }
         ],
-        "kpi": {"measure": measure, "value": value, "formatted": formatted, "label": label or None},
+        "kpi": kpi,
     }
-    if partial:
-        option["kpi"]["partial"] = True
     return option, notes
 
 
@@ -603,7 +614,7 @@ def _category_pairs(ctx: _Context) -> tuple[list[tuple[str, int | float]], list[
     totals: dict[str, int | float | None] = {}
     dropped = 0
     repeated = 0
-    for cat, val in zip(ctx.cells(s.dimension or ""), ctx.cells(s.primary_measure or "")):
+    for cat, val in zip(ctx.cells(s.dimension or ""), ctx.cells(s.primary_measure or ""), strict=True):
         number = _num(val)
         if number is None:
             dropped += 1
@@ -679,13 +690,13 @@ def _value_axes(ctx: _Context, dual: bool) -> tuple[list[dict[str, Any]] | dict[
     """One value axis, or two: measures within SCALE_SPLIT of the largest share the left axis."""
     s = ctx.shape
     if not dual:
-        return {"type": "value"}, {m: 0 for m in s.measures}
+        return {"type": "value"}, dict.fromkeys(s.measures, 0)
     mags = {m: s.column(m).magnitude for m in s.measures}
     top = max(mags.values()) or 1.0
     index = {m: 0 if mags[m] * SCALE_SPLIT >= top else 1 for m in s.measures}
     left = [m for m in s.measures if index[m] == 0]
     right = [m for m in s.measures if index[m] == 1]
-    axes = [
+    axes: list[dict[str, Any]] = [
         {"type": "value", "name": " / ".join(left), "position": "left"},
         {"type": "value", "name": " / ".join(right), "position": "right", "splitLine": {"show": False}},
     ]
@@ -719,13 +730,13 @@ def _time_series_option(chart: str, ctx: _Context) -> tuple[dict[str, Any], list
     data: dict[str, dict[str, int | float | None]] = {}
     if s.series:
         m = s.primary_measure or ""
-        for tv, sv, mv in zip(t_cells, ctx.cells(s.series), ctx.cells(m)):
+        for tv, sv, mv in zip(t_cells, ctx.cells(s.series), ctx.cells(m), strict=True):
             if is_null(tv):
                 continue
             points = data.setdefault(_label(sv), {})
             x = _label(tv)
             points[x] = _add(points[x], _num(mv)) if x in points else _num(mv)
-        axis_index = {name: 0 for name in data}
+        axis_index = dict.fromkeys(data, 0)
         totals = {name: sum(v for v in pts.values() if v is not None) for name, pts in data.items()}
         names = sorted(data, key=lambda k: (-totals[k], k))
         if len(names) > MAX_SERIES:
@@ -735,7 +746,7 @@ def _time_series_option(chart: str, ctx: _Context) -> tuple[dict[str, Any], list
     else:
         for m in s.measures:
             points = {}
-            for tv, mv in zip(t_cells, ctx.cells(m)):
+            for tv, mv in zip(t_cells, ctx.cells(m), strict=True):
                 if is_null(tv):
                     continue
                 x = _label(tv)
@@ -897,7 +908,7 @@ def _histogram_option(ctx: _Context) -> tuple[dict[str, Any], list[str]]:
     if s.prebinned:
         labels: list[str] = []
         counts: list[int | float | None] = []
-        for cat, val in zip(ctx.cells(s.dimension or ""), ctx.cells(measure)):
+        for cat, val in zip(ctx.cells(s.dimension or ""), ctx.cells(measure), strict=True):
             labels.append(_label(cat))
             counts.append(_num(val))
         y_name = measure

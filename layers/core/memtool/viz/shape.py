@@ -7,13 +7,15 @@ numpy or pandas would cost more than the analysis itself.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any, Iterable
+from typing import Any, TypedDict
 
 __all__ = [
     "ColumnProfile",
@@ -299,11 +301,21 @@ def _is_bin_name(name: str) -> bool:
 # --------------------------------------------------------------------------- columns
 
 
+class _Counts(TypedDict):
+    """The fields every ColumnProfile has, whatever its role."""
+
+    name: str
+    index: int
+    non_null: int
+    nulls: int
+    distinct: int
+
+
 def _profile(name: str, index: int, cells: list[Any], hints: ShapeHints) -> ColumnProfile:
     values = [v for v in cells if not is_null(v)]
     nulls = len(cells) - len(values)
     distinct = len({_hashable(v) for v in values})
-    base = {"name": name, "index": index, "non_null": len(values), "nulls": nulls, "distinct": distinct}
+    base = _Counts(name=name, index=index, non_null=len(values), nulls=nulls, distinct=distinct)
     is_dimension_hint = name in hints.dimensions
     is_metric_hint = hints.metric is not None and name == hints.metric
     if not values:
@@ -354,7 +366,7 @@ def _coarsest(grains: set[str]) -> str:
 def _order(numbers: list[float]) -> str | None:
     if len(numbers) < 3 or len(set(numbers)) == 1:
         return None
-    pairs = list(zip(numbers, numbers[1:]))
+    pairs = list(itertools.pairwise(numbers))
     if all(a >= b for a, b in pairs):
         return "desc"
     if all(a <= b for a, b in pairs):
@@ -371,6 +383,15 @@ def _hashable(value: Any) -> Any:
 
 
 # --------------------------------------------------------------------------- shape
+
+
+class _Common(TypedDict):
+    """The fields every DataShape of one result shares, whatever its kind."""
+
+    row_count: int
+    columns: tuple[ColumnProfile, ...]
+    context: tuple[str, ...]
+    hints: ShapeHints
 
 
 def analyze_shape(columns: list[str], rows: list[list[Any]], *, hints: ShapeHints | None = None) -> DataShape:
@@ -411,7 +432,7 @@ def analyze_shape(columns: list[str], rows: list[list[Any]], *, hints: ShapeHint
                     context.append(p.name)
                     reasons.append(f"{p.name} has a single value: used as a label")
 
-    common = {"row_count": n, "columns": profiles, "context": tuple(context), "hints": hints}
+    common = _Common(row_count=n, columns=profiles, context=tuple(context), hints=hints)
     measure_names = tuple(p.name for p in measures)
 
     def shape(kind: ShapeKind, why: str, **extra: Any) -> DataShape:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from memtool.analysis import kernels
@@ -24,11 +26,15 @@ def correlate(arguments: CorrelationArguments, context: ToolContext) -> Correlat
         raise NeedsClarification(f"correlation needs two numeric columns; found {names}", field="numeric_columns")
     if len(arguments.rows) < 3:
         raise NeedsClarification(f"{len(arguments.rows)} rows; a correlation with a p-value needs at least 3", field="rows")
-    data = {n: guarded(lambda n=n: kernels.numeric_column(arguments.columns, arguments.rows, n, field="numeric_columns")) for n in names}
+
+    def column(name: str) -> list[float]:
+        return guarded(lambda: kernels.numeric_column(arguments.columns, arguments.rows, name, field="numeric_columns"))
+
+    data = {n: column(n) for n in names}
     constant = [n for n, values in data.items() if max(values) == min(values)]
     if constant:
         raise NeedsClarification(f"constant columns have no correlation: {constant}", field="numeric_columns")
-    pairs = []
+    pairs: list[dict[str, Any]] = []
     for i, x in enumerate(names):
         for y in names[i + 1 :]:
             pearson = stats.pearsonr(data[x], data[y])

@@ -4,7 +4,8 @@ a rolling-origin backtest; the kernel's seasonal naive forecast where history is
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from pydantic import Field
 
@@ -27,7 +28,7 @@ class ForecastArguments(TableArguments):
     backtest_origins: int = Field(6, ge=1, le=24, description="How many of the last periods the backtest forecasts one step ahead.")
 
 
-def _ets_fit(history: Sequence[float], period: int):  # type: ignore[no-untyped-def]
+def _ets_fit(history: Sequence[float], period: int) -> Any:  # a statsmodels ETSResults (untyped)
     import warnings
 
     import pandas as pd
@@ -39,7 +40,7 @@ def _ets_fit(history: Sequence[float], period: int):  # type: ignore[no-untyped-
         return model.fit(disp=False)
 
 
-def _ets_one_step(period: int):  # type: ignore[no-untyped-def]
+def _ets_one_step(period: int) -> Callable[[Sequence[float], int], Sequence[float]]:
     def forecaster(history: Sequence[float], steps: int) -> Sequence[float]:
         if len(history) < 2 * period:  # too short for seasonal ETS: judge the fallback instead
             return kernels.seasonal_naive_drift(history, steps, period)[0]
@@ -51,7 +52,9 @@ def _ets_one_step(period: int):  # type: ignore[no-untyped-def]
 def forecast_series(labels: list[str], values: list[float], arguments: ForecastArguments) -> dict:
     period = arguments.period
     if period is None or len(values) < 2 * period:
-        return guarded(lambda: kernels.seasonal_forecast(values, labels, arguments.horizon, period, backtest_origins=arguments.backtest_origins))
+        return guarded(
+            lambda: kernels.seasonal_forecast(values, labels, arguments.horizon, period, backtest_origins=arguments.backtest_origins)
+        )
     with kernel_failures():
         kernels.seasonal_forecast(values, labels, 1, period)  # the same input checks as the fallback
     fit = _ets_fit(values, period)
@@ -93,7 +96,9 @@ def forecast(arguments: ForecastArguments, context: ToolContext) -> ForecastResu
         raise BadArguments("give the data as columns and rows, or as series and labels", field="columns")
     else:
         groups = guarded(
-            lambda: kernels.grouped_series(arguments.columns, arguments.rows, arguments.period_column, arguments.value_column, arguments.group_column)
+            lambda: kernels.grouped_series(
+                arguments.columns, arguments.rows, arguments.period_column, arguments.value_column, arguments.group_column
+            )
         )
     series = []
     for group, (labels, values) in groups.items():
@@ -115,7 +120,8 @@ def forecast_summary(result: ForecastResult) -> str:
     for s in result.series:
         last = s.forecast[-1]
         mape = f"{s.backtest_mape:.1f}%" if s.backtest_mape is not None else "n/a"
-        parts.append(f"{s.group or 'series'} {last.label}={last.point:.4g} [{last.lower_95:.4g}, {last.upper_95:.4g}] ({s.method}, MAPE {mape})")
+        interval = f"[{last.lower_95:.4g}, {last.upper_95:.4g}]"
+        parts.append(f"{s.group or 'series'} {last.label}={last.point:.4g} {interval} ({s.method}, MAPE {mape})")
     return "forecast: " + "; ".join(parts)
 
 

@@ -21,8 +21,12 @@ class _Strict(BaseModel):
 class TableArguments(_Strict):
     """Tabular data as a query returns it: column names and rows of cells."""
 
-    columns: list[str] = Field(default_factory=list, max_length=64, description="Column names, in the order of each row's cells (at most 64).")
-    rows: list[list[Cell]] = Field(default_factory=list, max_length=100_000, description="Rows of cells, one per result row (at most 100,000).")
+    columns: list[str] = Field(
+        default_factory=list, max_length=64, description="Column names, in the order of each row's cells (at most 64)."
+    )
+    rows: list[list[Cell]] = Field(
+        default_factory=list, max_length=100_000, description="Rows of cells, one per result row (at most 100,000)."
+    )
 
 
 # --- anomaly --------------------------------------------------------------------------------

@@ -32,7 +32,13 @@ def regress(arguments: RegressionArguments, context: ToolContext) -> RegressionR
     fit = sm.OLS(np.asarray(y, dtype=float), x).fit()
     residuals = fit.resid
     coefficients = [
-        {"name": name, "estimate": float(fit.params[i]), "std_error": float(fit.bse[i]), "t": float(fit.tvalues[i]), "p": float(fit.pvalues[i])}
+        {
+            "name": name,
+            "estimate": float(fit.params[i]),
+            "std_error": float(fit.bse[i]),
+            "t": float(fit.tvalues[i]),
+            "p": float(fit.pvalues[i]),
+        }
         for i, name in enumerate(["const", *names])
     ]
     return RegressionResult.model_validate(

@@ -114,7 +114,7 @@ _SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "loongarch64": 4
 
 
 
-def _policy(workdir, read_roots, runner_globals):  # type: ignore[no-untyped-def]
+def _policy(workdir, read_roots, runner_globals):
     """Build the audit hook: a function whose decisions nothing in the script can change.
 
     * It reads no global and holds no closure cell: every name it uses is a positional default,
@@ -416,7 +416,8 @@ def _enter_private_root(mount_point: str, workdir: str, read_roots: list[str], u
     for name, minor in _DEVICES:
         os.mknod(inside(f"/dev/{name}"), 0o666 | 0o020000, os.makedev(1, minor))
         os.chmod(inside(f"/dev/{name}"), 0o666)
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+    links = (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"))
+    for name, target in links:
         os.symlink(target, inside(f"/dev/{name}"))
     os.mkdir(inside("/proc"))
 
@@ -490,7 +491,7 @@ def _scrub(text: str, workdir: str) -> str:
     return text
 
 
-def _report(exc: BaseException, workdir: str, script_globals: dict, _isinstance=isinstance, _type=type, _str=str) -> int:  # type: ignore[no-untyped-def]
+def _report(exc: BaseException, workdir: str, script_globals: dict, _isinstance=isinstance, _type=type, _str=str, _getattr=getattr) -> int:
     """Write the script's exception and map it to an exit code (with builtins bound before the script could patch them)."""
     import traceback
 
@@ -509,7 +510,7 @@ def _report(exc: BaseException, workdir: str, script_globals: dict, _isinstance=
         return EXIT_FORBIDDEN
     if _isinstance(exc, MemoryError):
         return EXIT_MEMORY
-    if _isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+    if _isinstance(exc, OSError) and _getattr(exc, "errno", None) == errno.EFBIG:
         return EXIT_FILE_TOO_LARGE
     return EXIT_ERROR
 
@@ -537,7 +538,14 @@ def main() -> None:
         compiled = compile(code, "<sandbox>", "exec")
         linecache.cache["<sandbox>"] = (len(code), None, code.splitlines(True), "<sandbox>")
         if config.get("private_root"):
-            _enter_private_root(config["private_root"], workdir, _read_roots([]), max(config.get("uid", -1), 0), max(config.get("gid", -1), 0), own_pid_namespace)
+            _enter_private_root(
+                config["private_root"],
+                workdir,
+                _read_roots([]),
+                max(config.get("uid", -1), 0),
+                max(config.get("gid", -1), 0),
+                own_pid_namespace,
+            )
         # The drop uses ctypes calls the policy forbids, so it comes first; no script code runs between.
         _drop_privileges(config.get("uid", -1), config.get("gid", -1), config.get("keep_read_search", False))
         _preload(config.get("preload", []))

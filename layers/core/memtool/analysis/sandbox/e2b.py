@@ -62,7 +62,8 @@ class E2BSandbox:
         self.max_files_bytes = max_files_bytes
         self.max_result_bytes = max_result_bytes
 
-    def run(self, code: str, *, files: dict[str, bytes], timeout_seconds: float = 30.0, charts: bool = True) -> SandboxRun:  # noqa: ARG002 - E2B's template has them ready
+    # charts is not used: E2B's template has them ready
+    def run(self, code: str, *, files: dict[str, bytes], timeout_seconds: float = 30.0, charts: bool = True) -> SandboxRun:
         check_input_names(files)
         if SCRIPT in files or RESULT_FILE in files:
             raise ValueError(f"sandbox input files may not be named {SCRIPT} or {RESULT_FILE}")
@@ -92,7 +93,7 @@ class E2BSandbox:
                 envs=dict(SCRIPT_ENV),
                 **opts,
             )
-        except Exception as exc:  # noqa: BLE001 - any failure to create means no sandbox: the caller may fall back
+        except Exception as exc:  # any failure to create means no sandbox: the caller may fall back
             raise SandboxUnavailable(f"E2B could not create a sandbox: {type(exc).__name__}: {exc}") from exc
 
     def _run_in(self, sandbox: Any, code: str, files: dict[str, bytes], timeout_seconds: float, started: float) -> SandboxRun:

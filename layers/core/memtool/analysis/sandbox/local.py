@@ -39,7 +39,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -330,7 +330,9 @@ class LocalProcessSandbox:
                 except OSError:
                     pass
 
-    def _spawn(self, workdir: str, code: str, timeout_seconds: float, private_root: bool, mount_point: str | None, preload: Sequence[str]) -> _Outcome:
+    def _spawn(
+        self, workdir: str, code: str, timeout_seconds: float, private_root: bool, mount_point: str | None, preload: Sequence[str]
+    ) -> _Outcome:
         config = {
             "workdir": workdir,
             "preload": list(preload),
@@ -392,7 +394,9 @@ class LocalProcessSandbox:
 
     # -- what came back --------------------------------------------------------------------------
 
-    def _collect(self, workdir: str, inputs: dict[str, bytes], outcome: _Outcome, started: float, isolation: str, timeout_seconds: float) -> SandboxRun:
+    def _collect(
+        self, workdir: str, inputs: dict[str, bytes], outcome: _Outcome, started: float, isolation: str, timeout_seconds: float
+    ) -> SandboxRun:
         stderr_notes: list[str] = []
         kind, error = self._verdict(outcome, timeout_seconds)
         result, result_error = self._read_result(workdir)
@@ -523,7 +527,7 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
 
 
 def _remove_tree(path: str) -> None:
-    def make_writable(function, target, _exc_info):  # type: ignore[no-untyped-def]
+    def make_writable(function: Callable[[str], object], target: str, _exc_info: object) -> None:
         # a script may chmod its own files read-only; we still remove them
         try:
             os.chmod(os.path.dirname(target), stat.S_IRWXU)
