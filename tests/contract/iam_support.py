@@ -37,7 +37,11 @@ REGION = "us-east-1"
 ACCOUNT = "123456789012"
 # The regions each geography's cross-region inference profiles route to (Bedrock user guide,
 # "Supported Regions and models for inference profiles"; the US Anthropic profiles).
-PROFILE_REGIONS = {"us": ("us-east-1", "us-east-2", "us-west-2"), "eu": ("eu-central-1", "eu-west-1", "eu-west-3"), "apac": ("ap-northeast-1", "ap-southeast-1", "ap-southeast-2")}
+PROFILE_REGIONS = {
+    "us": ("us-east-1", "us-east-2", "us-west-2"),
+    "eu": ("eu-central-1", "eu-west-1", "eu-west-3"),
+    "apac": ("ap-northeast-1", "ap-southeast-1", "ap-southeast-2"),
+}
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,7 @@ def bedrock_requests(action: str, model_id: str) -> list[IamRequest]:
     return [IamRequest(action, f"arn:aws:bedrock:{REGION}::foundation-model/{model_id}")]
 
 
-def iam_requests(service: str, operation: str, params: dict[str, Any]) -> list[IamRequest]:  # noqa: C901, PLR0911, PLR0912
+def iam_requests(service: str, operation: str, params: dict[str, Any]) -> list[IamRequest]:
     """The IAM requests one API call is authorized as (Service Authorization Reference)."""
     if service == "dynamodb":
         if operation in ("BatchWriteItem", "BatchGetItem"):
@@ -167,7 +171,9 @@ def bedrock_answer(operation: str, params: dict[str, Any]) -> dict[str, Any]:
 
     if operation == "InvokeModel":
         body = json.loads(params["body"])
-        data = json.dumps({"embedding": embedding(body.get("inputText", ""), int(body.get("dimensions", 1024))), "inputTextTokenCount": 4}).encode()
+        data = json.dumps(
+            {"embedding": embedding(body.get("inputText", ""), int(body.get("dimensions", 1024))), "inputTextTokenCount": 4}
+        ).encode()
         return {"body": StreamingBody(io.BytesIO(data), len(data)), "contentType": "application/json"}
     if operation == "Converse":
         return {
@@ -210,7 +216,9 @@ class FakeCluster:
         if segments[-1:] == ["_search"]:
             wanted = _filters(json.loads(body) if body else {})
             matching = [d for d in self.documents if "memory_id" in d and all(d.get(k) in v for k, v in wanted.items())]
-            hits = [{"_id": f"{d['memory_id']}-{d['version']}", "_score": 1.0 / (rank + 1), "_source": d} for rank, d in enumerate(matching)]
+            hits = [
+                {"_id": f"{d['memory_id']}-{d['version']}", "_score": 1.0 / (rank + 1), "_source": d} for rank, d in enumerate(matching)
+            ]
             return 200, {"took": 1, "hits": {"total": {"value": len(hits)}, "hits": hits}}
         if segments[-1:] == ["_mget"]:
             return 200, {"docs": []}
@@ -322,7 +330,10 @@ class CallLog:
         denied = self.decide(access_key, name, operation, requests)
         if denied:
             payload = {"__type": "AccessDeniedException", "message": access_denied(self.keys.get(access_key, "?"), denied)}
-            parsed = {"Error": {"Code": "AccessDeniedException", "Message": payload["message"]}, "ResponseMetadata": {"HTTPStatusCode": 403}}
+            parsed = {
+                "Error": {"Code": "AccessDeniedException", "Message": payload["message"]},
+                "ResponseMetadata": {"HTTPStatusCode": 403},
+            }
             return _http_response(403, json.dumps(payload).encode()), parsed
         parsed = bedrock_answer(operation, api_params) if service == "bedrock-runtime" else self._sfn_answer(api_params)
         parsed["ResponseMetadata"] = {"HTTPStatusCode": 200}
@@ -377,14 +388,19 @@ class CallLog:
 
         def send(adapter: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
             host = urlsplit(request.url).hostname or ""
-            if not (host.endswith(".aoss.amazonaws.com") or host.endswith(".es.amazonaws.com")):
+            if not host.endswith((".aoss.amazonaws.com", ".es.amazonaws.com")):
                 return original(adapter, request, *args, **kwargs)
             authorization = request.headers.get("Authorization", "")
             scope = re.search(r"Credential=([^/]+)/\d+/([^/]+)/([^/]+)/aws4_request", authorization)
             assert scope, f"unsigned OpenSearch request {request.method} {request.url}"
             access_key, _region, signing_service = scope.groups()
             body = request.body.encode() if isinstance(request.body, str) else request.body
-            denied = log.decide(access_key, signing_service, f"{request.method} {urlsplit(request.url).path}", opensearch_requests(request.method, request.url, signing_service))
+            denied = log.decide(
+                access_key,
+                signing_service,
+                f"{request.method} {urlsplit(request.url).path}",
+                opensearch_requests(request.method, request.url, signing_service),
+            )
             if denied:
                 status, payload = 403, {"status": 403, "message": access_denied(log.keys.get(access_key, "?"), denied)}
             else:

@@ -44,7 +44,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -52,9 +52,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
-from memtool.deploy.iam import Deployment, Statement, evaluate, resolve_template
 from memtool.clock import FrozenClock
+from memtool.deploy.iam import Deployment, Statement, evaluate, resolve_template
 from memtool.runtime import container
 from memtool.settings import Settings, use_settings
 from tests.contract.iam_support import ACCOUNT, REGION, CallLog, FakeCluster, IamRequest, LoggedCall
@@ -83,9 +84,7 @@ PARAMETER_SETS: dict[str, dict[str, str]] = {
 # Statements (by name) that no offline path can use, per parameter set, each with the reason.
 # Keys: (parameter set, role owner, statement name).
 LOG_DELIVERY = "Step Functions itself delivers the execution logs (vended logs); no code path calls CloudWatch Logs"
-ALLOWED_UNUSED: dict[tuple[str, str], str] = {
-    (machine, "DeliverExecutionLogs"): LOG_DELIVERY for machine in ("AskFlow", "MaintenanceFlow")
-}
+ALLOWED_UNUSED: dict[tuple[str, str], str] = {(machine, "DeliverExecutionLogs"): LOG_DELIVERY for machine in ("AskFlow", "MaintenanceFlow")}
 # Actions of a used statement that no offline path uses, with the reason: (role owner, statement, action).
 POWERTOOLS_GET = (
     "Powertools reads an idempotency record with GetItem when a conflicting PutItem returns no old item "
@@ -140,7 +139,12 @@ def _event_destination(statement: Statement) -> bool:
 STATEMENT_CASES = [
     pytest.param(owner, name, id=f"{owner}-{name}")
     for owner, name in sorted(
-        {(owner, statement.name) for deployed in DEPLOYED.values() for owner, statements in deployed.policies.items() for statement in proven(statements)}
+        {
+            (owner, statement.name)
+            for deployed in DEPLOYED.values()
+            for owner, statements in deployed.policies.items()
+            for statement in proven(statements)
+        }
     )
 ]
 ROLE_CASES = [
@@ -244,7 +248,10 @@ class Harness:
         from memtool.deploy.iam import policy_document
 
         iam, sts = self.admin("iam"), self.admin("sts")
-        trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"}, "Action": "sts:AssumeRole"}]}
+        trust = {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"}, "Action": "sts:AssumeRole"}],
+        }
         self.log.policies = policies
         for owner, statements in policies.items():
             role = f"proof-{owner}-{uuid.uuid4().hex[:6]}"
@@ -271,7 +278,9 @@ class Harness:
 
         creds = self.credentials[function]
         saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")}
-        os.environ.update(AWS_ACCESS_KEY_ID=creds["AccessKeyId"], AWS_SECRET_ACCESS_KEY=creds["SecretAccessKey"], AWS_SESSION_TOKEN=creds["SessionToken"])
+        os.environ.update(
+            AWS_ACCESS_KEY_ID=creds["AccessKeyId"], AWS_SECRET_ACCESS_KEY=creds["SecretAccessKey"], AWS_SESSION_TOKEN=creds["SessionToken"]
+        )
         aws._session = None  # a Lambda container: clients built with this role's credentials
         use_settings(self.settings_for(function))
         self.log.active = True
@@ -322,6 +331,27 @@ def _pin_secret_arn(name: str, arn: str) -> None:
 # ---------------------------------------------------------------------------------- AskFlow, stepped
 
 
+def _compare(op: str, value: Any, present: bool, expected: Any) -> bool:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if op == "StringEquals":
+        return bool(value == expected)
+    if op == "NumericEquals":
+        return number and value == expected
+    if op == "NumericLessThanEquals":
+        return number and value <= expected
+    if op == "NumericGreaterThan":
+        return number and value > expected
+    if op == "IsPresent":
+        return present == expected
+    if op == "IsString":
+        return isinstance(value, str) == expected
+    if op == "IsNull":
+        return (present and value is None) == expected
+    if op == "BooleanEquals":
+        return value is expected
+    raise AssertionError(f"the stepped AskFlow does not know Choice operator {op}")
+
+
 def _choose(state_def: dict[str, Any], state: dict[str, Any]) -> str:
     def holds(rule: dict[str, Any]) -> bool:
         if "And" in rule:
@@ -338,21 +368,8 @@ def _choose(state_def: dict[str, Any], state: dict[str, Any]) -> str:
             else:
                 present, value = False, None
         for op, expected in rule.items():
-            if op in ("Variable", "Next"):
-                continue
-            checks: dict[str, Callable[[], bool]] = {
-                "StringEquals": lambda: value == expected,
-                "NumericEquals": lambda: isinstance(value, (int, float)) and value == expected,
-                "NumericLessThanEquals": lambda: isinstance(value, (int, float)) and value <= expected,
-                "NumericGreaterThan": lambda: isinstance(value, (int, float)) and value > expected,
-                "IsPresent": lambda: present == expected,
-                "IsString": lambda: isinstance(value, str) == expected,
-                "IsNull": lambda: (value is None and present) == expected,
-                "BooleanEquals": lambda: value is expected,
-            }
-            if op not in checks:
-                raise AssertionError(f"the stepped AskFlow does not know Choice operator {op}")
-            return checks[op]()
+            if op not in ("Variable", "Next"):
+                return _compare(op, value, present, expected)
         raise AssertionError(f"empty Choice rule {rule}")
 
     for rule in state_def["Choices"]:
@@ -370,7 +387,9 @@ def run_ask_flow(harness: Harness, first: dict[str, Any], label: str) -> dict[st
         return _step_through(harness, definition, steps_arn, state, name, label)
 
 
-def _step_through(harness: Harness, definition: dict[str, Any], steps_arn: str, state: dict[str, Any], name: str, label: str) -> dict[str, Any]:
+def _step_through(
+    harness: Harness, definition: dict[str, Any], steps_arn: str, state: dict[str, Any], name: str, label: str
+) -> dict[str, Any]:
     for _ in range(40):
         spec = definition["States"][name]
         kind = spec["Type"]
@@ -403,7 +422,7 @@ def _step_through(harness: Harness, definition: dict[str, Any], steps_arn: str, 
 # ---------------------------------------------------------------------------------- the paths
 
 
-def run_paths(harness: Harness) -> None:  # noqa: PLR0915 - one path after the other, in the order a user would
+def run_paths(harness: Harness) -> None:
     deployment = harness.deployment
     functions = set(deployment.functions())
 
@@ -413,12 +432,32 @@ def run_paths(harness: Harness) -> None:  # noqa: PLR0915 - one path after the o
         memory_id = json.loads(created["body"])["memory"]["id"]
         ids = {"mem_01JD0000000000000000000000": memory_id}
         harness.invoke("MemoryWriteFunction", "memory_write", "POST /memories (replayed)", api_event("memory_create.json"))
-        correction = {"kind": "correction", "key": "term.华东大区", "content": "“华东大区”指 region_name = 华东", "source_text": "华东大区就是华东"}
-        harness.invoke("MemoryWriteFunction", "memory_write", "POST /memories (a correction)", api_event("memory_create.json", body=correction, headers={"Idempotency-Key": "proof-correction"}))
+        correction = {
+            "kind": "correction",
+            "key": "term.华东大区",
+            "content": "“华东大区”指 region_name = 华东",
+            "source_text": "华东大区就是华东",
+        }
+        harness.invoke(
+            "MemoryWriteFunction",
+            "memory_write",
+            "POST /memories (a correction)",
+            api_event("memory_create.json", body=correction, headers={"Idempotency-Key": "proof-correction"}),
+        )
         harness.invoke("MemoryWriteFunction", "memory_write", "GET /memories", api_event("memory_list.json"))
         harness.invoke("MemoryWriteFunction", "memory_write", "GET /memories/{id}", api_event("memory_get.json", ids=ids))
-        harness.invoke("MemoryWriteFunction", "memory_write", "PATCH /memories/{id}", api_event("memory_patch.json", ids=ids, headers={"Idempotency-Key": "proof-patch"}))
-        harness.invoke("MemoryWriteFunction", "memory_write", "PATCH /memories/{id} (stale version)", api_event("memory_patch.json", ids=ids, headers={"Idempotency-Key": "proof-patch-stale"}))
+        harness.invoke(
+            "MemoryWriteFunction",
+            "memory_write",
+            "PATCH /memories/{id}",
+            api_event("memory_patch.json", ids=ids, headers={"Idempotency-Key": "proof-patch"}),
+        )
+        harness.invoke(
+            "MemoryWriteFunction",
+            "memory_write",
+            "PATCH /memories/{id} (stale version)",
+            api_event("memory_patch.json", ids=ids, headers={"Idempotency-Key": "proof-patch-stale"}),
+        )
         search = api_event("memory_list.json", query={"q": "金额 单位", "route": "nl2sql_query"})
         search.update(path="/memories/search", resource="/memories/search")
         harness.invoke("MemoryWriteFunction", "memory_write", "GET /memories/search", search)
@@ -426,10 +465,19 @@ def run_paths(harness: Harness) -> None:  # noqa: PLR0915 - one path after the o
             "MemoryWriteFunction",
             "memory_write",
             "POST /memories (to forget)",
-            api_event("memory_create.json", body={"kind": "profile", "key": "display.chart", "content": "默认用柱状图", "source_text": "默认用柱状图"}, headers={"Idempotency-Key": "proof-create-2"}),
+            api_event(
+                "memory_create.json",
+                body={"kind": "profile", "key": "display.chart", "content": "默认用柱状图", "source_text": "默认用柱状图"},
+                headers={"Idempotency-Key": "proof-create-2"},
+            ),
         )
         doomed = json.loads(second["body"])["memory"]["id"]
-        harness.invoke("MemoryWriteFunction", "memory_write", "DELETE /memories/{id}", api_event("memory_delete.json", ids={"mem_01JD0000000000000000000000": doomed}))
+        harness.invoke(
+            "MemoryWriteFunction",
+            "memory_write",
+            "DELETE /memories/{id}",
+            api_event("memory_delete.json", ids={"mem_01JD0000000000000000000000": doomed}),
+        )
 
     # MaintenanceFlow's steps before any stream delivery: ReconcileIndex indexes the heads still pending,
     # so the searches below find them (and read them back with BatchGetItem).
@@ -441,11 +489,15 @@ def run_paths(harness: Harness) -> None:  # noqa: PLR0915 - one path after the o
             for step in ("Decay", "Consolidate", "Archive", "ReconcileIndex"):
                 harness.state_machine_invokes("MaintenanceFlow", arn, f"MaintenanceFlow {step}")
                 try:
-                    harness.invoke("MaintenanceFunction", "maintenance", f"MaintenanceFlow {step}", {"step": step, "input": load_event("maintenance_input.json")})
+                    harness.invoke(
+                        "MaintenanceFunction",
+                        "maintenance",
+                        f"MaintenanceFlow {step}",
+                        {"step": step, "input": load_event("maintenance_input.json")},
+                    )
                 except Exception as exc:  # noqa: BLE001 - a failed step fails the flow; its calls are logged
                     harness.proof.outcomes.append(("MaintenanceFunction", f"MaintenanceFlow {step}", f"raised {type(exc).__name__}"))
         container.use_clock(None)
-
 
     if "MaintenanceFunction" in functions:
         with harness.as_role("MemoryWriteFunction"):
@@ -470,13 +522,25 @@ def run_paths(harness: Harness) -> None:  # noqa: PLR0915 - one path after the o
     # Feedback: a thumbs-up (a few-shot candidate), its review by another admin, then corrections
     # (one the rules read, one in words for the planner to split) with a thumbs-down (a diagnosis is enqueued).
     with harness.as_role("FeedbackFunction"):
+
         def feedback(label: str, body: dict[str, Any]) -> None:
-            harness.invoke("FeedbackFunction", "feedback", label, api_event("feedback.json", body=body, headers={"Idempotency-Key": "proof-" + re.sub(r"[^A-Za-z0-9]+", "-", label).strip("-")}))
+            harness.invoke(
+                "FeedbackFunction",
+                "feedback",
+                label,
+                api_event(
+                    "feedback.json", body=body, headers={"Idempotency-Key": "proof-" + re.sub(r"[^A-Za-z0-9]+", "-", label).strip("-")}
+                ),
+            )
 
         feedback("POST /feedback (thumbs-up)", {"episode_id": episode_id, "rating": 1})
         listing = harness.invoke("FeedbackFunction", "feedback", "GET /fewshots", api_event("fewshot_list.json"))
         pending = [item["id"] for item in json.loads(listing["body"]).get("items", [])]
-        approve = api_event("fewshot_approve.json", ids={"mem_01JD0000000000000000000000": pending[0]} if pending else None, headers={"Idempotency-Key": "proof-approve"})
+        approve = api_event(
+            "fewshot_approve.json",
+            ids={"mem_01JD0000000000000000000000": pending[0]} if pending else None,
+            headers={"Idempotency-Key": "proof-approve"},
+        )
         approve["requestContext"]["authorizer"]["claims"]["sub"] = "another-admin"  # a reviewer never approves their own
         harness.invoke("FeedbackFunction", "feedback", "POST /fewshots/{id}/approve", approve)
         feedback("POST /feedback (a correction in words)", {"episode_id": episode_id, "rating": -1, "correction": "净收入要扣除退款"})
@@ -488,9 +552,19 @@ def run_paths(harness: Harness) -> None:  # noqa: PLR0915 - one path after the o
     messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", [])
     with harness.as_role("DiagnoseFunction"):
         ep = {"ep_01JD0000000000000000000000": episode_id}
-        harness.invoke("DiagnoseFunction", "diagnose", "POST /diagnose", api_event("diagnose.json", ids=ep, headers={"Idempotency-Key": "proof-diagnose"}))
+        harness.invoke(
+            "DiagnoseFunction",
+            "diagnose",
+            "POST /diagnose",
+            api_event("diagnose.json", ids=ep, headers={"Idempotency-Key": "proof-diagnose"}),
+        )
         harness.invoke("DiagnoseFunction", "diagnose", "GET /episodes/{id}", api_event("episode_get.json", ids=ep))
-        harness.invoke("DiagnoseFunction", "diagnose", "POST /lessons/{id}/share", api_event("lesson_share.json", headers={"Idempotency-Key": "proof-share"}))
+        harness.invoke(
+            "DiagnoseFunction",
+            "diagnose",
+            "POST /lessons/{id}/share",
+            api_event("lesson_share.json", headers={"Idempotency-Key": "proof-share"}),
+        )
         queued = load_event("diagnose_queue.json")
         template_record = queued["Records"][0]
         queued["Records"] = [
@@ -503,7 +577,12 @@ def run_paths(harness: Harness) -> None:  # noqa: PLR0915 - one path after the o
         items = harness.admin("dynamodb").scan(TableName=deployment.environment("FeedbackFunction")["MEMTOOL_MEMORY_TABLE"])["Items"]
         template_record = load_event("indexer_stream.json")["Records"][0]
         records = [
-            {**template_record, "eventID": uuid.uuid4().hex, "eventName": "INSERT", "dynamodb": {**template_record["dynamodb"], "Keys": {"pk": i["pk"], "sk": i["sk"]}, "NewImage": i}}
+            {
+                **template_record,
+                "eventID": uuid.uuid4().hex,
+                "eventName": "INSERT",
+                "dynamodb": {**template_record["dynamodb"], "Keys": {"pk": i["pk"], "sk": i["sk"]}, "NewImage": i},
+            }
             for i in items
         ]
         head = next(i for i in items if i.get("item_type", {}).get("S") == "head")
@@ -520,7 +599,9 @@ def run_paths(harness: Harness) -> None:  # noqa: PLR0915 - one path after the o
             harness.invoke("IndexerFunction", "indexer", "DynamoDB stream (INSERT, TTL REMOVE)", {"Records": records})
 
     # AskFlow's Map: the code interpreter and the ML tools.
-    harness.state_machine_invokes("AskFlow", harness.substitution_arn("AskFlow", "AnalyzeFunctionArn"), "AskFlow Analyze RunCodeInterpreter")
+    harness.state_machine_invokes(
+        "AskFlow", harness.substitution_arn("AskFlow", "AnalyzeFunctionArn"), "AskFlow Analyze RunCodeInterpreter"
+    )
     with harness.as_role("AnalyzeFunction"):
         harness.invoke("AnalyzeFunction", "analyze", "tool call code_interpreter", load_event("analyze_tool_call.json"))
     harness.state_machine_invokes("AskFlow", harness.substitution_arn("AskFlow", "MlToolsFunctionArn"), "AskFlow Analyze RunMlTool")
@@ -569,7 +650,12 @@ def proof_environment(harness: Harness) -> Iterator[None]:
 
     shared_loader = botocore.loaders.create_loader()
     mp.setattr(botocore.session, "create_loader", lambda *_: shared_loader)
-    for key, value in {"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "ERROR", "AWS_DEFAULT_REGION": REGION}.items():
+    for key, value in {
+        "POWERTOOLS_METRICS_DISABLED": "true",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_LOG_LEVEL": "ERROR",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
         mp.setenv(key, value)
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         mp.delenv(key, raising=False)
@@ -652,7 +738,16 @@ def test_no_permission_goes_unused(proofs: dict[str, Proof], owner: str) -> None
             if (owner, statement.name) in ALLOWED_UNUSED:
                 continue
             for action in statement.actions:
-                single = Statement(owner, statement.policy, statement.index, statement.sid, statement.effect, (action,), statement.resources, statement.condition)
+                single = Statement(
+                    owner,
+                    statement.policy,
+                    statement.index,
+                    statement.sid,
+                    statement.effect,
+                    (action,),
+                    statement.resources,
+                    statement.condition,
+                )
                 if any(single.matches(r.action, r.resource, r.context_dict) for r in requests_made):
                     used.add((statement.name, action))
                 elif (owner, statement.name, action) not in ALLOWED_UNUSED_ACTIONS:
@@ -671,3 +766,88 @@ def test_managed_policies_are_left_to_the_services() -> None:
                 if statement in proven(statements):
                     continue
                 assert statement.managed in MANAGED_POLICY_USERS or _event_destination(statement), statement
+
+
+def _ttl_removal(harness: Harness) -> dict[str, Any]:
+    """A stream REMOVE of a memory's head by DynamoDB's TTL (the memory is written first, as its own role)."""
+    with harness.as_role("MemoryWriteFunction"):
+        harness.invoke("MemoryWriteFunction", "memory_write", "POST /memories", api_event("memory_create.json"))
+    table = harness.deployment.environment("FeedbackFunction")["MEMTOOL_MEMORY_TABLE"]
+    items = harness.admin("dynamodb").scan(TableName=table)["Items"]
+    head = next(i for i in items if i.get("item_type", {}).get("S") == "head")
+    record = copy.deepcopy(load_event("indexer_stream.json")["Records"][0])
+    record.update(eventName="REMOVE", userIdentity={"type": "Service", "principalId": "dynamodb.amazonaws.com"})
+    record["dynamodb"] = {
+        "Keys": {"pk": head["pk"], "sk": head["sk"]},
+        "OldImage": head,
+        "SequenceNumber": "1",
+        "StreamViewType": "NEW_AND_OLD_IMAGES",
+    }
+    return {"Records": [record]}
+
+
+@pytest.mark.parametrize("purge_allowed", [True, False], ids=["with-BatchWriteItem", "without-BatchWriteItem"])
+def test_a_removed_statement_fails_the_handler(tmp_path: Path, demo_warehouse: Path, purge_allowed: bool) -> None:
+    """The defect of issue 12, run for real: an indexer role without dynamodb:BatchWriteItem (the
+    template had a read policy and UpdateItem) cannot purge a TTL-removed memory's snapshots; moto,
+    enforcing IAM on the assumed role, refuses the call and the batch fails (in AWS it is retried,
+    then goes to the dead-letter queue)."""
+    deployed = DEPLOYED["configured"]
+    policies = {owner: list(statements) for owner, statements in deployed.policies.items()}
+    purge = next(s for s in policies["IndexerFunction"] if s.name == "PurgeSnapshots")
+    if not purge_allowed:
+        without = Statement(purge.role, purge.policy, purge.index, purge.sid, purge.effect, ("dynamodb:Query",), purge.resources)
+        policies["IndexerFunction"] = [without if s is purge else s for s in policies["IndexerFunction"]]
+    with pytest.MonkeyPatch.context() as mp:
+        harness = Harness(deployed, tmp_path, mp, demo_warehouse)
+        harness.log.policies = policies
+        with proof_environment(harness):
+            harness.build(policies)
+            event = _ttl_removal(harness)
+            with harness.as_role("IndexerFunction"):
+                if purge_allowed:
+                    assert harness.invoke("IndexerFunction", "indexer", "TTL REMOVE", event) == {"batchItemFailures": []}
+                else:  # the whole batch failed: Lambda retries it, then sends it to the dead-letter queue
+                    with pytest.raises(BatchProcessingError) as failed:
+                        harness.invoke("IndexerFunction", "indexer", "TTL REMOVE", event)
+                    assert "is not authorized to perform: dynamodb:BatchWriteItem" in str(failed.value)
+    denied = [(c.operation, str(r)) for c in harness.log.calls if c.role == "IndexerFunction" for r in c.denied]
+    assert denied == ([] if purge_allowed else [("BatchWriteItem", "dynamodb:BatchWriteItem on " + purge.resources[0])])
+
+
+EXPECTED_OUTCOMES: dict[str, dict[str, Any]] = {
+    # The paths ran as a user would see them (a proof over paths that failed early would prove little).
+    "defaults": {
+        "POST /memories": 201,
+        "PATCH /memories/{id}": 200,
+        "PATCH /memories/{id} (stale version)": 409,
+        "DELETE /memories/{id}": 204,
+        "POST /ask": 503,  # no warehouse configured: a clear configuration error, no flow
+        "GET /fewshots": 200,
+    },
+    "configured": {
+        "POST /memories": 201,
+        "POST /memories (a correction)": 201,
+        "GET /memories/search (indexed)": 200,
+        "DELETE /sessions/{id}": 204,
+        "POST /ask": 200,
+        "POST /feedback (thumbs-up)": 200,
+        "POST /fewshots/{id}/approve": 200,
+        "POST /feedback (thumbs-down, a correction)": 200,
+        "POST /diagnose": 200,
+        "SQS diagnose queue": {"batchItemFailures": []},
+        "DynamoDB stream (INSERT, TTL REMOVE)": {"batchItemFailures": []},
+    },
+}
+
+
+@pytest.mark.parametrize("set_name", list(PARAMETER_SETS))
+def test_the_paths_ran_to_their_answers(proofs: dict[str, Proof], set_name: str) -> None:
+    proof = proofs[set_name]
+    got = {path: proof.status(path) for path in EXPECTED_OUTCOMES[set_name]}
+    assert got == EXPECTED_OUTCOMES[set_name], proof.bodies
+    if set_name == "configured":
+        reconcile = proof.status("MaintenanceFlow ReconcileIndex")
+        assert reconcile["indexed"] > 0 and reconcile["failed"] == []
+        assert proof.status("tool call ml_anomaly")["success"] is True
+        assert proof.status("tool call code_interpreter")["success"] is True  # E2B unreachable: the local sandbox ran it
