@@ -107,6 +107,14 @@ def test_the_docker_context_leaves_out_what_the_images_do_not_need() -> None:
 
     assert {".git", "tests", "bench", ".memtool", "**/__pycache__", "**/*.duckdb"} <= ignored
     assert not {"layers", "functions", "layers/core", "layers/core/memtool"} & ignored
+    # The images' package stage runs the layer's filter: its script and its list reach the build.
+    import fnmatch
+
+    patterns = [p for p in ignored if p and not p.startswith("#")]
+    for needed in ("layers/core/local-only.txt", "layers/core/memtool/deploy/sizes.py"):
+        parts = needed.split("/")
+        prefixes = ["/".join(parts[: n + 1]) for n in range(len(parts))]
+        assert not [p for p in patterns for prefix in prefixes if fnmatch.fnmatch(prefix, p.removeprefix("**/"))], needed
 
 
 def _sparse_file(path: Path, size_bytes: int) -> None:
