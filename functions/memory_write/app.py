@@ -5,11 +5,11 @@ GET /memories/search: recall as the ask flow sees it, for debugging."""
 # time, through decorators whose globals are not this module's.
 from typing import Annotated, Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 
+from memtool.observability import instrumented, metrics, tracer
 from memtool.api.memories import (
     CreateMemoryBody,
     CursorParam,
@@ -42,9 +42,6 @@ from memtool.retrieval.recall import RecallRequest
 from memtool.runtime import container
 from memtool.runtime.api_writes import idempotent_write
 
-logger = Logger(service="memtool")
-tracer = Tracer(service="memtool")
-metrics = Metrics(namespace="memtool", service="memtool")
 app = make_resolver()
 
 
@@ -194,8 +191,6 @@ def end_session(id: SessionIdParam):  # noqa: A002
     return _write("end_session", {"id": id}, perform)
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@instrumented(correlation_id_path=correlation_paths.API_GATEWAY_REST)
 def lambda_handler(event: dict, context) -> dict:
     return app.resolve(event, context)

@@ -96,7 +96,7 @@ ASK_FLOW_STEPS = {
 ASK_FLOW_ALIASES = {"KnowledgeRecall": "Recall", "KnowledgeAnswer": "Plan"}
 # Map iterations call a tool ({tool, arguments, context}) on the analysis functions.
 ASK_FLOW_TOOL_TASKS = {"RunCodeInterpreter": "${AnalyzeFunctionArn}", "RunMlTool": "${MlToolsFunctionArn}"}
-MAINTENANCE_STEPS = ["Decay", "Consolidate", "Archive", "ReconcileIndex"]
+MAINTENANCE_STEPS = ["ReconcileIndex"]
 
 PLAIN_TABLE_PROPERTIES = (
     "BillingMode",
@@ -1234,41 +1234,31 @@ def maintenance_steps(**overrides: Callable[[dict[str, Any]], Any]) -> ScriptedL
     return ScriptedLambda(steps, body_key="input")
 
 
-def test_maintenance_runs_every_step_in_order_and_keeps_the_reports(
-    monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]
-) -> None:
+def test_maintenance_runs_its_step_and_keeps_the_report(monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]) -> None:
     scripted = maintenance_steps()
 
-    execution = run_on_local_engine(
-        monkeypatch, template, "MaintenanceFlow", scripted, {"trigger": "schedule"}
-    )
+    execution = run_on_local_engine(monkeypatch, template, "MaintenanceFlow", scripted, {"trigger": "schedule"})
 
     assert execution["status"] == "SUCCEEDED"
     assert scripted.steps_called == MAINTENANCE_STEPS
     assert scripted.calls[0][1] == {"trigger": "schedule"}
-    assert scripted.calls[3][1]["archive"] == {"report": {"step": "Archive", "changed": 1}}
     output = json.loads(execution["output"])
     assert output["trigger"] == "schedule"
-    assert output["decay"]["report"]["step"] == "Decay"
-    assert output["reconcile_index"]["report"]["step"] == "ReconcileIndex"
+    assert output["reconcile_index"]["report"] == {"step": "ReconcileIndex", "changed": 1}
 
 
-def test_maintenance_stops_at_a_failed_step_and_fails_with_its_error(
-    monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]
-) -> None:
-    def archive(_input: dict[str, Any]) -> dict[str, Any]:
-        raise StepError("ArchiveError", "could not archive m-7")
+def test_maintenance_fails_with_the_error_of_a_failed_step(monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]) -> None:
+    def reconcile(_input: dict[str, Any]) -> dict[str, Any]:
+        raise StepError("MaintenanceStepFailed", "ReconcileIndex could not index 1 of 3 memories")
 
-    scripted = maintenance_steps(Archive=archive)
+    scripted = maintenance_steps(ReconcileIndex=reconcile)
 
-    execution = run_on_local_engine(
-        monkeypatch, template, "MaintenanceFlow", scripted, {"trigger": "manual"}
-    )
+    execution = run_on_local_engine(monkeypatch, template, "MaintenanceFlow", scripted, {"trigger": "manual"})
 
     assert execution["status"] == "FAILED"
-    assert scripted.steps_called == ["Decay", "Consolidate", "Archive"]
-    assert execution["error"] == "ArchiveError"
-    assert "could not archive m-7" in execution["cause"]
+    assert scripted.steps_called == ["ReconcileIndex"]
+    assert execution["error"] == "MaintenanceStepFailed"
+    assert "could not index 1 of 3" in execution["cause"]
 
 
 # ---------------------------------------------------------------------------------- analysis runners

@@ -120,6 +120,12 @@ class Settings(BaseSettings):
     # The timeout chain (tests/contract/test_timeout_chain.py): API Gateway 29 s > the ask Lambda's
     # 28 s >= connect + read + 1 s; read 25 s > AskFlow's TimeoutSeconds 23 > every step's 20 s.
     # StartSyncExecution is never retried by the client: a retry would start a second flow.
+    local_flow_timeout_scale: float = Field(
+        10.0,
+        ge=1,
+        le=100,
+        description="The local runtime multiplies the ASL's TimeoutSeconds by this: its flows' steps share one process's CPU.",
+    )
     ask_flow_connect_timeout_seconds: float = Field(2.0, gt=0, le=10, description="Connect timeout of StartSyncExecution.")
     ask_flow_read_timeout_seconds: float = Field(
         25.0, gt=0, le=900, description="Read timeout of StartSyncExecution: longer than AskFlow's TimeoutSeconds (23)."

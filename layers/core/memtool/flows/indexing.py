@@ -69,6 +69,11 @@ class MemoryIndexer:
         old = self._store.record_from_image(change.old_image or {}) if change.old_image else None
         if old is not None and old.version == record.version:
             return "ignored"  # no new version: an index-state or credit update
+        return self.index(record)
+
+    def index(self, record: MemoryRecord) -> Outcome:
+        """Index one version of a head and record that it is indexed (the stream and the
+        maintenance reconciliation both come here)."""
         report = self._index.upsert(index_documents(record, self._embedder.embed, self._embedder.id))
         if record.id in report.skipped_stale:
             return "stale"

@@ -196,6 +196,12 @@ def memory_indexer() -> MemoryIndexer:
     return MemoryIndexer(memory_store(), index, embedder())
 
 
+def index_reconciler():  # -> IndexReconciler: maintenance's ReconcileIndex over the store and the index
+    from memtool.flows.maintenance import IndexReconciler
+
+    return IndexReconciler(memory_store(), memory_indexer(), clock())
+
+
 def today():  # -> date
     settings = get_settings()
     return settings.today or clock().now().date()
@@ -407,7 +413,9 @@ def flow_runner():  # -> FlowRunner
             "MaintenanceFunction": function_fleet(root, "maintenance"),
         }
     )
-    return LocalFlowRunner(client("stepfunctions", settings), load_template(root / "template.yaml"), root)
+    return LocalFlowRunner(
+        client("stepfunctions", settings), load_template(root / "template.yaml"), root, timeout_scale=settings.local_flow_timeout_scale
+    )
 
 
 def ask_service():  # -> AskService

@@ -1,0 +1,52 @@
+"""The local runtime runs AskFlow's own ASL, with its TimeoutSeconds scaled (every step shares one
+process locally; in AWS each has its own Lambda)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from memtool.runtime.local_flows import render_definition, scale_timeouts
+from memtool.runtime.template import load_template
+from memtool.settings import Settings
+from tests.support import ROOT
+
+
+def timeouts(node: Any, path: str = "") -> dict[str, int]:
+    found: dict[str, int] = {}
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "TimeoutSeconds":
+                found[path or "flow"] = value
+            else:
+                found.update(timeouts(value, f"{path}/{key}" if path else key))
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            found.update(timeouts(item, f"{path}[{index}]"))
+    return found
+
+
+def test_every_timeout_of_the_flow_and_its_nested_steps_is_scaled_and_nothing_else_changes() -> None:
+    _, definition = render_definition(load_template(ROOT / "template.yaml"), ROOT, "AskFlow")
+    original = json.loads(definition)
+    scaled = json.loads(scale_timeouts(definition, 10))
+
+    before, after = timeouts(original), timeouts(scaled)
+    assert before["flow"] == 23 and after["flow"] == 230
+    assert before.keys() == after.keys() and len(before) > 10
+    assert any("ItemProcessor" in path for path in before)  # the Map's tool tasks too
+    assert all(after[path] == before[path] * 10 for path in before)
+
+    def without_timeouts(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {key: without_timeouts(value) for key, value in node.items() if key != "TimeoutSeconds"}
+        if isinstance(node, list):
+            return [without_timeouts(item) for item in node]
+        return node
+
+    assert without_timeouts(scaled) == without_timeouts(original)
+
+
+def test_the_local_runtime_scales_by_ten_unless_told_otherwise() -> None:
+    assert Settings().local_flow_timeout_scale == 10
+    assert Settings(local_flow_timeout_scale=1).local_flow_timeout_scale == 1
