@@ -192,6 +192,7 @@ class FakeCluster:
     dimension: int
     requests: list[tuple[str, str]] = field(default_factory=list)
     documents: list[dict[str, Any]] = field(default_factory=list)  # every indexed source, searchable
+    pipelines: dict[str, Any] = field(default_factory=dict)
 
     def answer(self, method: str, path: str, body: bytes | None) -> tuple[int, Any]:
         self.requests.append((method, path))
@@ -211,8 +212,12 @@ class FakeCluster:
                 elif "delete" in line:
                     items.append({"delete": {"status": 200, "_id": line["delete"]["_id"], "result": "deleted"}})
             return 200, {"took": 1, "errors": False, "items": items}
-        if "_search" in segments and segments[0] == "_search":
-            return (404, {"error": "not found"}) if method == "GET" else (200, {"acknowledged": True})
+        if segments[:2] == ["_search", "pipeline"]:  # kept once put, as a cluster does
+            name = segments[2]
+            if method == "PUT":
+                self.pipelines[name] = json.loads(body or b"{}")
+                return 200, {"acknowledged": True}
+            return (200, {name: self.pipelines[name]}) if name in self.pipelines else (404, {"error": "not found"})
         if segments[-1:] == ["_search"]:
             wanted = _filters(json.loads(body) if body else {})
             matching = [d for d in self.documents if "memory_id" in d and all(d.get(k) in v for k, v in wanted.items())]
