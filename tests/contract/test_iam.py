@@ -885,3 +885,37 @@ def test_the_paths_ran_to_their_answers(proofs: dict[str, Proof], set_name: str)
         assert reconcile["indexed"] > 0 and reconcile["failed"] == []
         assert proof.status("tool call ml_anomaly")["success"] is True
         assert proof.status("tool call code_interpreter")["success"] is True  # E2B unreachable: the local sandbox ran it
+
+
+def test_the_evaluator_reads_statements_as_iam_does() -> None:
+    table = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/t"
+    allow = Statement("F", "p", 0, "A", "Allow", ("dynamodb:Get*",), (table,))
+    deny = Statement("F", "p", 1, "D", "Deny", ("dynamodb:GetItem",), ("*",))
+    through = json.dumps({"StringEquals": {"bedrock:InferenceProfileArn": "arn:aws:bedrock:us-east-1:1:inference-profile/us.m"}})
+    profile = Statement("F", "p", 2, "P", "Allow", ("bedrock:InvokeModel",), ("arn:aws:bedrock:*::foundation-model/*",), through)
+    assert evaluate([allow], "DynamoDB:GetItem", table) is allow  # actions ignore case
+    assert evaluate([allow], "dynamodb:GetItem", f"{table}/index/i") is None  # resources do not
+    assert evaluate([allow], "dynamodb:PutItem", table) is None
+    assert evaluate([allow, deny], "dynamodb:GetItem", table) is None  # an explicit deny wins
+    model = "arn:aws:bedrock:us-west-2::foundation-model/m"
+    assert evaluate(
+        [profile], "bedrock:InvokeModel", model, {"bedrock:InferenceProfileArn": "arn:aws:bedrock:us-east-1:1:inference-profile/us.m"}
+    )
+    assert evaluate([profile], "bedrock:InvokeModel", model) is None  # the key is missing: the condition fails
+
+
+@pytest.mark.parametrize(
+    ("set_name", "model"),
+    [("defaults", "anthropic.claude-3-5-sonnet-20240620-v1:0"), ("configured", "us.anthropic.claude-3-5-sonnet-20240620-v1:0")],
+)
+def test_the_planner_may_invoke_its_model_and_no_other(set_name: str, model: str) -> None:
+    """A plain model id needs its foundation model; a cross-region profile needs the profile in the
+    Region and its model in every Region it routes to (derived from the template's Fn::Split)."""
+    from tests.contract.iam_support import bedrock_requests
+
+    statements = DEPLOYED[set_name].policies["FlowStepsFunction"]
+    requests = bedrock_requests("bedrock:InvokeModel", model)
+    assert len(requests) == (1 if set_name == "defaults" else 4)
+    assert all(evaluate(statements, r.action, r.resource, r.context_dict) for r in requests)
+    other = bedrock_requests("bedrock:InvokeModel", model.replace("sonnet", "opus"))
+    assert not any(evaluate(statements, r.action, r.resource, r.context_dict) for r in other)
