@@ -1,13 +1,14 @@
 """Alarms and the dashboard: every API route, DLQ and flow is watched, and every alarm can notify.
 
 The per-route alarms are generated from the template's own API events: :func:`route_alarms` is the
-one definition (p90 latency and 5xx rate, per ApiName, Stage, Resource and Method), the template
-holds its output, and these tests fail when a route has no alarm, an alarm has no route, or an alarm
-differs from its definition. After adding a route, regenerate the block with
+one definition (p90 latency and 5xx rate, per ApiName, Stage, Resource and Method), and
+:func:`function_alarms` gives every function its Errors alarm under the function's own condition.
+The template holds their output, and these tests fail when a route or function has no alarm, an
+alarm has no route or function, or an alarm differs from its definition. After adding a route, regenerate the block with
 
-    python tests/contract/test_alarms.py > /tmp/route-alarms.yaml
+    python tests/contract/test_alarms.py > /tmp/generated.yaml
 
-and paste it over the "per-route API alarms" block of template.yaml. The dashboard's body is checked
+and paste it over the "generated alarms" and "dashboard" blocks of template.yaml. The dashboard's body is checked
 as CloudWatch receives it: resolved for a set of parameters (memtool.deploy.iam) and parsed as JSON.
 """
 
@@ -113,14 +114,78 @@ def route_alarms(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return alarms
 
 
-def render_yaml(alarms: dict[str, dict[str, Any]]) -> str:
+# What a function's errors mean beyond "it failed", where that is not obvious.
+ERROR_CONSEQUENCES = {"IndexerFunction": "saved memories may not be searchable yet"}
+
+
+def function_alarms(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """An Errors alarm per function, deployed exactly when the function is (its Condition)."""
+    alarms: dict[str, dict[str, Any]] = {}
+    for name, resource in template["Resources"].items():
+        if resource.get("Type") != "AWS::Serverless::Function":
+            continue
+        consequence = ERROR_CONSEQUENCES.get(name)
+        alarm: dict[str, Any] = {"Type": "AWS::CloudWatch::Alarm"}
+        if resource.get("Condition"):
+            alarm["Condition"] = resource["Condition"]
+        alarm["Properties"] = {
+            "AlarmDescription": f"{name} reported errors" + (f"; {consequence}." if consequence else "."),
+            "Namespace": "AWS/Lambda",
+            "MetricName": "Errors",
+            "Dimensions": [{"Name": "FunctionName", "Value": {"Ref": name}}],
+            "Statistic": "Sum",
+            "Period": 300,
+            "EvaluationPeriods": 1,
+            "Threshold": 1,
+            "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+            "TreatMissingData": "notBreaching",
+            "AlarmActions": NOTIFY,
+            "OKActions": NOTIFY,
+        }
+        alarms[f"{name}ErrorsAlarm"] = alarm
+    return alarms
+
+
+def generated_alarms(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {**function_alarms(template), **route_alarms(template)}
+
+
+def render_function_alarms(alarms: dict[str, dict[str, Any]]) -> list[str]:
+    lines = []
+    for name, alarm in alarms.items():
+        props = alarm["Properties"]
+        lines += [f"  {name}:", "    Type: AWS::CloudWatch::Alarm"]
+        if "Condition" in alarm:
+            lines.append(f"    Condition: {alarm['Condition']}")
+        lines += [
+            "    Properties:",
+            f"      AlarmDescription: \"{props['AlarmDescription']}\"",
+            "      Namespace: AWS/Lambda",
+            "      MetricName: Errors",
+            f"      Dimensions: [{{ Name: FunctionName, Value: !Ref {props['Dimensions'][0]['Value']['Ref']} }}]",
+            "      Statistic: Sum",
+            "      Threshold: 1",
+            "      ComparisonOperator: GreaterThanOrEqualToThreshold",
+            "      Period: 300",
+            "      EvaluationPeriods: 1",
+            "      TreatMissingData: notBreaching",
+            "      AlarmActions: !If [HasAlarmTopic, [!Ref AlarmTopicArn], !Ref AWS::NoValue]",
+            "      OKActions: !If [HasAlarmTopic, [!Ref AlarmTopicArn], !Ref AWS::NoValue]",
+            "",
+        ]
+    return lines
+
+
+def render_yaml(template: dict[str, Any]) -> str:
     """The block of template.yaml that holds the generated alarms."""
     lines = [
-        "  # ---------------------------------------------------------------- per-route API alarms",
-        "  # Generated from the API events above by tests/contract/test_alarms.py (route_alarms), which",
-        "  # fails when a route lacks its p90-latency or 5xx alarm: regenerate, do not edit by hand.",
+        "  # ---------------------------------------------------------------- generated alarms",
+        "  # An Errors alarm per function and a p90-latency and a 5xx-rate alarm per API route, generated",
+        "  # from the functions and their API events above by tests/contract/test_alarms.py, which fails",
+        "  # when one is missing, stray or edited: regenerate, do not edit by hand.",
+        *render_function_alarms(function_alarms(template)),
     ]
-    for name, alarm in alarms.items():
+    for name, alarm in route_alarms(template).items():
         props = alarm["Properties"]
         dims = props["Dimensions"]
         lines += [
@@ -159,9 +224,10 @@ def render_dashboard_yaml(template: dict[str, Any]) -> str:
     alarm's state. The conditional resources join through Fn::If'd variables of the Fn::Sub."""
     routes = api_routes(template)
     alarms = alarms_of(template)
-    generated = route_alarms(template)
-    always = [n for n, r in alarms.items() if r.get("Condition") is None and n not in generated] + list(generated)
-    conditional = [n for n, r in alarms.items() if r.get("Condition") == "HasOpenSearch"]
+    generated = generated_alarms(template)
+    always = [n for n, r in alarms.items() if r.get("Condition") is None and n not in generated]
+    always += [n for n, r in generated.items() if r.get("Condition") is None]
+    conditional = [n for n, r in {**alarms, **generated}.items() if r.get("Condition") == "HasOpenSearch"]
     stage = '"ApiName", "${AWS::StackName}-api", "Stage", "${Stage}"'
 
     def route_metrics(metric: str, stat: str) -> list[str]:
@@ -235,21 +301,25 @@ def render_dashboard_yaml(template: dict[str, Any]) -> str:
 
 
 def route_alarm_problems(template: dict[str, Any]) -> list[str]:
-    """Routes without both alarms, alarms without a route, alarms that differ from the definition."""
+    """Routes or functions without their alarms, alarms without a route or function, alarms that
+    differ from their definition."""
     problems = []
-    expected = route_alarms(template)
+    expected = generated_alarms(template)
     present = {
         name: resource
         for name, resource in template["Resources"].items()
         if resource.get("Type") == "AWS::CloudWatch::Alarm"
-        and (resource.get("Properties") or {}).get("Namespace") == "AWS/ApiGateway"
+        and (
+            (resource.get("Properties") or {}).get("Namespace") == "AWS/ApiGateway"
+            or (resource.get("Properties") or {}).get("MetricName") == "Errors"
+        )
     }
     for name, alarm in expected.items():
         if name not in present:
             problems.append(f"{alarm['Properties']['AlarmDescription'].split(':')[0]}: no {name}")
         elif present[name] != alarm:
-            problems.append(f"{name} differs from route_alarms()")
-    problems += [f"{name} watches no API route" for name in present if name not in expected]
+            problems.append(f"{name} differs from its definition")
+    problems += [f"{name} watches no API route or function" for name in present if name not in expected]
     return problems
 
 
@@ -286,18 +356,22 @@ def test_a_new_route_without_alarms_or_a_stray_alarm_is_reported() -> None:
     assert "GET /health: no ApiGetHealthLatencyAlarm" in problems
     assert "GET /health: no ApiGetHealth5xxAlarm" in problems
     assert "GET /memories/search: no ApiGetMemoriesSearch5xxAlarm" in problems
-    assert "ApiPostFeedbackLatencyAlarm differs from route_alarms()" in problems
+    assert "ApiPostFeedbackLatencyAlarm differs from its definition" in problems
 
     # And an alarm whose route is gone is reported too
     del template["Resources"]["MemoryWriteFunction"]["Properties"]["Events"]["EndSession"]
-    assert "ApiDeleteSessionsId5xxAlarm watches no API route" in route_alarm_problems(template)
+    assert "ApiDeleteSessionsId5xxAlarm watches no API route or function" in route_alarm_problems(template)
+
+    # And a function alarm deployed without its function's condition is a difference too
+    del template["Resources"]["IndexerFunctionErrorsAlarm"]["Condition"]
+    assert "IndexerFunctionErrorsAlarm differs from its definition" in route_alarm_problems(template)
 
 
 def test_the_template_holds_the_generated_blocks_verbatim() -> None:
     # Hand edits to the generated alarms or dashboard are caught: regenerate instead.
     template, text = load(), TEMPLATE_PATH.read_text(encoding="utf-8")
 
-    assert render_yaml(route_alarms(template)) in text
+    assert render_yaml(template) in text
     assert render_dashboard_yaml(template) in text
 
 
@@ -389,10 +463,10 @@ def test_the_dashboard_body_is_json_and_shows_every_route_and_alarm(parameters: 
 def test_a_dashboard_body_broken_in_one_configuration_is_caught(tmp_path: Path) -> None:
     # Given a copy whose conditional alarms join without their comma (valid with the defaults only)
     text = TEMPLATE_PATH.read_text(encoding="utf-8")
-    joined = "- !Sub ', \"${IndexerFunctionErrorsAlarm.Arn}\""
-    assert text.count(joined) == 1
+    joined = re.compile(r"(ConditionalAlarms: !If\n\s+- HasOpenSearch\n\s+- !Sub '), ")
+    assert len(joined.findall(text)) == 1
     broken = tmp_path / "template.yaml"
-    broken.write_text(text.replace(joined, "- !Sub ' \"${IndexerFunctionErrorsAlarm.Arn}\""), encoding="utf-8")
+    broken.write_text(joined.sub(r"\1 ", text), encoding="utf-8")
 
     # When its body is resolved, Then the defaults parse and the configured stack's does not
     assert dashboard_body(COGNITO, broken)["widgets"]
@@ -401,4 +475,4 @@ def test_a_dashboard_body_broken_in_one_configuration_is_caught(tmp_path: Path) 
 
 
 if __name__ == "__main__":
-    sys.stdout.write(render_yaml(route_alarms(load())) + "\n" + render_dashboard_yaml(load()))
+    sys.stdout.write(render_yaml(load()) + "\n" + render_dashboard_yaml(load()))
