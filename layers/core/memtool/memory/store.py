@@ -168,6 +168,15 @@ class MemoryStore(Protocol):
     ) -> builtins.list[MemoryRecord]:
         """Up to ``limit`` heads, expired or not, newest id first; undecodable ids go to ``skipped``."""
 
+    # ---- the indexer's side (flows.indexing.IndexedStore) ----------------------------------
+
+    def record_from_image(self, image: dict[str, Any]) -> MemoryRecord | None:
+        """The record a change image carries (a stream image, an outbox entry); None when it does not decode."""
+
+    def mark_indexed(self, where: Partition, memory_id: str, version: int, state: IndexState) -> bool: ...
+
+    def purge_snapshots(self, where: Partition, memory_id: str) -> int: ...
+
 
 # ---- what every adapter does the same way ---------------------------------------------------
 

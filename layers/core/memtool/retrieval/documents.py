@@ -65,7 +65,9 @@ def tools_used(record: MemoryRecord) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def index_documents(record: MemoryRecord, embed: Callable[[list[str]], list[Sequence[float]]], embedder_id: str) -> list[IndexDocument]:
+def index_documents(
+    record: MemoryRecord, embed: Callable[[list[str]], Sequence[Sequence[float]]], embedder_id: str
+) -> list[IndexDocument]:
     """One document per key the record is searched by, each with its own text and vector."""
     facets = facet_texts(record)
     vectors = embed([text for _, text in facets])

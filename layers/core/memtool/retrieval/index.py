@@ -110,10 +110,26 @@ class UnreachableIndex:
     def __init__(self, reason: str) -> None:
         self.reason = reason
 
-    def _down(self, *_: object) -> list[IndexHit]:
+    def ensure(self) -> None:
         raise IndexUnavailable(self.reason)
 
-    knn = lexical = hybrid = _down
+    def upsert(self, documents: Sequence[IndexDocument]) -> UpsertReport:
+        raise IndexUnavailable(self.reason)
+
+    def delete(self, refs: Sequence[DeleteRef]) -> int:
+        raise IndexUnavailable(self.reason)
+
+    def indexed_version(self, memory_id: str, tenant: str) -> int | None:
+        raise IndexUnavailable(self.reason)
+
+    def knn(self, query: IndexQuery) -> list[IndexHit]:
+        raise IndexUnavailable(self.reason)
+
+    def lexical(self, query: IndexQuery) -> list[IndexHit]:
+        raise IndexUnavailable(self.reason)
+
+    def hybrid(self, query: IndexQuery) -> list[IndexHit]:
+        raise IndexUnavailable(self.reason)
 
 
 def reciprocal_rank_fusion(*ranked: Sequence[IndexHit], k: int, rank_constant: int = RRF_RANK_CONSTANT) -> list[IndexHit]:
