@@ -158,8 +158,11 @@ def _project_template() -> Path:
 
 def aws_check(args: argparse.Namespace) -> int:
     """A deploy rehearsal: the template as CloudFormation would deploy it, against Lambda's limits."""
-    from memtool.deploy.check import parse_overrides, render, run_check
-
+    try:
+        from memtool.deploy.check import parse_overrides, render, run_check
+    except ImportError as exc:  # the SAM translator and packaging come with the `deploy` extra
+        print(f"memtool aws check needs the deploy tools: pip install -e '.[deploy]' ({exc})", file=sys.stderr)
+        return 2
     try:
         overrides = parse_overrides(args.parameter_overrides or [])
         template = Path(args.template) if args.template else _project_template()
