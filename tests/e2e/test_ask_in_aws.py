@@ -153,7 +153,7 @@ class CountingFlow:
 
     def run(self, machine: str, execution_input: dict[str, Any]) -> FlowExecution:
         self.inputs.append(execution_input)
-        final = {**execution_input, "route": "kpi_lookup", "status": "answered", "plan": {"answer": f"answer {len(self.inputs)}"}}
+        final = {**execution_input, "route": "kpi_lookup", "status": "answered", "plan": {"status": "answered", "route": "kpi_lookup", "answer": f"answer {len(self.inputs)}"}}
         return FlowExecution(status="SUCCEEDED", output=final, elapsed_ms=5.0)
 
 

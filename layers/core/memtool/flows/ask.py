@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from memtool.clock import Clock
-from memtool.flows.ask_state import AskInput, AskState, Caller, answer_error, classify_failure
+from memtool.flows.ask_state import AskInput, AskState, Caller, QueryRows, answer_error, classify_failure
 from memtool.flows.runner import FlowRunner
 from memtool.identity import Identity
 from memtool.memory.records import new_memory_id
@@ -135,39 +135,39 @@ class AskService:
         return self.answer(AskState.model_validate(execution.output), execution.elapsed_ms)
 
     def answer(self, state: AskState, elapsed_ms: float) -> AskAnswer:
-        plan = state.plan or {}
-        result = state.result or {}
-        rows = list(result.get("rows") or [])
+        plan = state.plan
+        result = state.result or QueryRows()
+        rows = list(result.rows)
         steps = sum(state.timings.values())
         timings = {**state.timings, "flow_overhead": round(max(0.0, elapsed_ms - steps), 3), "total": round(elapsed_ms, 3)}
         error = answer_error(state)
         raw = getattr(state, "error", None)
         if error is not None and raw is not None:
             logger.warning("AskFlow episode %s failed at %s: %s", state.episode_id, error.step, _short(str(raw)))
-        guard_note = [f"guardrails: {state.guard['reason']}"] if state.guard_status == "blocked" and state.guard else []
+        guard_note = [f"guardrails: {state.guard.reason}"] if state.guard_status == "blocked" and state.guard else []
         return AskAnswer(
             episode_id=state.episode_id,
             route=state.route,
             status=state.status or "failed",  # type: ignore[arg-type]
             question=state.input.question,
             sql=state.sql,
-            columns=list(result.get("columns") or []),
+            columns=list(result.columns),
             rows=rows[: self._response_rows],
-            row_count=int(result.get("row_count") or 0),
-            truncated=bool(result.get("truncated")) or len(rows) > self._response_rows,
+            row_count=result.row_count,
+            truncated=result.truncated or len(rows) > self._response_rows,
             chart=state.chart,
-            answer=plan.get("answer") or (state.analysis or {}).get("summary"),
-            citations=list(plan.get("citations") or []),
+            answer=(plan.answer if plan else None) or (state.analysis or {}).get("summary"),
+            citations=[c.model_dump(mode="json") for c in plan.citations] if plan else [],
             memories_used=[m.model_dump() for m in state.memories_used],
             memories_recalled=[m.model_dump(exclude={"content"}) for m in state.memories_recalled],
-            carried_over=list(plan.get("carried_over") or []),
+            carried_over=list(plan.carried_over) if plan else [],
             recall_coverage=state.recall_coverage,
-            clarification=plan.get("clarification"),
-            notes=list(dict.fromkeys([*state.notes, *(plan.get("notes") or []), *guard_note])),  # once each
+            clarification=plan.clarification.model_dump(mode="json") if plan and plan.clarification else None,
+            notes=list(dict.fromkeys([*state.notes, *(plan.notes if plan else []), *guard_note])),  # once each
             error=error.model_dump() if error is not None else None,
             repaired=state.repaired,
             diagnosis=state.diagnosis if state.status == "failed" else None,
-            cache=state.cache,
+            cache=state.cache.model_dump(mode="json") if state.cache is not None else None,
             analysis=_public_analysis(state.analysis),
             timings=timings,
         )

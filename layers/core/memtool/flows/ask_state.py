@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from memtool.planning.context import PlanContext, plan_context
+from memtool.planning.plan import Plan
 
 # Step Functions caps a state at 256 KB: rows travel capped.
 STATE_ROW_CAP = 500
@@ -50,6 +51,46 @@ class MemoryUse(BaseModel):
     content: str = ""
 
 
+class QueryRows(BaseModel):
+    """What Execute ran: the rows travel capped at STATE_ROW_CAP (``row_count`` is the full count)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    columns: list[str] = Field(default_factory=list)
+    rows: list[list[Any]] = Field(default_factory=list)
+    row_count: int = 0
+    truncated: bool = False
+    elapsed_ms: float | None = None
+
+    def has_data(self) -> bool:
+        """Rows, and not only NULLs."""
+        return any(cell is not None for row in self.rows for cell in row)
+
+
+class GuardVerdict(BaseModel):
+    """The guardrails' verdict on the SQL (Guard); ``code`` names why a blocked one was blocked."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    allowed: bool
+    reason: str | None = None
+    code: str | None = None
+    tables: list[str] = Field(default_factory=list)
+
+
+class CacheReport(BaseModel):
+    """The SQL cache's answer for this question, as the caller sees it under ``cache``."""
+
+    model_config = ConfigDict(extra="allow")  # "stored": the entry CacheStore kept, only when it kept one
+
+    hit: bool
+    key: str | None = None
+    similarity: float | None = None
+    bound_slots: list[Any] = Field(default_factory=list)
+    reason: str | None = None
+    entry: str | None = None  # "memory:<id>@v<n>" of the entry a hit used
+
+
 class AskState(BaseModel):
     model_config = ConfigDict(extra="allow")  # keeps what the ASL adds (error, failed_step)
 
@@ -67,18 +108,18 @@ class AskState(BaseModel):
     fewshots: list[dict[str, Any]] = Field(default_factory=list)  # approved examples found for the question
     recall_coverage: dict[str, Any] | None = None
     plan_status: str | None = None
-    plan: dict[str, Any] | None = None
+    plan: Plan | None = None
     sql: str | None = None
     guard_status: str | None = None
-    guard: dict[str, Any] | None = None
-    result: dict[str, Any] | None = None
+    guard: GuardVerdict | None = None
+    result: QueryRows | None = None
     repair_status: str | None = None
     repair_attempts: int = 0
     lessons: list[dict[str, Any]] = Field(default_factory=list)  # verified lessons applied: {id, version, repairs}
     failure: dict[str, Any] | None = None  # the classified failure Diagnose saw: {class, origin, message, code}
     diagnosis: dict[str, Any] | None = None  # the in-flow diagnosis (hypotheses and their tests)
     repaired: dict[str, Any] | None = None  # {root_cause, cause, memory_id}: the verified repair this answer ran
-    cache: dict[str, Any] | None = None  # the SQL cache's answer: {hit, key, similarity, bound_slots, reason, entry}
+    cache: CacheReport | None = None
     cache_status: str | None = None  # "hit" sends CacheChoice past Recall and Plan
     cache_entry: dict[str, Any] | None = None  # {id, owner} of the entry a hit used
     planned_intent: dict[str, Any] | None = None  # the planner's intent before lessons (the cache key's)
@@ -206,7 +247,7 @@ def answer_error(state: AskState) -> AskError | None:
             return classify_failure(_text(raw.get("Error")), _text(raw.get("Cause")), step=step or _EXECUTE)
         return AskError(error="step_failed", message="the flow failed; try again, or rephrase the question", step=step)
     if state.guard_status == "blocked":
-        reason = _clean(str((state.guard or {}).get("reason") or ""))
+        reason = _clean(state.guard.reason or "") if state.guard is not None else ""
         message = "the SQL written for this question was blocked by the guardrails" + (f": {reason}" if reason else "") + "; rephrase the question"
         return AskError(error="guardrail_blocked", message=message, step="Guard")
     return None

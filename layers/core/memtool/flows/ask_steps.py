@@ -18,17 +18,18 @@ import re
 import time
 from collections.abc import Callable
 from datetime import date, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from memtool.errors import MemtoolError, NotFound, ValidationFailed, VersionConflict
 from memtool.identity import Identity
 from memtool.memory.commands import MemoryEdit, NewMemory
-from memtool.flows.ask_state import STATE_ROW_CAP, AskState, MemoryUse, answer_error
+from memtool.flows.ask_state import STATE_ROW_CAP, AskState, CacheReport, GuardVerdict, MemoryUse, QueryRows, answer_error
 from memtool.flows.memory_write import MemoryService
 from memtool.feedback.reward import environment_reward
 from memtool.memory.records import MemoryKind, MemoryRecord, SourceRef, Trigger
 from memtool.memory.slots import CHART, CURRENCY_UNIT, SESSION_TURNS, correction_key, episode_key
 from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition, UndecodableRecord
+from memtool.planning.plan import Citation, Plan
 from memtool.planning.port import Planner
 from memtool.retrieval.recall import Recall, RecallRequest
 from memtool.clock import Clock
@@ -209,7 +210,7 @@ class AskSteps:
 
     def step_plan(self, state: AskState) -> AskState:
         plan = self._planner().plan(state.input.question, route=state.route, context=state.plan_context())
-        state.plan = plan.model_dump(mode="json")
+        state.plan = plan
         state.plan_status = plan.status if plan.status in ("needs_clarification", "remembered") else "ready"
         state.sql = plan.sql
         if plan.route != state.route and state.input.route is None:
@@ -237,7 +238,7 @@ class AskSteps:
         """A question asked before: its cached SQL (run again by Execute), skipping Recall and Plan."""
         state.cache_status = "miss"
         if self._cache is None:
-            state.cache = {"hit": False, "reason": "disabled", "key": None, "similarity": None, "bound_slots": [], "entry": None}
+            state.cache = CacheReport(hit=False, reason="disabled")
             return state
         previous = state.working[-1] if state.working else None
         try:
@@ -252,9 +253,9 @@ class AskSteps:
             )
         except Exception:  # noqa: BLE001 - a cache that fails is a miss; the question is planned
             logger.warning("episode %s: the SQL cache lookup failed", state.episode_id, exc_info=True)
-            state.cache = {"hit": False, "reason": "error", "key": None, "similarity": None, "bound_slots": [], "entry": None}
+            state.cache = CacheReport(hit=False, reason="error")
             return state
-        state.cache = outcome.public()
+        state.cache = CacheReport.model_validate(outcome.public())
         if not outcome.hit:
             return state
         state.cache_status = "hit"
@@ -264,17 +265,16 @@ class AskSteps:
         state.lessons = list(outcome.lessons)
         state.plan_status = "ready"
         how = "the same question" if outcome.reason == "exact" else "a question of the same shape, with this question's values bound in"
-        state.plan = {
-            "status": "planned",
-            "route": state.route,
-            "intent": outcome.intent,
-            "sql": outcome.sql,
-            "planner": "cache",
-            "notes": [*outcome.notes, f"SQL from the cache ({how}; {state.cache['entry']}); it ran again on the warehouse"],
-            "citations": [],
-            "applied": [],
-            "carried_over": [],
-        }
+        state.plan = Plan.model_validate(
+            {
+                "status": "planned",
+                "route": state.route,
+                "intent": outcome.intent,
+                "sql": outcome.sql,
+                "planner": "cache",
+                "notes": [*outcome.notes, f"SQL from the cache ({how}; {state.cache.entry}); it ran again on the warehouse"],
+            }
+        )
         state.memories_used = [
             MemoryUse(id=memory_id, version=version, kind=kind, score=1.0, content="shaped the cached SQL")
             for memory_id, version, kind in outcome.memories
@@ -285,10 +285,10 @@ class AskSteps:
         """Keep the SQL of an answered question for the next time it is asked (never a failure's)."""
         if self._cache is None or state.cache_status == "hit" or getattr(state, "error", None) or state.guard_status != "passed":
             return state
-        plan = state.plan or {}
-        if plan.get("carried_over") or plan.get("resolved_question") or state.repaired is not None or not state.planned_sql:
+        plan = state.plan
+        if plan is None or plan.carried_over or plan.resolved_question or state.repaired is not None or not state.planned_sql:
             return state  # a follow-up, a reply or a repair means more than its own words: not cached
-        if plan.get("remember") or not _has_data(state.result):
+        if plan.remember is not None or state.result is None or not state.result.has_data():
             return state  # a stated preference is not replayed; an empty answer is not kept
         from memtool.semantic.intent import Intent
 
@@ -302,17 +302,17 @@ class AskSteps:
                 sql=state.planned_sql,
                 lessons=state.lessons,
                 used=[(m.id, m.version, m.kind) for m in state.memories_used],
-                notes=list(plan.get("notes") or []),
+                notes=list(plan.notes),
                 profile_unit=state.profile.get("unit"),
                 conditions=dict(state.input.conditions),
-                planner=str(plan.get("planner") or ""),
+                planner=plan.planner,
                 episode_id=state.episode_id,
             )
         except Exception:  # noqa: BLE001 - the answer stands without its cache entry
             logger.warning("episode %s: the SQL could not be cached", state.episode_id, exc_info=True)
             return state
         if record is not None and state.cache is not None:
-            state.cache["stored"] = f"memory:{record.id}@v{record.version}"
+            setattr(state.cache, "stored", f"memory:{record.id}@v{record.version}")  # an extra of the report: only a kept entry has it
         return state
 
     def _apply_lessons(self, state: AskState) -> None:
@@ -320,14 +320,12 @@ class AskSteps:
         if self._diagnosis is None or self._compiler is None:
             return
         from memtool.diagnosis.lessons import apply_lessons
-        from memtool.semantic.intent import Intent
 
         try:
             lessons = self._diagnosis().lessons.active(state.caller.tenant, state.caller.user, self._clock.now())
             if not lessons:
                 return
-            raw = (state.plan or {}).get("intent")
-            outcome = apply_lessons(Intent.model_validate(raw) if raw else None, state.sql, lessons, self._compiler())
+            outcome = apply_lessons(state.plan.intent if state.plan is not None else None, state.sql, lessons, self._compiler())
         except Exception:  # noqa: BLE001 - a lesson helps; failing to apply one never fails the ask
             logger.warning("episode %s: lessons could not be applied", state.episode_id, exc_info=True)
             state.note("earlier lessons could not be applied to this question")
@@ -336,13 +334,13 @@ class AskSteps:
             return
         state.sql = outcome.sql
         if outcome.intent is not None and state.plan is not None:
-            state.plan["intent"] = outcome.intent.model_dump(mode="json")
+            state.plan.intent = outcome.intent
         state.lessons = outcome.lessons_value()
-        citations = state.plan.setdefault("citations", []) if state.plan is not None else []
         for lesson, repairs in outcome.applied:
             state.note(f"applied lesson {lesson.cite}: {'; '.join(r.describe() for r in repairs)} (learned: {lesson.root_cause})")
             # The catalog's definition is cited too; the lesson that overrides it for this user is.
-            citations.append({"source": lesson.cite, "text": lesson.text})
+            if state.plan is not None:
+                state.plan.citations.append(Citation(source=lesson.cite, text=lesson.text))
             state.memories_used.append(
                 MemoryUse(id=lesson.memory_id, version=lesson.version, kind=MemoryKind.CAUSAL.value, score=1.0, content=lesson.text)
             )
@@ -352,7 +350,7 @@ class AskSteps:
 
         policy = self._guard_policy(GuardPolicy)
         verdict = check_sql(state.sql or "", policy)
-        state.guard = {"allowed": verdict.allowed, "reason": verdict.reason, "code": verdict.code, "tables": verdict.tables}
+        state.guard = GuardVerdict(allowed=verdict.allowed, reason=verdict.reason, code=verdict.code, tables=list(verdict.tables))
         state.guard_status = "passed" if verdict.allowed else "blocked"
         if verdict.allowed:
             state.sql = verdict.sql
@@ -373,13 +371,13 @@ class AskSteps:
             )
         except WarehouseError as exc:
             raise _typed_warehouse_error(exc) from exc
-        state.result = {
-            "columns": result.columns,
-            "rows": result.rows[:STATE_ROW_CAP],
-            "row_count": result.row_count,
-            "truncated": result.truncated or result.row_count > STATE_ROW_CAP,
-            "elapsed_ms": result.elapsed_ms,
-        }
+        state.result = QueryRows(
+            columns=result.columns,
+            rows=result.rows[:STATE_ROW_CAP],
+            row_count=result.row_count,
+            truncated=result.truncated or result.row_count > STATE_ROW_CAP,
+            elapsed_ms=result.elapsed_ms,
+        )
         return state
 
     def _guard_policy(self, policy_type: Any) -> Any:
@@ -404,7 +402,6 @@ class AskSteps:
         from memtool.diagnosis.apply import Subject, options_from
         from memtool.diagnosis.failures import from_step_error, guard_failure
         from memtool.diagnosis.model import Repair
-        from memtool.semantic.intent import Intent
 
         state.repair_attempts += 1
         state.repair_status = "not_repaired"
@@ -412,7 +409,7 @@ class AskSteps:
         if raw is not None:
             failure = from_step_error(raw)
         elif state.guard_status == "blocked":
-            failure = guard_failure((state.guard or {}).get("code"), (state.guard or {}).get("reason"))
+            failure = guard_failure(state.guard.code if state.guard else None, state.guard.reason if state.guard else None)
         else:
             failure = None
         if failure is not None:
@@ -425,16 +422,16 @@ class AskSteps:
             return state
         if failure is None or not state.sql or self._diagnosis is None or failure.kind in ("unavailable", "timeout", "permission"):
             return state
-        plan = state.plan or {}
+        plan = state.plan
         repairs = [Repair.model_validate(r) for lesson in state.lessons for r in lesson.get("repairs") or []]
         subject = Subject(
-            question=plan.get("resolved_question") or state.input.question,
-            intent=Intent.model_validate(plan["intent"]) if plan.get("intent") else None,
+            question=(plan.resolved_question if plan else None) or state.input.question,
+            intent=plan.intent if plan else None,
             sql=state.sql,
             options=options_from([r for r in repairs if not r.sql_level]),
             sql_repairs=tuple(r for r in repairs if r.sql_level),
         )
-        scenario = {"question": state.input.question, "asked": subject.question, "intent": plan.get("intent"), "route": state.route}
+        scenario = {"question": state.input.question, "asked": subject.question, "intent": _intent_json(plan), "route": state.route}
         try:
             report, record = self._diagnosis().repair(
                 self._who(state), episode_id=state.episode_id, failure=failure, subject=subject, scenario=scenario, lessons=state.lessons
@@ -469,15 +466,13 @@ class AskSteps:
         """
         from memtool.analysis.inputs import analysis_windows
         from memtool.analysis.selection import AnalysisTask, choose_analyses, runner_for, tool_for
-        from memtool.semantic.intent import Intent
 
         state.analysis_tasks = []
         kinds, words = choose_analyses(state.input.question)
         if not kinds:
             kinds, words = ["anomaly"], [""]
             state.note("no analysis was named: the series was scanned for anomalies")
-        raw = (state.plan or {}).get("intent")
-        intent = Intent.model_validate(raw) if raw else None
+        intent = state.plan.intent if state.plan is not None else None
         today = self._today()
         recognised = self._planner().rules.parser.recognise(state.input.question, today=today)
         windows = analysis_windows(recognised.times if recognised is not None else [], today)
@@ -601,8 +596,8 @@ class AskSteps:
         would read as a drop), with a note naming what was left out."""
         from memtool.semantic.periods import partial_buckets
 
-        result = state.result or {}
-        columns, rows = list(result.get("columns") or []), list(result.get("rows") or [])
+        result = state.result or QueryRows()
+        columns, rows = list(result.columns), list(result.rows)
         partial = {b.label[:10] for b in partial_buckets(intent, today)} if intent is not None else set()
         if not partial or not columns:
             return columns, rows
@@ -628,7 +623,7 @@ class AskSteps:
             raise ValueError("no semantic layer is configured to build the analysis's tables")
         compiled = self._compiler().compile(drill)
         verdict = check_sql(compiled.sql, self._guard_policy(GuardPolicy))
-        if not verdict.allowed:
+        if not verdict.allowed or verdict.sql is None:
             raise ValueError(f"the guardrails refused the analysis's query: {verdict.reason}")
         try:
             warehouse = self._warehouse_factory()
@@ -649,7 +644,7 @@ class AskSteps:
         skipped = list(planned.get("skipped") or [])
         runs = state.analysis_runs or []
         crashed = getattr(state, "analysis_error", None)
-        lang = "zh" if _is_zh(state.input.question) else "en"
+        lang: Literal["zh", "en"] = "zh" if _is_zh(state.input.question) else "en"
         labels = catalog_labels(self._catalog(), lang)  # measures and dimensions in the question's language
         analyses: list[dict[str, Any]] = []
         png: dict[str, Any] | None = None
@@ -722,7 +717,7 @@ class AskSteps:
         summaries = [a["summary"] for a in done if a.get("summary")]
         if segments_scanned:
             summaries.insert(1 if summaries else 0, segment_sentence(segment_hits, segments_scanned, lang, labels))
-        scope = scope_prefix((state.plan or {}).get("intent"), lang)
+        scope = scope_prefix(_intent_json(state.plan), lang)
         if scope and summaries:
             summaries[0] = scope + summaries[0]
         state.analysis = {
@@ -747,16 +742,15 @@ class AskSteps:
     def step_visualizekpi(self, state: AskState) -> AskState:
         """kpi_lookup: one number is a KPI card at once, without the chart candidate search;
         anything else (or another chart asked for) gets the full recommendation."""
-        from memtool.semantic.intent import Intent
         from memtool.semantic.periods import partial_buckets
         from memtool.viz.charts import kpi_card
 
-        result = state.result or {"columns": [], "rows": []}
+        result = state.result or QueryRows()
         if state.input.conditions.get("chart") not in (None, "kpi_card"):
             return self._visualize_result(state)
-        intent = (state.plan or {}).get("intent")
-        buckets = partial_buckets(Intent.model_validate(intent), self._today()) if intent else []
-        card = kpi_card(result["columns"], result["rows"], hints=_shape_hints(state.plan, state.input.question), partial=[b.label for b in buckets])
+        intent = state.plan.intent if state.plan is not None else None
+        buckets = partial_buckets(intent, self._today()) if intent else []
+        card = kpi_card(result.columns, result.rows, hints=_shape_hints(state.plan, state.input.question), partial=[b.label for b in buckets])
         if card is None:
             return self._visualize_result(state)
         state.chart = _chart_state(card)
@@ -778,13 +772,13 @@ class AskSteps:
 
         analysis = state.analysis or {}
         first = next((a for a in analysis.get("analyses") or [] if a.get("success")), None)
-        result = state.result or {}
-        columns = list(result.get("columns") or [])
+        result = state.result or QueryRows()
+        columns = list(result.columns)
         history: list[tuple[str, float]] = []
         if columns and columns[0] in ("day", "week", "month", "quarter", "year") and len(columns) == 2:
-            history = [(str(r[0])[:7], r[-1]) for r in result.get("rows") or [] if isinstance(r[-1], (int, float))]
+            history = [(str(r[0])[:7], r[-1]) for r in result.rows if isinstance(r[-1], (int, float))]
         built = analysis_chart(first["kind"], first.get("result") or {}, lang="zh" if _is_zh(state.input.question) else "en", history=history) if first else None
-        if built is None:
+        if built is None or first is None:
             return self._visualize_result(state)
         if state.input.conditions.get("chart"):
             state.note(f"the chart is the {first['kind']} analysis's; the chart condition ({state.input.conditions['chart']}) applies to data answers")
@@ -800,16 +794,15 @@ class AskSteps:
         return state
 
     def _visualize_result(self, state: AskState) -> AskState:
-        from memtool.semantic.intent import Intent
         from memtool.semantic.periods import partial_buckets, partial_note
         from memtool.viz.charts import recommend_chart
 
-        result = state.result or {"columns": [], "rows": []}
-        intent = (state.plan or {}).get("intent")
-        buckets = partial_buckets(Intent.model_validate(intent), self._today()) if intent else []
+        result = state.result or QueryRows()
+        intent = state.plan.intent if state.plan is not None else None
+        buckets = partial_buckets(intent, self._today()) if intent else []
         chart = recommend_chart(
-            result["columns"],
-            result["rows"],
+            result.columns,
+            result.rows,
             hints=_shape_hints(state.plan, state.input.question),
             preferred=state.input.conditions.get("chart") or state.profile.get("chart"),
             partial=[b.label for b in buckets],
@@ -904,29 +897,29 @@ class AskSteps:
         """The episode, and whether this call recorded it (False: a retry found it as it is)."""
         public = answer_error(state)
         error = public.model_dump() if public is not None else None
-        plan = state.plan or {}
+        plan = state.plan
         value = {
             "route": state.route,
             "sql": state.sql,
-            "intent": plan.get("intent"),
-            "asked": plan.get("resolved_question") or state.input.question,  # a reply answers the pending question
-            "clarified": plan.get("clarified") or [],  # the kinds of clarification choices it took
+            "intent": _intent_json(plan),
+            "asked": (plan.resolved_question if plan else None) or state.input.question,  # a reply answers the pending question
+            "clarified": list(plan.clarified) if plan else [],  # the kinds of clarification choices it took
             "outcome": state.status,
-            "row_count": (state.result or {}).get("row_count"),
+            "row_count": state.result.row_count if state.result is not None else None,
             # rows that hold nothing but NULLs (a total over no data) answer nothing either
-            "empty": bool((state.result or {}).get("rows")) and all(cell is None for row in (state.result or {}).get("rows") or [] for cell in row[-1:]),
+            "empty": state.result is not None and bool(state.result.rows) and all(cell is None for row in state.result.rows for cell in row[-1:]),
             "error": error,
             "plan_status": state.plan_status,
-            "planner": plan.get("planner"),
-            "carried_over": plan.get("carried_over") or [],
-            "guard": state.guard,
+            "planner": plan.planner if plan else None,
+            "carried_over": list(plan.carried_over) if plan else [],
+            "guard": state.guard.model_dump(mode="json") if state.guard is not None else None,
             "chart": (state.chart or {}).get("type"),
             # Recalled and applied kept apart: feedback credits only what shaped the plan.
             "memories_recalled": [{"id": m.id, "version": m.version, "kind": m.kind} for m in state.memories_recalled],
             "memories_used": [{"id": m.id, "version": m.version, "kind": m.kind} for m in state.memories_used],
             "trajectory": [{"step": step, "ms": ms} for step, ms in state.timings.items()] + [{"step": "tool", **call} for call in state.tool_calls],
             "lessons": state.lessons,  # verified lessons applied: a later diagnosis starts from the query as it ran
-            "cache": state.cache,
+            "cache": state.cache.model_dump(mode="json") if state.cache is not None else None,
             "failure": state.failure,
             "repaired": state.repaired,
             "diagnosis": None
@@ -962,10 +955,10 @@ class AskSteps:
 
     def _remember_learned(self, state: AskState) -> None:
         """A clarification reply that chose a meaning for a term: the user's correction from now on."""
-        learned = (state.plan or {}).get("learned")
-        if not learned:
+        learned = state.plan.learned if state.plan is not None else None
+        if learned is None:
             return
-        term, maps_to = learned["term"], learned["maps_to"]
+        term, maps_to = learned.term, learned.maps_to
         target = maps_to.get("metric") or f"{maps_to.get('dimension')} = {maps_to.get('value')}"
         try:
             result = self._memories.remember(
@@ -979,7 +972,7 @@ class AskSteps:
                     confidence=self._settings.clarification_confidence,
                     trigger=Trigger.CLARIFICATION,
                     episode_id=state.episode_id,
-                    sources=[SourceRef(id=learned["episode_id"])] if learned.get("episode_id") else [],
+                    sources=[SourceRef(id=learned.episode_id)] if learned.episode_id else [],
                 ),
             )
         except MemtoolError as exc:
@@ -1058,15 +1051,15 @@ class AskSteps:
             return
         key = _turns_key(state.input.session_id)
         where = Partition(state.caller.tenant, state.caller.user)
-        plan = state.plan or {}
+        plan = state.plan
         turn = {
             "episode_id": state.episode_id,
             "question": state.input.question,
             "route": state.route,
             "status": state.status,
             "sql": state.sql,
-            "intent": plan.get("intent") if state.status == "answered" else None,
-            "clarification": plan.get("clarification") if state.status == "needs_clarification" else None,
+            "intent": _intent_json(plan) if state.status == "answered" else None,
+            "clarification": plan.clarification.model_dump(mode="json") if plan and plan.clarification and state.status == "needs_clarification" else None,
         }
         displaced: list[dict[str, Any]] = []  # turns a racing first write replaced: put them back
         for attempt in range(TURN_WRITE_ATTEMPTS):
@@ -1177,12 +1170,6 @@ def _typed_warehouse_error(exc: WarehouseError) -> WarehouseError:
     return cls(str(exc), code=exc.code, sql=exc.sql)
 
 
-def _has_data(result: dict[str, Any] | None) -> bool:
-    """Rows, and not only NULLs."""
-    rows = (result or {}).get("rows") or []
-    return any(cell is not None for row in rows for cell in row)
-
-
 def _turns_key(session_id: str) -> str:
     return SESSION_TURNS.key_for(session_id)
 
@@ -1223,9 +1210,12 @@ def _is_zh(text: str) -> bool:
     return re.search(r"[\u4e00-\u9fff]", text) is not None
 
 
-def _shape_hints(plan: dict[str, Any] | None, question: str):
-    from memtool.semantic.intent import Intent
+def _shape_hints(plan: Plan | None, question: str) -> Any:
     from memtool.viz.shape import ShapeHints
 
-    intent = (plan or {}).get("intent")
-    return ShapeHints.from_intent(Intent.model_validate(intent) if intent else None, question)
+    return ShapeHints.from_intent(plan.intent if plan is not None else None, question)
+
+
+def _intent_json(plan: Plan | None) -> dict[str, Any] | None:
+    """The plan's intent as JSON (how episodes, turns and diagnoses keep it)."""
+    return plan.intent.model_dump(mode="json") if plan is not None and plan.intent is not None else None

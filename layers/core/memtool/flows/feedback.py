@@ -219,7 +219,8 @@ class FeedbackService:
 
     def _drop_cached_sql(self, who: Identity, value: dict[str, Any], notes: list[str]) -> None:
         """An answer reported wrong is not served to anyone again from the SQL cache."""
-        cache = value.get("cache") if isinstance(value.get("cache"), dict) else {}
+        stored = value.get("cache")
+        cache: dict[str, Any] = stored if isinstance(stored, dict) else {}
         refs = [ref for ref in (cache.get("entry"), cache.get("stored")) if isinstance(ref, str) and ref.startswith("memory:")]
         for ref in dict.fromkeys(refs):
             memory_id = ref.removeprefix("memory:").split("@", 1)[0]

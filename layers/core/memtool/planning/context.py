@@ -125,7 +125,7 @@ class PlanContext(BaseModel):
         return unit
 
 
-def term_mapping_from_memory(record: dict[str, Any]) -> TermMapping | None:
+def term_mapping_from_memory(record: Mapping[str, Any]) -> TermMapping | None:
     """A correction memory's value as a TermMapping, or None when it is not a term correction.
 
     Accepted values: ``{"term": "GMV", "maps_to": {"metric": "gross_revenue"}}`` or the flat
@@ -174,7 +174,8 @@ def plan_context(
                 rank = (int(record.get("scope") == "user"), str(record.get("updated_at") or ""), float(record.get("confidence") or 0))
                 corrections.append((rank, mapping))
         elif kind == "causal":
-            value = record.get("value") if isinstance(record.get("value"), dict) else {}
+            raw_value = record.get("value")
+            value: Mapping[str, Any] = raw_value if isinstance(raw_value, dict) else {}
             # Only a verified, active diagnosis is a lesson; one pending review never steers a plan.
             if record.get("status") == "active" and value.get("verified") is True and value.get("lesson"):
                 lessons.append(LessonItem(memory_id=str(record["id"]), version=int(record.get("version") or 1), text=str(value["lesson"])))

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime
 from typing import Any, Protocol
 
-from memtool.planning.context import KnowledgeItem, PlanContext, PreviousTurn, normalize_unit
+from memtool.planning.context import FewshotExample, KnowledgeItem, PlanContext, PreviousTurn, normalize_unit
 from memtool.planning.plan import AppliedMemory, Citation, Clarification, LearnedTerm, Plan, Preference, Route
 from memtool.planning.routes import classify_route, parse_forced_route
 from memtool.semantic.catalog import Catalog, Lang
@@ -308,7 +308,7 @@ class RulePlanner:
 
     def _from_fewshot(
         self, question: str, context: PlanContext, today: date, route: Route, notes: list[str]
-    ) -> tuple[ParseResult, object] | None:
+    ) -> tuple[ParseResult, FewshotExample] | None:
         """A question the rules cannot parse alone, planned from an approved example of the same shape."""
         if not context.fewshots:
             return None
@@ -390,13 +390,13 @@ class RulePlanner:
             labels = "、".join(self.catalog.metric(m).label(lang) for m in metrics) if lang == "zh" else " or ".join(self.catalog.metric(m).label(lang) for m in metrics)
             paragraphs.append(f"「{term}」可能指：{labels}。" if lang == "zh" else f"'{term}' can mean {labels}.")
         for name in metrics:
-            spec = self.catalog.metric(name)
-            citations.append(Citation(source=f"catalog:metric/{name}", text=spec.definition(lang)))
-            paragraphs.append(spec.definition(lang))
+            metric = self.catalog.metric(name)
+            citations.append(Citation(source=f"catalog:metric/{name}", text=metric.definition(lang)))
+            paragraphs.append(metric.definition(lang))
         for name in dimensions:
-            spec = self.catalog.dimension(name)
-            citations.append(Citation(source=f"catalog:dimension/{name}", text=spec.definition(lang)))
-            paragraphs.append(spec.definition(lang))
+            dimension = self.catalog.dimension(name)
+            citations.append(Citation(source=f"catalog:dimension/{name}", text=dimension.definition(lang)))
+            paragraphs.append(dimension.definition(lang))
         for item in self._relevant_knowledge(context, metrics, dimensions):
             citations.append(Citation(source=item.source, text=item.text))
             paragraphs.append(item.text)
@@ -425,11 +425,11 @@ class RulePlanner:
             return list(context.knowledge)
         terms: set[str] = set()
         for name in metrics:
-            spec = self.catalog.metric(name)
-            terms.update(t.lower() for t in (name, spec.zh, spec.en, *spec.synonyms_zh, *spec.synonyms_en))
+            metric = self.catalog.metric(name)
+            terms.update(t.lower() for t in (name, metric.zh, metric.en, *metric.synonyms_zh, *metric.synonyms_en))
         for name in dimensions:
-            spec = self.catalog.dimension(name)
-            terms.update(t.lower() for t in (name, spec.zh, spec.en))
+            dimension = self.catalog.dimension(name)
+            terms.update(t.lower() for t in (name, dimension.zh, dimension.en))
         relevant: list[KnowledgeItem] = []
         for item in context.knowledge:
             haystack = f"{item.key or ''} {item.text}".lower()

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from memtool.semantic.catalog import Catalog, Lang
 from memtool.sql.schema import CHANNELS, REFUND_REASONS, REGIONS, THERAPEUTIC_AREAS
+from memtool.sql.warehouse import Warehouse
 
 
 @dataclass(frozen=True)
@@ -56,13 +57,13 @@ class EntityIndex:
     # ---- building -------------------------------------------------------------------------
 
     @classmethod
-    def from_warehouse(cls, warehouse: object, catalog: Catalog, *, timeout_seconds: float = 10.0) -> EntityIndex:
+    def from_warehouse(cls, warehouse: Warehouse, catalog: Catalog, *, timeout_seconds: float = 10.0) -> EntityIndex:
         """Distinct values of every attribute dimension, read from the warehouse (Chinese + English)."""
         raw: list[tuple[str, str, str | None]] = []
         for dimension in catalog.attribute_dimensions:
             columns = dimension.column if dimension.en_column is None else f"{dimension.column}, {dimension.en_column}"
             sql = f"SELECT DISTINCT {columns} FROM {dimension.table} WHERE {dimension.column} IS NOT NULL ORDER BY 1"
-            result = warehouse.run(sql, max_rows=10_000, timeout_seconds=timeout_seconds)  # type: ignore[attr-defined]
+            result = warehouse.run(sql, max_rows=10_000, timeout_seconds=timeout_seconds)
             for row in result.rows:
                 value = str(row[0]).strip()
                 english = str(row[1]).strip() if len(row) > 1 and row[1] is not None else None
