@@ -66,7 +66,8 @@ def test_every_operation_declares_its_errors_identity_headers_and_bodies():
             assert "422" not in responses or "ErrorBody" in json.dumps(responses["422"]), where
             names = {parameters[p["$ref"].rsplit("/", 1)[1]]["name"] for p in op["parameters"] if "$ref" in p}
             assert {"X-Memtool-Tenant", "X-Memtool-User", "X-Memtool-Roles"} <= names, where
-            writes = path.startswith(("/memories", "/sessions", "/feedback", "/fewshots/", "/diagnose", "/lessons/")) and method != "get"
+            # POST /ask too: a retry with the same key answers the first answer, never a second flow
+            writes = path.startswith(("/ask", "/memories", "/sessions", "/feedback", "/fewshots/", "/diagnose", "/lessons/")) and method != "get"
             assert ("Idempotency-Key" in names) == writes, where
             if "{id}" in path:
                 assert any(p.get("in") == "path" and p["name"] == "id" for p in op["parameters"]), where
