@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from memtool.clock import Clock
-from memtool.flows.ask_state import AskInput, AskState, Caller, QueryRows, answer_error, classify_failure
+from memtool.flows.ask_state import AnalysisReport, AskInput, AskState, Caller, QueryRows, answer_error, classify_failure
 from memtool.flows.runner import FlowRunner
 from memtool.identity import Identity
 from memtool.memory.records import new_memory_id
@@ -156,7 +156,7 @@ class AskService:
             row_count=result.row_count,
             truncated=result.truncated or len(rows) > self._response_rows,
             chart=state.chart,
-            answer=(plan.answer if plan else None) or (state.analysis or {}).get("summary"),
+            answer=(plan.answer if plan else None) or (state.analysis.summary if state.analysis else None),
             citations=[c.model_dump(mode="json") for c in plan.citations] if plan else [],
             memories_used=[m.model_dump() for m in state.memories_used],
             memories_recalled=[m.model_dump(exclude={"content"}) for m in state.memories_recalled],
@@ -166,18 +166,18 @@ class AskService:
             notes=list(dict.fromkeys([*state.notes, *(plan.notes if plan else []), *guard_note])),  # once each
             error=error.model_dump() if error is not None else None,
             repaired=state.repaired,
-            diagnosis=state.diagnosis if state.status == "failed" else None,
+            diagnosis=state.diagnosis.model_dump(mode="json", exclude={"schema_facts"}) if state.diagnosis is not None and state.status == "failed" else None,
             cache=state.cache.model_dump(mode="json") if state.cache is not None else None,
             analysis=_public_analysis(state.analysis),
             timings=timings,
         )
 
 
-def _public_analysis(analysis: dict[str, Any] | None) -> dict[str, Any] | None:
+def _public_analysis(analysis: AnalysisReport | None) -> dict[str, Any] | None:
     """The analysis as the caller sees it (PlanAnalyses' interim record is not one)."""
-    if not analysis or analysis.get("status") == "planned":
+    if analysis is None or analysis.status == "planned":
         return None
-    return analysis
+    return analysis.model_dump(mode="json")
 
 
 def _short(text: str | None, limit: int = 2000) -> str | None:

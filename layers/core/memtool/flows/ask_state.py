@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from memtool.diagnosis.model import DiagnosisReport
 from memtool.planning.context import PlanContext, plan_context
 from memtool.planning.plan import Plan
 
@@ -91,6 +92,25 @@ class CacheReport(BaseModel):
     entry: str | None = None  # "memory:<id>@v<n>" of the entry a hit used
 
 
+class AnalysisReport(BaseModel):
+    """The deep-analysis route's analyses: PlanAnalyses leaves a ``planned`` one (what it skipped,
+    the drill-down queries it ran), Summarize the result the caller sees."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["planned", "complete", "partial", "failed"]
+    tool: str | None = None  # the first analysis that ran
+    result: Any = None  # its result
+    summary: str | None = None  # every analysis's sentence, in the question's language
+    analyses: list[dict[str, Any]] = Field(default_factory=list)  # {kind, tool, runner, success, result, summary, error, ...}
+    skipped: list[dict[str, Any]] = Field(default_factory=list)  # {kind, reason}: analyses that could not be prepared
+    queries: list[str] = Field(default_factory=list)  # the drill-down SQL the tables came from
+    chart_png: dict[str, Any] | None = None  # the sandbox's chart, when one ran
+
+    def first_success(self) -> dict[str, Any] | None:
+        return next((a for a in self.analyses if a.get("success")), None)
+
+
 class AskState(BaseModel):
     model_config = ConfigDict(extra="allow")  # keeps what the ASL adds (error, failed_step)
 
@@ -117,7 +137,7 @@ class AskState(BaseModel):
     repair_attempts: int = 0
     lessons: list[dict[str, Any]] = Field(default_factory=list)  # verified lessons applied: {id, version, repairs}
     failure: dict[str, Any] | None = None  # the classified failure Diagnose saw: {class, origin, message, code}
-    diagnosis: dict[str, Any] | None = None  # the in-flow diagnosis (hypotheses and their tests)
+    diagnosis: DiagnosisReport | None = None  # the in-flow diagnosis (hypotheses and their tests), without its schema facts
     repaired: dict[str, Any] | None = None  # {root_cause, cause, memory_id}: the verified repair this answer ran
     cache: CacheReport | None = None
     cache_status: str | None = None  # "hit" sends CacheChoice past Recall and Plan
@@ -127,7 +147,7 @@ class AskState(BaseModel):
     analysis_tasks: list[dict[str, Any]] = Field(default_factory=list)  # PlanAnalyses: {kind, runner, tool, arguments, rows, why}
     analysis_count: int = 0  # how many tasks the Map runs (AnalysesChoice reads it)
     analysis_runs: list[dict[str, Any]] | None = None  # the Map's tool results, in the tasks' order
-    analysis: dict[str, Any] | None = None  # Summarize: {status, tool, result, summary, analyses, chart_png}
+    analysis: AnalysisReport | None = None
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)  # the trajectory's tool calls: inputs and a summary
     chart: dict[str, Any] | None = None
     status: str | None = None

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from memtool.errors import MemtoolError, NotFound, ValidationFailed, VersionConflict
 from memtool.identity import Identity
 from memtool.memory.commands import MemoryEdit, NewMemory
-from memtool.flows.ask_state import STATE_ROW_CAP, AskState, CacheReport, GuardVerdict, MemoryUse, QueryRows, answer_error
+from memtool.flows.ask_state import STATE_ROW_CAP, AnalysisReport, AskState, CacheReport, GuardVerdict, MemoryUse, QueryRows, answer_error
 from memtool.flows.memory_write import MemoryService
 from memtool.feedback.reward import environment_reward
 from memtool.memory.records import MemoryKind, MemoryRecord, SourceRef, Trigger
@@ -440,7 +440,7 @@ class AskSteps:
             logger.warning("episode %s: diagnosis failed", state.episode_id, exc_info=True)
             state.note("the failure could not be diagnosed now; it is queued for a diagnosis")
             return state
-        state.diagnosis = report.model_dump(mode="json", exclude={"schema_facts"})
+        state.diagnosis = report.model_copy(update={"schema_facts": {}})  # the live schema stays out of the state
         if record is None or not report.repaired_sql:
             return state
         state.sql = report.repaired_sql
@@ -509,7 +509,7 @@ class AskSteps:
                 task = AnalysisTask(kind=task_kind, runner=runner, tool=tool_for(task_kind, runner), arguments=arguments, rows=len(table.rows), why=why)
                 state.analysis_tasks.append({**task.model_dump(mode="json"), "context": context})
         state.analysis_count = len(state.analysis_tasks)
-        state.analysis = {"status": "planned", "skipped": skipped, "queries": queries}
+        state.analysis = AnalysisReport(status="planned", skipped=skipped, queries=queries)
         return state
 
     def _analysis_tables(
@@ -640,8 +640,8 @@ class AskSteps:
         from memtool.analysis.summary import catalog_labels, focus_sentence, reported_part, scope_prefix, segment_sentence, summarize_analysis
         from memtool.tools.executor import ToolResult
 
-        planned = state.analysis or {}
-        skipped = list(planned.get("skipped") or [])
+        planned = state.analysis or AnalysisReport(status="planned")
+        skipped = list(planned.skipped)
         runs = state.analysis_runs or []
         crashed = getattr(state, "analysis_error", None)
         lang: Literal["zh", "en"] = "zh" if _is_zh(state.input.question) else "en"
@@ -720,16 +720,16 @@ class AskSteps:
         scope = scope_prefix(_intent_json(state.plan), lang)
         if scope and summaries:
             summaries[0] = scope + summaries[0]
-        state.analysis = {
-            "status": status,
-            "tool": done[0]["tool"] if done else None,
-            "result": done[0]["result"] if done else None,
-            "summary": "\n".join(summaries) if summaries else None,
-            "analyses": analyses,
-            "skipped": skipped,
-            "queries": planned.get("queries") or [],
-            "chart_png": png,
-        }
+        state.analysis = AnalysisReport(
+            status=status,
+            tool=done[0]["tool"] if done else None,
+            result=done[0]["result"] if done else None,
+            summary="\n".join(summaries) if summaries else None,
+            analyses=analyses,
+            skipped=skipped,
+            queries=list(planned.queries),
+            chart_png=png,
+        )
         if status != "complete" and not done:
             state.note("no analysis ran: the answer has the data only")
         # The runs and the tasks' tables now live in ``analysis``: carrying them on would double
@@ -758,11 +758,11 @@ class AskSteps:
 
     def step_visualize(self, state: AskState) -> AskState:
         crashed = getattr(state, "analysis_error", None)
-        if state.route == "deep_analysis_workflow" and crashed is not None and (state.analysis or {}).get("status") in (None, "planned"):
+        if state.route == "deep_analysis_workflow" and crashed is not None and (state.analysis is None or state.analysis.status == "planned"):
             # Summarize itself failed: the answer still says that no analysis result is there.
             state.note("the analyses could not be summarised: " + _crash_reason(crashed))
-            state.analysis = {"status": "failed", "tool": None, "result": None, "summary": None, "analyses": [], "skipped": [], "queries": [], "chart_png": None}
-        if state.route == "deep_analysis_workflow" and state.analysis and state.analysis.get("result") is not None:
+            state.analysis = AnalysisReport(status="failed")
+        if state.route == "deep_analysis_workflow" and state.analysis is not None and state.analysis.result is not None:
             return self._visualize_analysis(state)
         return self._visualize_result(state)
 
@@ -770,8 +770,7 @@ class AskSteps:
         """The chart of the first analysis that ran (its PNG from the sandbox rides along)."""
         from memtool.viz.analysis_charts import analysis_chart
 
-        analysis = state.analysis or {}
-        first = next((a for a in analysis.get("analyses") or [] if a.get("success")), None)
+        first = state.analysis.first_success() if state.analysis is not None else None
         result = state.result or QueryRows()
         columns = list(result.columns)
         history: list[tuple[str, float]] = []
@@ -925,10 +924,10 @@ class AskSteps:
             "diagnosis": None
             if state.diagnosis is None
             else {
-                "verified": state.diagnosis.get("verified"),
-                "cause": state.diagnosis.get("cause"),
-                "hypotheses": len(state.diagnosis.get("hypotheses") or []),
-                "executions": state.diagnosis.get("executions"),
+                "verified": state.diagnosis.verified,
+                "cause": state.diagnosis.cause,
+                "hypotheses": len(state.diagnosis.hypotheses),
+                "executions": state.diagnosis.executions,
             },
         }
         sources = [SourceRef(id=m.id, version=m.version) for m in state.memories_used]
@@ -1177,7 +1176,7 @@ def _turns_key(session_id: str) -> str:
 def _outcome(state: AskState) -> str:
     if getattr(state, "error", None) or state.guard_status == "blocked":
         return "failed"
-    if state.route == "deep_analysis_workflow" and state.result is not None and (state.analysis or {}).get("status") != "complete":
+    if state.route == "deep_analysis_workflow" and state.result is not None and (state.analysis is None or state.analysis.status != "complete"):
         return "partial"  # the data is there; an analysis it asked for did not run (the notes say which)
     if state.plan_status == "needs_clarification":
         return "needs_clarification"
