@@ -76,7 +76,7 @@ def answered_state(episode_id: str) -> dict[str, Any]:
         plan_status="ready",
         sql="SELECT channel, SUM(net) AS net_revenue FROM fact GROUP BY 1",
         guard_status="passed",
-        result={"columns": ["channel", "net_revenue"], "rows": [["app", 10.0], ["store", 7.5]], "row_count": 2, "truncated": False, "elapsed_ms": 3.0},
+        result={"columns": ["channel", "net_revenue"], "rows": [["app", 10.0], ["store", 7.5]], "row_count": 2, "elapsed_ms": 3.0},
     ).model_dump(mode="json")
 
 

@@ -55,7 +55,13 @@ def unneeded(what: str):
 def steps_over(store: MemoryStore, clock, settings: Settings, queue: RecordingQueue) -> AskSteps:
     memories = MemoryService(store, clock, settings)
     diagnosis = DiagnosisService(
-        store=store, memories=memories, clock=clock, settings=settings, warehouse=unneeded("warehouse"), compiler=unneeded("compiler"), queue=lambda: queue
+        store=store,
+        memories=memories,
+        clock=clock,
+        settings=settings,
+        warehouse=unneeded("warehouse"),
+        compiler=unneeded("compiler"),
+        queue=lambda: queue,
     )
     return AskSteps(
         settings=settings,
@@ -88,7 +94,8 @@ def failed_state(used: MemoryUse) -> dict:
         timings={"Prepare": 1.0, "Plan": 2.0, "Execute": 3.0, "Diagnose": 4.0},
     )
     raw = state.model_dump(mode="json")
-    raw["error"] = {"Error": "WarehouseTypeMismatch", "Cause": json.dumps({"errorType": "WarehouseTypeMismatch", "errorMessage": "cannot cast"})}
+    cause = {"errorType": "WarehouseTypeMismatch", "errorMessage": "cannot cast"}
+    raw["error"] = {"Error": "WarehouseTypeMismatch", "Cause": json.dumps(cause)}
     return raw
 
 

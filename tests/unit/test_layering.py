@@ -49,7 +49,8 @@ class Violation:
     imported: str
 
     def __str__(self) -> str:
-        return f"{self.module}:{self.line} imports {self.imported}, which is above it ({NAMES[level(self.module)]} -> {NAMES[level(self.imported)]})"
+        layers = f"{NAMES[level(self.module)]} -> {NAMES[level(self.imported)]}"
+        return f"{self.module}:{self.line} imports {self.imported}, which is above it ({layers})"
 
 
 def unit(module: str) -> str | None:

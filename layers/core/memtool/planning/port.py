@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 class Planner(Protocol):
     @property
     def name(self) -> str:
-        """"rules", or "bedrock:<model id>"."""
+        """The planner's name in a plan: rules, or bedrock:<model id>."""
         ...
 
     @property
