@@ -20,19 +20,19 @@ from collections.abc import Callable
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from memtool.clock import Clock
 from memtool.errors import MemtoolError, NotFound, ValidationFailed, VersionConflict
-from memtool.identity import Identity
-from memtool.memory.commands import MemoryEdit, NewMemory
+from memtool.feedback.reward import environment_reward
 from memtool.flows.ask_state import STATE_ROW_CAP, AnalysisReport, AskState, CacheReport, GuardVerdict, MemoryUse, QueryRows, answer_error
 from memtool.flows.memory_write import MemoryService
-from memtool.feedback.reward import environment_reward
+from memtool.identity import Identity
+from memtool.memory.commands import MemoryEdit, NewMemory
 from memtool.memory.records import MemoryKind, MemoryRecord, SourceRef, Trigger
 from memtool.memory.slots import CHART, CURRENCY_UNIT, SESSION_TURNS, correction_key, episode_key
 from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition, UndecodableRecord
 from memtool.planning.plan import Citation, Plan
 from memtool.planning.port import Planner
 from memtool.retrieval.recall import Recall, RecallRequest
-from memtool.clock import Clock
 from memtool.settings import Settings
 from memtool.sql.warehouse import Warehouse, WarehouseError
 from memtool.tools.executor import echo_arguments
@@ -312,7 +312,8 @@ class AskSteps:
             logger.warning("episode %s: the SQL could not be cached", state.episode_id, exc_info=True)
             return state
         if record is not None and state.cache is not None:
-            setattr(state.cache, "stored", f"memory:{record.id}@v{record.version}")  # an extra of the report: only a kept entry has it
+            # "stored" is an extra of the report: only a kept entry has it
+            state.cache = state.cache.model_copy(update={"stored": f"memory:{record.id}@v{record.version}"})
         return state
 
     def _apply_lessons(self, state: AskState) -> None:
@@ -637,7 +638,14 @@ class AskSteps:
     def step_summarize(self, state: AskState) -> AskState:
         """The tools' results as ``analysis`` {status, tool, result, summary, analyses}; a
         summary in the question's language built from the numbers, and each failure named."""
-        from memtool.analysis.summary import catalog_labels, focus_sentence, reported_part, scope_prefix, segment_sentence, summarize_analysis
+        from memtool.analysis.summary import (
+            catalog_labels,
+            focus_sentence,
+            reported_part,
+            scope_prefix,
+            segment_sentence,
+            summarize_analysis,
+        )
         from memtool.tools.executor import ToolResult
 
         planned = state.analysis or AnalysisReport(status="planned")

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from memtool.clock import Clock
 from memtool.diagnosis.apply import Subject, options_from
 from memtool.diagnosis.causal import causal_content, causal_value, clip, fit
 from memtool.diagnosis.engine import Budget, Diagnoser, HypothesisSource
@@ -28,9 +29,8 @@ from memtool.memory.commands import NewMemory
 from memtool.memory.records import MemoryKind, MemoryPatch, MemoryRecord, MemoryScope, MemoryStatus, SourceRef, Trigger
 from memtool.memory.slots import episode_key
 from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition
-from memtool.clock import Clock
-from memtool.settings import Settings
 from memtool.semantic.intent import Intent
+from memtool.settings import Settings
 
 logger = logging.getLogger("memtool.flows")
 

@@ -25,11 +25,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from memtool.clock import Clock
 from memtool.errors import Forbidden, MemtoolError, NotFound, ValidationFailed, VersionConflict
-from memtool.identity import Identity
 from memtool.feedback.corrections import CorrectionRefused, correction_target, split_correction
 from memtool.feedback.corrections import StatedCorrection as SplitCorrection
 from memtool.feedback.reward import Reward, environment_reward, fuse
+from memtool.identity import Identity
 from memtool.memory.credit import credit_after
 from memtool.memory.pii import redact
 from memtool.memory.records import (
@@ -45,9 +46,8 @@ from memtool.memory.records import (
 )
 from memtool.memory.slots import correction_key, episode_key
 from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition
-from memtool.clock import Clock
-from memtool.settings import Settings
 from memtool.semantic.parser import MappingTarget, QuestionParser
+from memtool.settings import Settings
 
 logger = logging.getLogger("memtool.flows")
 

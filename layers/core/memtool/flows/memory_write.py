@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from memtool.clock import Clock
 from memtool.errors import Forbidden, NotFound, ValidationFailed
 from memtool.identity import Identity
 from memtool.memory.commands import MemoryEdit, MemoryPageRequest, NewMemory
@@ -29,7 +30,6 @@ from memtool.memory.records import (
 )
 from memtool.memory.slots import check_slot_value
 from memtool.memory.store import TENANT_OWNER, ForgetOutcome, MemoryPage, MemoryStore, Partition, UndecodableRecord
-from memtool.clock import Clock
 from memtool.settings import Settings
 
 PII_KINDS = ("phone", "email", "cn_id", "bank_card")

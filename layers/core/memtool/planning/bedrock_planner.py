@@ -79,12 +79,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from memtool.constants import BEDROCK_RETRYABLE_ERRORS
 from memtool.feedback.corrections import MAX_TERM_CHARS, StatedCorrection
 from memtool.planning.context import FewshotExample, PlanContext, PreviousTurn, normalize_unit
 from memtool.planning.plan import AppliedMemory, Citation, Clarification, Plan, Route
 from memtool.planning.routes import classify_route, parse_forced_route
 from memtool.planning.rule_planner import RulePlanner, TodaySource, resolve_today
-from memtool.constants import BEDROCK_RETRYABLE_ERRORS
 from memtool.semantic.catalog import Catalog, Lang
 from memtool.semantic.compiler import CompileError, IntentCompiler
 from memtool.semantic.entities import EntityIndex
