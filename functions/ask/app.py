@@ -8,11 +8,11 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 
-from memtool.observability import instrumented, metrics, tracer
 from memtool.api.ask import AskAnswer, AskBody
-from memtool.api.openapi import operation
 from memtool.api.identity import Identity
+from memtool.api.openapi import operation
 from memtool.api.resolver import caller, make_resolver
+from memtool.observability import instrumented, metrics, tracer
 from memtool.runtime import container
 from memtool.runtime.api_writes import idempotent_write
 
@@ -25,7 +25,7 @@ app = make_resolver()
         "Ask a data question; a failed flow is a 200 with status failed and an error",
         tag="ask",
         ok={200: AskAnswer},
-        errors=(409, 422),
+        errors=(409, 422, 503),
         idempotent=True,
     ),
 )

@@ -11,12 +11,12 @@ from typing import Annotated, Any
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.logging import correlation_paths
 
-from memtool.observability import instrumented
 from memtool.api.diagnose import DiagnoseBody, DiagnosisAnswer, EpisodeView, ShareBody
 from memtool.api.identity import Identity
 from memtool.api.memories import MemoryIdParam, MemoryRead, memory_view
 from memtool.api.openapi import operation
 from memtool.api.resolver import caller, make_resolver
+from memtool.observability import instrumented
 from memtool.runtime import container
 from memtool.runtime.api_writes import idempotent_write
 
@@ -63,7 +63,11 @@ def get_episode(id: MemoryIdParam):  # noqa: A002 - the path parameter's name
 @app.post(
     "/lessons/<id>/share",
     **operation(
-        "Share a verified lesson with the tenant (curators)", tag="learning", ok={201: MemoryRead}, errors=(403, 404, 409, 422), idempotent=True
+        "Share a verified lesson with the tenant (curators)",
+        tag="learning",
+        ok={201: MemoryRead},
+        errors=(403, 404, 409, 422),
+        idempotent=True,
     ),
 )
 def share_lesson(id: MemoryIdParam, body: Annotated[ShareBody | None, Body(description="whose lesson (optional)")] = None):  # noqa: A002

@@ -9,7 +9,6 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.logging import correlation_paths
 
-from memtool.observability import instrumented
 from memtool.api.feedback import FeedbackAnswer, FeedbackBody, feedback_command
 from memtool.api.fewshots import (
     FewshotListing,
@@ -26,6 +25,7 @@ from memtool.api.memories import CursorParam, LimitParam, MemoryIdParam
 from memtool.api.openapi import operation
 from memtool.api.resolver import caller, json_response, make_resolver
 from memtool.errors import ValidationFailed
+from memtool.observability import instrumented
 from memtool.runtime import container
 from memtool.runtime.api_writes import idempotent_write
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
-from memtool.observability import instrumented, metrics, tracer
 from memtool.flows.indexing import StreamChange
+from memtool.observability import instrumented, metrics, tracer
 from memtool.runtime import container
 
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
@@ -21,5 +22,5 @@ def record_handler(record: DynamoDBRecord) -> str:
 
 
 @instrumented()
-def lambda_handler(event: dict, context) -> dict:
+def lambda_handler(event: dict, context) -> PartialItemFailureResponse:
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

@@ -9,7 +9,6 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 
-from memtool.observability import instrumented, metrics, tracer
 from memtool.api.memories import (
     CreateMemoryBody,
     CursorParam,
@@ -38,6 +37,7 @@ from memtool.api.memories import (
 from memtool.api.openapi import operation
 from memtool.api.resolver import caller, json_response, make_resolver
 from memtool.memory.records import MemoryScope
+from memtool.observability import instrumented, metrics, tracer
 from memtool.retrieval.recall import RecallRequest
 from memtool.runtime import container
 from memtool.runtime.api_writes import idempotent_write

@@ -1,4 +1,4 @@
-"""Handlers run from their events/*.json as AWS would send them; ones a later issue fills answer a clear 501."""
+"""Handlers run from their events/*.json as AWS (and `sam local invoke -e`) would send them."""
 
 from __future__ import annotations
 
@@ -44,15 +44,18 @@ def test_api_handlers_still_require_identity(aws):
     assert reply["statusCode"] == 401
 
 
-@pytest.mark.parametrize(
-    ("function", "event"),
-    [
-        ("maintenance", {"step": "Decay", "input": {}}),
-    ],
-)
-def test_non_api_handlers_answer_501(function, event):
-    reply = function_handler(ROOT, function)(event, LocalLambdaContext())
-    assert reply["statusCode"] == 501 and reply["error"] == "not_implemented"
+def test_the_maintenance_step_event_runs_reconcile_index(aws):
+    """events/maintenance_step.json, as MaintenanceFlow's Task sends it: the step's report."""
+    reply = function_handler(ROOT, "maintenance")(load_event("maintenance_step.json"), LocalLambdaContext())
+    assert reply["step"] == "ReconcileIndex" and reply["failed"] == []
+    assert reply["checked"] == reply["indexed"] + reply["stale"]
+
+
+def test_an_unknown_maintenance_step_fails_naming_the_steps(aws):
+    from memtool.flows.maintenance import MaintenanceStepFailed
+
+    with pytest.raises(MaintenanceStepFailed, match="no maintenance step named 'Decay'; the steps are: ReconcileIndex"):
+        function_handler(ROOT, "maintenance")({"step": "Decay", "input": {}}, LocalLambdaContext())
 
 
 @pytest.mark.parametrize(("event_file", "field"), [("episode_get.json", "episode_id"), ("lesson_share.json", "id")])

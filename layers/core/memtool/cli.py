@@ -137,8 +137,9 @@ def mcp(args: argparse.Namespace) -> int:
     for option, variable, value in (("--tenant", "MEMTOOL_MCP_TENANT", tenant), ("--user", "MEMTOOL_MCP_USER", user)):
         if not value:
             args.parser.error(f"{option} is required (or set {variable}): the MCP server acts for one tenant and user")
-        if not re.fullmatch(IDENTIFIER_PATTERN, value):
+        if not re.fullmatch(IDENTIFIER_PATTERN, str(value)):
             args.parser.error(f"{option} {value!r} is not an identifier (letters, digits, '_', '.', '@', ':', '-'; at most 128)")
+    assert tenant and user  # parser.error exits above otherwise
     options = McpOptions(
         identity=Identity(tenant=tenant, user=user, roles=roles),
         transport=args.transport,

@@ -52,9 +52,6 @@ class IdempotencyMismatch(MemtoolError):
     code = "idempotency_key_reused"
 
 
-class NotImplementedYet(MemtoolError):
-    code = "not_implemented"
-
 
 class NotConfigured(MemtoolError):
     """The deployment lacks a setting this request needs (e.g. no warehouse): the operator, not the

@@ -7,14 +7,13 @@ Nothing else in memtool reads ``os.environ``. Tests and the local runtime build 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache
 from datetime import date
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
-
 
 # DESIGN.md §4: how many of each kind recall injects per route (knowledge: shared definitions).
 DEFAULT_RECALL_BUDGETS: dict[str, dict[str, int]] = {
@@ -23,6 +22,10 @@ DEFAULT_RECALL_BUDGETS: dict[str, dict[str, int]] = {
     "business_knowledge_qa": {"profile": 3, "episodic": 1, "correction": 1, "knowledge": 5, "causal": 0},
     "deep_analysis_workflow": {"profile": 8, "episodic": 8, "correction": 4, "knowledge": 3, "causal": 2},
 }
+
+
+# The kinds recall's per-kind floors apply to.
+RECALLED_KINDS = ("profile", "episodic", "correction", "knowledge", "fewshot", "working", "causal", "cache")
 
 
 class Settings(BaseSettings):
@@ -77,11 +80,11 @@ class Settings(BaseSettings):
     )
     recall_min_candidates: int = Field(40, ge=1, le=1000)
     recall_min_cosine: dict[str, float] = Field(
-        default_factory=lambda: {kind: 0.5 for kind in ("profile", "episodic", "correction", "knowledge", "fewshot", "working", "causal", "cache")},
+        default_factory=lambda: dict.fromkeys(RECALLED_KINDS, 0.5),
         description="memory kind -> cosine similarity to the question a candidate needs (or a lexical match on a key term) (JSON).",
     )
     recall_min_score: dict[str, float] = Field(
-        default_factory=lambda: {kind: 0.2 for kind in ("profile", "episodic", "correction", "knowledge", "fewshot", "working", "causal", "cache")},
+        default_factory=lambda: dict.fromkeys(RECALLED_KINDS, 0.2),
         description="memory kind -> the final recall score below which a candidate is dropped (JSON).",
     )
     recall_duplicate_cosine: float = Field(0.95, gt=0, le=1, description="Candidates this similar to a better one are collapsed.")
@@ -181,7 +184,10 @@ class Settings(BaseSettings):
     )
     tool_max_parallel: int = Field(4, ge=1, le=32, description="Independent tool calls of one turn run at most this many at a time.")
     breaker_failure_threshold: int = Field(
-        3, ge=1, le=100, description="Consecutive failures of an outside dependency (Bedrock, OpenSearch, Redshift, E2B) that open its circuit."
+        3,
+        ge=1,
+        le=100,
+        description="Consecutive failures of an outside dependency (Bedrock, OpenSearch, Redshift, E2B) that open its circuit.",
     )
     breaker_cooldown_seconds: float = Field(30.0, gt=0, le=3600, description="How long an open circuit skips its dependency.")
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -13,9 +12,8 @@ from memtool.errors import (
     Forbidden,
     IdempotencyMismatch,
     MemtoolError,
-    NotFound,
     NotConfigured,
-    NotImplementedYet,
+    NotFound,
     Unauthenticated,
     ValidationFailed,
     VersionConflict,
@@ -28,7 +26,6 @@ STATUS_BY_ERROR: dict[type[MemtoolError], int] = {
     NotFound: 404,
     VersionConflict: 409,
     IdempotencyMismatch: 422,
-    NotImplementedYet: 501,
     NotConfigured: 503,
 }
 
@@ -70,7 +67,9 @@ def validation_failed(errors: Sequence[Mapping[str, Any]], *, prefix: str | None
     return ValidationFailed(_message(first, where, loc), field=field)
 
 
-_BRANCH_LABEL = re.compile(r"[\[\](),]|^(?:str|int|float|bool|list|dict|none|json-or-python|function-(?:after|before|wrap|plain))$|^[A-Z][A-Za-z0-9]*$")
+_BRANCH_LABEL = re.compile(
+    r"[\[\](),]|^(?:str|int|float|bool|list|dict|none|json-or-python|function-(?:after|before|wrap|plain))$|^[A-Z][A-Za-z0-9]*$"
+)
 
 
 def _clean_loc(error: Mapping[str, Any]) -> list[str]:

@@ -28,7 +28,7 @@ ERROR_DESCRIPTIONS = {
     404: "not found, also for another tenant's or user's memory",
     409: "stale expected_version (retry with current_version), or the same Idempotency-Key still in flight",
     422: "this Idempotency-Key was already used for a different request",
-    501: "a capability a later release fills",
+    503: "the deployment lacks a setting this request needs; `field` names the stack parameter to set",
 }
 
 _LOCAL_ONLY = "Honoured only when MEMTOOL_RUNTIME=local; in AWS the Cognito authorizer's claims are the identity."

@@ -24,7 +24,6 @@ from memtool.observability import logger
 from memtool.settings import get_settings
 
 
-
 def json_response(status_code: int, body: Any = None, headers: dict[str, str] | None = None) -> Response:
     if body is None:
         return Response(status_code=status_code, body="", headers=headers)
@@ -59,12 +58,12 @@ class _StrictJsonValidation(OpenAPIRequestValidationMiddleware):
 def make_resolver() -> APIGatewayRestResolver:
     app = APIGatewayRestResolver(strip_prefixes=None, enable_validation=True)
     # Set by the constructor when validation is on; routes pick it up when they are first called.
-    app._request_validation_middleware = _StrictJsonValidation()  # type: ignore[attr-defined]
+    app._request_validation_middleware = _StrictJsonValidation()
 
     @app.exception_handler(MemtoolError)
     def domain_error(error: MemtoolError) -> Response:
         status = status_for(error)
-        if status >= 500 and status != 501:  # 501: a capability a later release fills, not a failure
+        if status >= 500:
             logger.error("request failed", extra={"error": error.to_body()})
         return json_response(status, error.to_body())
 

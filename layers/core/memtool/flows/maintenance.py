@@ -67,7 +67,7 @@ class IndexReconciler:
             report.checked += 1
             try:
                 outcome = self._indexer.index(record)
-            except Exception as exc:  # noqa: BLE001 - each record is tried; the step fails below
+            except Exception as exc:
                 logger.warning("could not re-index memory %s v%d: %s", record.id, record.version, exc, exc_info=True)
                 report.failed.append({"id": record.id, "tenant": record.tenant, "error": f"{type(exc).__name__}: {exc}"[:300]})
                 continue

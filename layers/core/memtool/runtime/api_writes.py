@@ -8,8 +8,8 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 
-from memtool.api.identity import Identity
 from memtool.api.idempotency import Outcome, idempotency_key, run_once
+from memtool.api.identity import Identity
 from memtool.api.resolver import json_response
 from memtool.runtime import container
 from memtool.settings import get_settings

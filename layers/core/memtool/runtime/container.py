@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from functools import lru_cache, wraps
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memtool.clock import Clock, SystemClock
 from memtool.settings import get_settings, on_settings_change
@@ -169,7 +169,7 @@ def recall() -> Recall:
     settings = get_settings()
     try:
         index = vector_index()
-    except Exception as exc:  # an index that cannot even be reached degrades recall, visibly
+    except Exception as exc:  # noqa: BLE001 - an index that cannot even be reached degrades recall, visibly
         from memtool.retrieval.index import UnreachableIndex
 
         index = UnreachableIndex(f"vector index unavailable: {type(exc).__name__}: {exc}")
@@ -258,7 +258,7 @@ def planner():  # -> Planner (memtool.planning.port); built on the first step th
     catalog = load_catalog()
     try:
         entities = EntityIndex.from_warehouse(warehouse(), catalog)
-    except Exception:  # the static values from the schema contract still resolve names
+    except Exception:  # noqa: BLE001 - the static values from the schema contract still resolve names
         entities = EntityIndex.static(catalog)
     rules = RulePlanner(catalog, entities, today=today)
     if settings.planner == "bedrock":
@@ -454,11 +454,24 @@ def guarded_aws_client(dependency: str, aws_client):  # -> a boto3 client whose 
 
         return ClientError({"Error": {"Code": "CircuitOpen", "Message": str(exc)}}, operation)
 
-    return GuardedClient(aws_client, breakers().get(dependency), counts=counts, open_error=open_error, unguarded=frozenset({"can_paginate", "get_paginator", "get_waiter"}))
+    return GuardedClient(
+        aws_client,
+        breakers().get(dependency),
+        counts=counts,
+        open_error=open_error,
+        unguarded=frozenset({"can_paginate", "get_paginator", "get_waiter"}),
+    )
 
 
 _DEPENDENCY_ERROR_CODES = frozenset(
-    {"ThrottlingException", "ServiceUnavailableException", "InternalServerException", "ModelNotReadyException", "ModelTimeoutException", "ServiceQuotaExceededException"}
+    {
+        "ThrottlingException",
+        "ServiceUnavailableException",
+        "InternalServerException",
+        "ModelNotReadyException",
+        "ModelTimeoutException",
+        "ServiceQuotaExceededException",
+    }
 )
 
 
@@ -532,7 +545,21 @@ def tool_executor():  # -> ToolExecutor over the registry, with the breakers (on
     return ToolExecutor(tool_registry(), breakers=breakers(), max_parallel=get_settings().tool_max_parallel)
 
 
-_CACHED = (memory_store, idempotency_store, embedder, vector_index, warehouse, planner, flow_runner, diagnosis_queue, breakers, sandbox, tool_registry, tool_executor)
+# The @once factories (functools.cache underneath), each forgotten by reset().
+_CACHED: tuple[Any, ...] = (
+    memory_store,
+    idempotency_store,
+    embedder,
+    vector_index,
+    warehouse,
+    planner,
+    flow_runner,
+    diagnosis_queue,
+    breakers,
+    sandbox,
+    tool_registry,
+    tool_executor,
+)
 
 
 def reset() -> None:
@@ -546,7 +573,7 @@ def _reset() -> None:
         if cached.cache_info().currsize:
             try:
                 built = cached()
-            except Exception:  # a factory that failed holds nothing to close
+            except Exception:  # noqa: BLE001 - a factory that failed holds nothing to close
                 built = None
             close = getattr(built, "close", None)
             if close is not None:

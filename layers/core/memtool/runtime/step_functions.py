@@ -28,14 +28,15 @@ class StepFunctionsRunner:
                 input=json.dumps(execution_input, ensure_ascii=False),
             )
         except ReadTimeoutError as exc:
+            episode = execution_input.get("episode_id")
             # The client is built with one attempt (container.flow_runner): the flow started once
             # and may still finish and record its episode; the caller is not kept waiting past it.
             return FlowExecution(
                 status="TIMED_OUT",
                 output=None,
                 error="States.Timeout",
-                cause=f"AskFlow did not answer within the client's read timeout ({exc.kwargs.get('endpoint_url', 'Step Functions')}): "
-                f"the episode {execution_input.get('episode_id')} may still be recorded; see GET /episodes/{execution_input.get('episode_id')}",
+                cause=f"AskFlow did not answer within the client's read timeout ({exc.kwargs.get('endpoint_url', 'Step Functions')}): the "
+                f"episode {episode} may still be recorded; see GET /episodes/{episode}",
                 elapsed_ms=(time.perf_counter() - started) * 1000,
             )
         output = response.get("output")
