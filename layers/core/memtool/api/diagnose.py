@@ -20,7 +20,9 @@ class DiagnoseBody(BaseModel):
 
     episode_id: Identifier = Field(description="the episode to diagnose (episode_id of POST /ask); the caller's own")
     expected: Expected | None = Field(None, description="the value the answer should have been: {value, unit?}")
-    comment: Annotated[PlainText, Field(max_length=COMMENT_MAX_CHARS)] | None = Field(None, description="what is wrong, in the user's words")
+    comment: Annotated[PlainText, Field(max_length=COMMENT_MAX_CHARS)] | None = Field(
+        None, description="what is wrong, in the user's words"
+    )
 
 
 class ShareBody(BaseModel):

@@ -75,18 +75,21 @@ class AskAnswer(BaseModel):
     notes: list[str] = Field(default_factory=list)
     error: AskError | None = None
     repaired: dict[str, Any] | None = Field(
-        None, description="{root_cause, cause, memory_id}: the SQL failed, a diagnosis verified a repair by running it, and this answer ran it"
+        None,
+        description="{root_cause, cause, memory_id}: the SQL failed, a diagnosis verified a repair by running it, and this answer ran it",
     )
     diagnosis: dict[str, Any] | None = Field(
         None, description="the failed answer's diagnosis: the failure, every hypothesis with its test result"
     )
     cache: dict[str, Any] | None = Field(
         None,
-        description="the SQL cache: {hit, key, similarity, bound_slots, reason, entry}; a hit skipped recall and planning, and its SQL ran again",
+        description="the SQL cache: {hit, key, similarity, bound_slots, reason, entry}; "
+        "a hit skipped recall and planning, and its SQL ran again",
     )
     analysis: dict[str, Any] | None = Field(
         None,
-        description="deep analyses: {status, tool, result, summary, analyses: [{kind, tool, runner, success, result, summary, error}], skipped, queries, chart_png}",
+        description="deep analyses: {status, tool, result, summary, "
+        "analyses: [{kind, tool, runner, success, result, summary, error}], skipped, queries, chart_png}",
     )
     timings: dict[str, float] = Field(default_factory=dict)
 
@@ -166,7 +169,9 @@ class AskService:
             notes=list(dict.fromkeys([*state.notes, *(plan.notes if plan else []), *guard_note])),  # once each
             error=error.model_dump() if error is not None else None,
             repaired=state.repaired,
-            diagnosis=state.diagnosis.model_dump(mode="json", exclude={"schema_facts"}) if state.diagnosis is not None and state.status == "failed" else None,
+            diagnosis=state.diagnosis.model_dump(mode="json", exclude={"schema_facts"})
+            if state.diagnosis is not None and state.status == "failed"
+            else None,
             cache=state.cache.model_dump(mode="json") if state.cache is not None else None,
             analysis=_public_analysis(state.analysis),
             timings=timings,

@@ -237,20 +237,33 @@ def classify_failure(raw_error: str | None, raw_cause: str | None, *, step: str 
     error_type, detail = step_error_parts(raw_error, raw_cause)
     where = f"the {step} step" if step else "the flow"
     if status == "TIMED_OUT" or error_type in _TIMEOUTS or (raw_error or "") in _TIMEOUTS:
-        return AskError(error="flow_timeout", message="the question took too long to answer; try again, or ask for less data (a shorter period, fewer groups)", step=step)
+        message = "the question took too long to answer; try again, or ask for less data (a shorter period, fewer groups)"
+        return AskError(error="flow_timeout", message=message, step=step)
     code = _WAREHOUSE_CODES.get(error_type)
     if code == "warehouse_unavailable":
         return AskError(error=code, message="the warehouse could not be reached; try again in a few minutes", step=step or _EXECUTE)
     if code == "warehouse_timeout":
-        return AskError(error=code, message="the query ran longer than the statement timeout; narrow the question (a shorter period, fewer groups) and ask again", step=step or _EXECUTE)
+        return AskError(
+            error=code,
+            message="the query ran longer than the statement timeout; narrow the question (a shorter period, fewer groups) and ask again",
+            step=step or _EXECUTE,
+        )
     if code == "warehouse_error":
         said = _clean(detail)
-        message = "the warehouse could not run the SQL written for this question" + (f" ({said})" if said else "") + "; rephrase the question, or report it with the episode id"
+        message = (
+            "the warehouse could not run the SQL written for this question"
+            + (f" ({said})" if said else "")
+            + "; rephrase the question, or report it with the episode id"
+        )
         return AskError(error=code, message=message, step=step or _EXECUTE)
     if error_type == "ValidationFailed" and _clean(detail):
         return AskError(error="validation_error", message=_clean(detail), step=step)
     if error_type in _INTERNAL or error_type.startswith(_INTERNAL_PREFIXES) or not error_type:
-        return AskError(error="internal_error", message=f"{where} could not run because of an internal problem; try again later, or report it with the episode id", step=step)
+        return AskError(
+            error="internal_error",
+            message=f"{where} could not run because of an internal problem; try again later, or report it with the episode id",
+            step=step,
+        )
     return AskError(error="step_failed", message=f"{where} failed; try again, or rephrase the question", step=step)
 
 
@@ -268,7 +281,11 @@ def answer_error(state: AskState) -> AskError | None:
         return AskError(error="step_failed", message="the flow failed; try again, or rephrase the question", step=step)
     if state.guard_status == "blocked":
         reason = _clean(state.guard.reason or "") if state.guard is not None else ""
-        message = "the SQL written for this question was blocked by the guardrails" + (f": {reason}" if reason else "") + "; rephrase the question"
+        message = (
+            "the SQL written for this question was blocked by the guardrails"
+            + (f": {reason}" if reason else "")
+            + "; rephrase the question"
+        )
         return AskError(error="guardrail_blocked", message=message, step="Guard")
     return None
 
@@ -276,7 +293,7 @@ def answer_error(state: AskState) -> AskError | None:
 def _clean(text: str, limit: int = 300) -> str:
     """One line of an error message, without file paths, short enough to show."""
     line = next((part.strip() for part in text.splitlines() if part.strip()), "")
-    if line.startswith("Traceback") or line.startswith('File "'):
+    if line.startswith(("Traceback", 'File "')):
         return ""
     line = _PATH.sub("<path>", line)
     return line if len(line) <= limit else line[: limit - 1] + "…"

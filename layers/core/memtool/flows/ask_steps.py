@@ -446,7 +446,7 @@ class AskSteps:
             return state
         state.sql = report.repaired_sql
         state.lessons = [*state.lessons, {"id": record.id, "version": record.version, "repairs": report.repairs}]
-        setattr(state, "error", None)  # the failure is repaired: Guard and Execute run the repair
+        state.error = None  # type: ignore[attr-defined]  # the failure is repaired: Guard and Execute run the repair
         state.guard_status, state.guard = None, None
         state.repair_status = "repaired"
         state.repaired = {"root_cause": report.root_cause, "cause": report.cause, "memory_id": record.id, "version": record.version}
@@ -507,7 +507,8 @@ class AskSteps:
                         charts_kept += 1
                 else:
                     arguments = {"columns": table.columns, "rows": table.rows, **params}
-                task = AnalysisTask(kind=task_kind, runner=runner, tool=tool_for(task_kind, runner), arguments=arguments, rows=len(table.rows), why=why)
+                tool = tool_for(task_kind, runner)
+                task = AnalysisTask(kind=task_kind, runner=runner, tool=tool, arguments=arguments, rows=len(table.rows), why=why)
                 state.analysis_tasks.append({**task.model_dump(mode="json"), "context": context})
         state.analysis_count = len(state.analysis_tasks)
         state.analysis = AnalysisReport(status="planned", skipped=skipped, queries=queries)
@@ -521,29 +522,49 @@ class AskSteps:
 
         columns, rows = self._complete_series(state, intent, today, note=kind in ("anomaly", "forecast"))
         metric = intent.metric if intent is not None else (columns[-1] if columns else "value")
-        base = {"metric": metric, "unit": intent.unit if intent is not None else None, "focus": inputs.month_labels(windows.focus) if windows.focus else []}
+        base = {
+            "metric": metric,
+            "unit": intent.unit if intent is not None else None,
+            "focus": inputs.month_labels(windows.focus) if windows.focus else [],
+        }
         if kind in ("anomaly", "forecast", "attribution") and not any(c in inputs.GRAINS for c in columns):
             raise ValueError("the answer has no time series to analyse")
         if kind in ("anomaly", "forecast", "attribution") and not rows:
             raise ValueError("there is no data for the period asked about")
         if kind == "forecast" and windows.horizon is None and windows.focus is not None and windows.focus.end <= today:
-            raise ValueError(f"{windows.focus.label or windows.focus.start} is already over: its actual value is in the answer, there is nothing to forecast")
-        periods = {str(r[columns.index(next(c for c in columns if c in inputs.GRAINS))])[:7] for r in rows} if kind in ("anomaly", "forecast") else set()
+            raise ValueError(
+                f"{windows.focus.label or windows.focus.start} is already over: "
+                "its actual value is in the answer, there is nothing to forecast"
+            )
+        periods = (
+            {str(r[columns.index(next(c for c in columns if c in inputs.GRAINS))])[:7] for r in rows}
+            if kind in ("anomaly", "forecast")
+            else set()
+        )
         if kind in ("anomaly", "forecast") and len(periods) < 6:
-            raise ValueError(f"{len(periods)} periods of data are too few to judge what is {'unusual' if kind == 'anomaly' else 'coming'} (6 or more are needed)")
+            raise ValueError(
+                f"{len(periods)} periods of data are too few to judge what is "
+                f"{'unusual' if kind == 'anomaly' else 'coming'} (6 or more are needed)"
+            )
         if kind == "anomaly":
             table = inputs.series_table(columns, rows, intent, windows)
             groups = table.params["group_columns"]
             period, value = table.params["period_column"], table.params["value_column"]
             if not groups:
-                total = inputs.Table([period, value], [[r[columns.index(period)], r[columns.index(value)]] for r in table.rows], inputs.anomaly_params(table, metric))
+                total = inputs.Table(
+                    [period, value],
+                    [[r[columns.index(period)], r[columns.index(value)]] for r in table.rows],
+                    inputs.anomaly_params(table, metric),
+                )
                 focus = base["focus"]
                 if intent is None or not focus or not (asks_why or len(focus) == 1):
                     return [(total, base)]
                 # "为什么6月…异常高": where the anomaly sits, member by member, besides the total.
                 catalog = self._catalog()
                 try:
-                    segments = inputs.segment_table(intent, focus[-1], lambda drill: self._run_drilldown(state, drill), lambda m: catalog.metric(m).dimensions)
+                    segments = inputs.segment_table(
+                        intent, focus[-1], lambda drill: self._run_drilldown(state, drill), lambda m: catalog.metric(m).dimensions
+                    )
                 except (ValueError, MemtoolError, WarehouseError) as exc:  # the total's scan still runs
                     state.note(f"the segment scan could not run: {getattr(exc, 'message', None) or exc}")
                     segments = None
@@ -562,7 +583,12 @@ class AskSteps:
             ]
         if kind == "forecast":
             table = inputs.forecast_table(columns, rows, intent, windows, today)
-            return [(inputs.Table(table.columns, table.rows, inputs.forecast_params(table), notes=table.notes), {**base, "report_periods": table.params["report_periods"], "horizon_label": table.params["horizon_label"]})]
+            return [
+                (
+                    inputs.Table(table.columns, table.rows, inputs.forecast_params(table), notes=table.notes),
+                    {**base, "report_periods": table.params["report_periods"], "horizon_label": table.params["horizon_label"]},
+                )
+            ]
         if intent is None:
             raise ValueError("the question's intent is not known")
         catalog = self._catalog()
@@ -575,11 +601,17 @@ class AskSteps:
             # The drill-down is in the base unit (元), whatever unit the answer shows.
             return [(table, {**base, "unit": None, "before": table.params["before_period"], "after": table.params["after_period"]})]
         table = inputs.profile_table(
-            intent, lambda drill: self._run_drilldown(state, drill), lambda m: catalog.metric(m).dimensions, windows.focus, named=named or ()
+            intent,
+            lambda drill: self._run_drilldown(state, drill),
+            lambda m: catalog.metric(m).dimensions,
+            windows.focus,
+            named=named or (),
         )
         if len(table.rows) < 3:
             raise ValueError(f"{kind} needs at least 3 members with every measure; the data has {len(table.rows)}")
-        return [(inputs.Table(table.columns, table.rows, inputs.profile_params(kind, table), queries=table.queries), {**base, "unit": None})]
+        return [
+            (inputs.Table(table.columns, table.rows, inputs.profile_params(kind, table), queries=table.queries), {**base, "unit": None})
+        ]
 
     def _generated_script(self, state: AskState, kind: str, table: Any, params: dict[str, Any]) -> str | None:
         """The Bedrock planner's script for this analysis, when the Bedrock planner is configured
@@ -661,7 +693,13 @@ class AskSteps:
         for position, task in enumerate(state.analysis_tasks):
             raw = runs[position] if position < len(runs) and isinstance(runs[position], dict) else None
             context = task.get("context") or {}
-            entry: dict[str, Any] = {"kind": task["kind"], "tool": task["tool"], "runner": task["runner"], "rows": task.get("rows"), "group": context.get("group")}
+            entry: dict[str, Any] = {
+                "kind": task["kind"],
+                "tool": task["tool"],
+                "runner": task["runner"],
+                "rows": task.get("rows"),
+                "group": context.get("group"),
+            }
             if raw is None:
                 entry.update(success=False, error={"kind": "internal", "message": "the analysis did not return a result"})
                 analyses.append(entry)
@@ -691,7 +729,10 @@ class AskSteps:
                 brief = {
                     **(result or {}),
                     "members": [
-                        {**{k: m[k] for k in ("dimension", "member", "anomalies")}, "points": [p for p in m.get("points") or [] if p.get("label") == focus]}
+                        {
+                            **{k: m[k] for k in ("dimension", "member", "anomalies")},
+                            "points": [p for p in m.get("points") or [] if p.get("label") == focus],
+                        }
                         for m in (result or {}).get("members") or []
                     ],
                 }
@@ -701,8 +742,8 @@ class AskSteps:
             try:
                 shown = reported_part(task["kind"], result or {}, context)
                 summary = summarize_analysis(
-                    task["kind"], shown, lang=lang, metric_label=labels.get(context.get("metric") or "", context.get("metric") or ""), unit=context.get("unit"),
-                    dimension_labels=labels,
+                    task["kind"], shown, lang=lang, metric_label=labels.get(context.get("metric") or "", context.get("metric") or ""),
+                    unit=context.get("unit"), dimension_labels=labels,
                 )  # fmt: skip
                 if task["kind"] == "anomaly" and context.get("focus"):
                     with_segments = any(t["kind"] == "segments" for t in state.analysis_tasks)
@@ -758,7 +799,9 @@ class AskSteps:
             return self._visualize_result(state)
         intent = state.plan.intent if state.plan is not None else None
         buckets = partial_buckets(intent, self._today()) if intent else []
-        card = kpi_card(result.columns, result.rows, hints=_shape_hints(state.plan, state.input.question), partial=[b.label for b in buckets])
+        card = kpi_card(
+            result.columns, result.rows, hints=_shape_hints(state.plan, state.input.question), partial=[b.label for b in buckets]
+        )
         if card is None:
             return self._visualize_result(state)
         state.chart = _chart_state(card)
@@ -766,7 +809,11 @@ class AskSteps:
 
     def step_visualize(self, state: AskState) -> AskState:
         crashed = getattr(state, "analysis_error", None)
-        if state.route == "deep_analysis_workflow" and crashed is not None and (state.analysis is None or state.analysis.status == "planned"):
+        if (
+            state.route == "deep_analysis_workflow"
+            and crashed is not None
+            and (state.analysis is None or state.analysis.status == "planned")
+        ):
             # Summarize itself failed: the answer still says that no analysis result is there.
             state.note("the analyses could not be summarised: " + _crash_reason(crashed))
             state.analysis = AnalysisReport(status="failed")
@@ -784,11 +831,18 @@ class AskSteps:
         history: list[tuple[str, float]] = []
         if columns and columns[0] in ("day", "week", "month", "quarter", "year") and len(columns) == 2:
             history = [(str(r[0])[:7], r[-1]) for r in result.rows if isinstance(r[-1], (int, float))]
-        built = analysis_chart(first["kind"], first.get("result") or {}, lang="zh" if _is_zh(state.input.question) else "en", history=history) if first else None
+        built = (
+            analysis_chart(first["kind"], first.get("result") or {}, lang="zh" if _is_zh(state.input.question) else "en", history=history)
+            if first
+            else None
+        )
         if built is None or first is None:
             return self._visualize_result(state)
         if state.input.conditions.get("chart"):
-            state.note(f"the chart is the {first['kind']} analysis's; the chart condition ({state.input.conditions['chart']}) applies to data answers")
+            state.note(
+                f"the chart is the {first['kind']} analysis's; "
+                f"the chart condition ({state.input.conditions['chart']}) applies to data answers"
+            )
         state.chart = {
             "type": built["type"],
             "confidence": 1.0,
@@ -914,7 +968,9 @@ class AskSteps:
             "outcome": state.status,
             "row_count": state.result.row_count if state.result is not None else None,
             # rows that hold nothing but NULLs (a total over no data) answer nothing either
-            "empty": state.result is not None and bool(state.result.rows) and all(cell is None for row in state.result.rows for cell in row[-1:]),
+            "empty": state.result is not None
+            and bool(state.result.rows)
+            and all(cell is None for row in state.result.rows for cell in row[-1:]),
             "error": error,
             "plan_status": state.plan_status,
             "planner": plan.planner if plan else None,
@@ -924,7 +980,8 @@ class AskSteps:
             # Recalled and applied kept apart: feedback credits only what shaped the plan.
             "memories_recalled": [{"id": m.id, "version": m.version, "kind": m.kind} for m in state.memories_recalled],
             "memories_used": [{"id": m.id, "version": m.version, "kind": m.kind} for m in state.memories_used],
-            "trajectory": [{"step": step, "ms": ms} for step, ms in state.timings.items()] + [{"step": "tool", **call} for call in state.tool_calls],
+            "trajectory": [{"step": step, "ms": ms} for step, ms in state.timings.items()]
+            + [{"step": "tool", **call} for call in state.tool_calls],
             "lessons": state.lessons,  # verified lessons applied: a later diagnosis starts from the query as it ran
             "cache": state.cache.model_dump(mode="json") if state.cache is not None else None,
             "failure": state.failure,
@@ -950,7 +1007,9 @@ class AskSteps:
                 source_text=state.input.question,
                 value=value,
                 session_id=state.input.session_id,
-                trigger=Trigger.INTERACTION, episode_id=state.episode_id, sources=sources,
+                trigger=Trigger.INTERACTION,
+                episode_id=state.episode_id,
+                sources=sources,
             )
 
         try:
@@ -989,7 +1048,13 @@ class AskSteps:
         state.note(f"remembered: {term} -> {target} (memory:{result.record.id}@v{result.record.version})")
         # The choice shaped this answer: feedback on it credits (or blames) the correction it made.
         state.memories_used.append(
-            MemoryUse(id=result.record.id, version=result.record.version, kind=MemoryKind.CORRECTION.value, score=1.0, content=result.record.content)
+            MemoryUse(
+                id=result.record.id,
+                version=result.record.version,
+                kind=MemoryKind.CORRECTION.value,
+                score=1.0,
+                content=result.record.content,
+            )
         )
 
     def _remember_preference(self, state: AskState, preference: dict[str, Any]) -> None:
@@ -1004,7 +1069,8 @@ class AskSteps:
                     content=preference["text"],
                     source_text=preference["text"],
                     value={field_name: preference[field_name]},
-                    trigger=Trigger.INTERACTION, episode_id=state.episode_id,
+                    trigger=Trigger.INTERACTION,
+                    episode_id=state.episode_id,
                 ),
             )
         except MemtoolError as exc:
@@ -1066,7 +1132,9 @@ class AskSteps:
             "status": state.status,
             "sql": state.sql,
             "intent": _intent_json(plan) if state.status == "answered" else None,
-            "clarification": plan.clarification.model_dump(mode="json") if plan and plan.clarification and state.status == "needs_clarification" else None,
+            "clarification": plan.clarification.model_dump(mode="json")
+            if plan and plan.clarification and state.status == "needs_clarification"
+            else None,
         }
         displaced: list[dict[str, Any]] = []  # turns a racing first write replaced: put them back
         for attempt in range(TURN_WRITE_ATTEMPTS):
@@ -1094,7 +1162,8 @@ class AskSteps:
                             content=content,
                             value=value,
                             session_id=state.input.session_id,
-                            trigger=Trigger.INTERACTION, episode_id=state.episode_id,
+                            trigger=Trigger.INTERACTION,
+                            episode_id=state.episode_id,
                         ),
                     )
                     if result.superseded is not None and not result.superseded.is_expired(self._clock.now()):
@@ -1123,12 +1192,16 @@ class AskSteps:
                 return
             except Exception as exc:  # noqa: BLE001 - e.g. a transaction cancelled by a concurrent one
                 # The turn is a convenience for the next question; the answer is what was asked for.
-                logger.warning("episode %s: writing working memory %s failed (attempt %d)", state.episode_id, key, attempt + 1, exc_info=True)
+                logger.warning(
+                    "episode %s: writing working memory %s failed (attempt %d)", state.episode_id, key, attempt + 1, exc_info=True
+                )
                 if attempt + 1 == TURN_WRITE_ATTEMPTS:
                     state.note(f"this turn was not kept in the session's working memory: the store failed ({type(exc).__name__})")
                     return
                 continue
-        logger.warning("episode %s gave up keeping its turn in %s after %d conflicting attempts", state.episode_id, key, TURN_WRITE_ATTEMPTS)
+        logger.warning(
+            "episode %s gave up keeping its turn in %s after %d conflicting attempts", state.episode_id, key, TURN_WRITE_ATTEMPTS
+        )
         state.note("this turn was not kept in the session's working memory: other asks in this session kept writing it at the same time")
 
     def _fit(self, turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -1184,7 +1257,11 @@ def _turns_key(session_id: str) -> str:
 def _outcome(state: AskState) -> str:
     if getattr(state, "error", None) or state.guard_status == "blocked":
         return "failed"
-    if state.route == "deep_analysis_workflow" and state.result is not None and (state.analysis is None or state.analysis.status != "complete"):
+    if (
+        state.route == "deep_analysis_workflow"
+        and state.result is not None
+        and (state.analysis is None or state.analysis.status != "complete")
+    ):
         return "partial"  # the data is there; an analysis it asked for did not run (the notes say which)
     if state.plan_status == "needs_clarification":
         return "needs_clarification"

@@ -66,14 +66,20 @@ class DiagnosisService:
             warehouse=self._warehouse(),
             compiler=self._compiler(),
             budget=Budget(
-                s.diagnosis_max_executions, s.diagnosis_row_cap, s.diagnosis_timeout_seconds, s.diagnosis_tolerance, s.diagnosis_deadline_seconds
+                s.diagnosis_max_executions,
+                s.diagnosis_row_cap,
+                s.diagnosis_timeout_seconds,
+                s.diagnosis_tolerance,
+                s.diagnosis_deadline_seconds,
             ),
             llm=self._llm() if self._llm is not None else None,
         )
 
     # ---- in the ask flow --------------------------------------------------------------------
 
-    def repair(self, who: Identity, *, episode_id: str, failure: Failure, subject: Subject, scenario: dict[str, Any], lessons: list[dict[str, Any]]) -> tuple[DiagnosisReport, MemoryRecord | None]:
+    def repair(
+        self, who: Identity, *, episode_id: str, failure: Failure, subject: Subject, scenario: dict[str, Any], lessons: list[dict[str, Any]]
+    ) -> tuple[DiagnosisReport, MemoryRecord | None]:
         """Diagnose a failure inside an ask; a verified repair is kept as the user's lesson at once.
 
         An unverified diagnosis is not stored here: the failed episode goes to the diagnose queue,
@@ -111,7 +117,10 @@ class DiagnosisService:
         value = episode.value if isinstance(episode.value, dict) else {}
         subject = self._subject(value, episode)
         if subject is None:
-            raise ValidationFailed("this episode ran no SQL (a clarification, a preference, a knowledge answer): there is no query to diagnose", field="episode_id")
+            raise ValidationFailed(
+                "this episode ran no SQL (a clarification, a preference, a knowledge answer): there is no query to diagnose",
+                field="episode_id",
+            )
         check_expected(value, expected)
         comment = comment if comment and comment.strip() else None
         failure = self._failure_of(value, expected=expected)
@@ -129,7 +138,11 @@ class DiagnosisService:
             scenario=self._scenario(value, episode),
             initial_sql=subject.sql,
             lessons=lessons,
-            feedback={"reason": reason, "expected": None if expected is None else expected.model_dump(exclude_none=True), "comment": comment},
+            feedback={
+                "reason": reason,
+                "expected": None if expected is None else expected.model_dump(exclude_none=True),
+                "comment": comment,
+            },
             request_id=request_id,
             diagnosed_by=diagnosed_by,
         )
@@ -200,7 +213,12 @@ class DiagnosisService:
         tenant = Partition(who.tenant, TENANT_OWNER)
         for copy in self._store.heads(tenant, [MemoryKind.CAUSAL], limit=EPISODE_DIAGNOSES_SCANNED):
             shared = (copy.value or {}).get("shared_from") if isinstance(copy.value, dict) else None
-            if copy.status is MemoryStatus.ACTIVE and isinstance(shared, dict) and shared.get("id") == record.id and shared.get("version") == record.version:
+            if (
+                copy.status is MemoryStatus.ACTIVE
+                and isinstance(shared, dict)
+                and shared.get("id") == record.id
+                and shared.get("version") == record.version
+            ):
                 return copy  # shared already: the same copy, not a second one
         body = NewMemory(
             kind=MemoryKind.CAUSAL,
@@ -209,7 +227,9 @@ class DiagnosisService:
             source_text=record.source_text,
             value={**(record.value or {}), "shared_from": {"id": record.id, "version": record.version, "by": who.user}},
             confidence=record.confidence,
-            trigger=Trigger.DIAGNOSIS, episode_id=record.provenance.episode_id, sources=[SourceRef(id=record.id, version=record.version)],
+            trigger=Trigger.DIAGNOSIS,
+            episode_id=record.provenance.episode_id,
+            sources=[SourceRef(id=record.id, version=record.version)],
         )
         copy = self._memories.remember(who, body, system=True).record
         self._supersede(tenant, copy, [])
@@ -217,9 +237,26 @@ class DiagnosisService:
 
     # ---- pieces ------------------------------------------------------------------------------
 
-    def _keep(self, who: Identity, report: DiagnosisReport, *, scenario: dict[str, Any], initial_sql: str | None, lessons: list[dict[str, Any]], feedback: dict[str, Any], request_id: str, diagnosed_by: str) -> MemoryRecord | None:
+    def _keep(
+        self,
+        who: Identity,
+        report: DiagnosisReport,
+        *,
+        scenario: dict[str, Any],
+        initial_sql: str | None,
+        lessons: list[dict[str, Any]],
+        feedback: dict[str, Any],
+        request_id: str,
+        diagnosed_by: str,
+    ) -> MemoryRecord | None:
         value = causal_value(
-            report, scenario=scenario, initial_sql=initial_sql, lessons=lessons, feedback=feedback, request_id=request_id, diagnosed_by=diagnosed_by
+            report,
+            scenario=scenario,
+            initial_sql=initial_sql,
+            lessons=lessons,
+            feedback=feedback,
+            request_id=request_id,
+            diagnosed_by=diagnosed_by,
         )
         confidence = max((t.confidence for t in report.hypotheses if t.result == "verified"), default=0.0) if report.verified else 0.0
         question = str(scenario.get("asked") or scenario.get("question") or "")
@@ -230,7 +267,9 @@ class DiagnosisService:
             source_text=clip(question, limit),
             value=fit(value, limit),  # over the size limit, its bulkiest parts go first
             confidence=round(confidence, 3),
-            trigger=Trigger.DIAGNOSIS, episode_id=report.episode_id, sources=[SourceRef(id=report.episode_id)],
+            trigger=Trigger.DIAGNOSIS,
+            episode_id=report.episode_id,
+            sources=[SourceRef(id=report.episode_id)],
         )
         status = MemoryStatus.ACTIVE if report.verified else MemoryStatus.PENDING_REVIEW
         try:
@@ -295,7 +334,12 @@ class DiagnosisService:
         stored = value.get("failure")
         if isinstance(stored, dict) and stored.get("class"):
             try:
-                return Failure(kind=stored["class"], origin=stored.get("origin") or "execution", message=str(stored.get("message") or ""), code=stored.get("code"))
+                return Failure(
+                    kind=stored["class"],
+                    origin=stored.get("origin") or "execution",
+                    message=str(stored.get("message") or ""),
+                    code=stored.get("code"),
+                )
             except ValueError:
                 pass
         guard = value.get("guard")
@@ -368,4 +412,3 @@ def _targets(record: MemoryRecord) -> frozenset[tuple[str | None, ...]]:
 
 def new_request_id(episode_id: str, origin: str) -> str:
     return f"{episode_id}:{origin}:{uuid.uuid4().hex[:12]}"
-

@@ -134,7 +134,11 @@ class FeedbackOutcome:
             "correction": None if self.correction is None else self.correction.model_dump(mode="json"),
             "fewshot_candidate": None
             if self.fewshot_candidate is None
-            else {"id": self.fewshot_candidate.id, "version": self.fewshot_candidate.version, "status": self.fewshot_candidate.status.value},
+            else {
+                "id": self.fewshot_candidate.id,
+                "version": self.fewshot_candidate.version,
+                "status": self.fewshot_candidate.status.value,
+            },
             "diagnosis_queued": self.diagnosis_queued,
             "notes": self.notes,
         }
@@ -244,7 +248,11 @@ class FeedbackService:
 
         from memtool.diagnosis.requests import DiagnoseRequest
 
-        said = {"rating": command.rating, "expected": None if command.expected is None else command.expected.model_dump(), "comment": command.comment}
+        said = {
+            "rating": command.rating,
+            "expected": None if command.expected is None else command.expected.model_dump(),
+            "comment": command.comment,
+        }
         digest = hashlib.sha256(_json.dumps(said, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
         queued = self._diagnosis().enqueue(
             DiagnoseRequest(
@@ -361,7 +369,9 @@ class FeedbackService:
             record = self._store.update_credit(
                 where,
                 memory_id,
-                lambda current: credit_after(current.credit, episode_id=episode_id, reward=reward.total, alpha=self._settings.credit_ema_alpha, now=now),
+                lambda current: credit_after(
+                    current.credit, episode_id=episode_id, reward=reward.total, alpha=self._settings.credit_ema_alpha, now=now
+                ),
                 now,
                 now,
             )
@@ -460,7 +470,9 @@ class FeedbackService:
                 episode = self._store.get(mine, episode.id, now)
         return episode
 
-    def _withdraw_candidate(self, who: Identity, candidate_id: str, episode_id: str, rating: int | None, now: datetime, notes: list[str]) -> None:
+    def _withdraw_candidate(
+        self, who: Identity, candidate_id: str, episode_id: str, rating: int | None, now: datetime, notes: list[str]
+    ) -> None:
         """The example this episode's thumbs-up made stops steering: its author no longer vouches for it."""
         shared = Partition(who.tenant, TENANT_OWNER)
         reason = f"withdrawn: the rating of episode {episode_id} changed to {rating if rating is not None else 'none'}"
@@ -472,13 +484,17 @@ class FeedbackService:
             if current.status is not MemoryStatus.PENDING_REVIEW or current.provenance.episode_id != episode_id:
                 return  # reviewed already (an admin's call now), or recorded by another episode
             try:
-                self._store.update(shared, candidate_id, MemoryPatch(status=MemoryStatus.ARCHIVED, status_reason=reason), current.version, now)
+                self._store.update(
+                    shared, candidate_id, MemoryPatch(status=MemoryStatus.ARCHIVED, status_reason=reason), current.version, now
+                )
             except VersionConflict:
                 continue
             notes.append(f"few-shot candidate {candidate_id} {reason}")
             return
 
-    def _record_fewshot(self, who: Identity, episode: MemoryRecord, value: dict[str, Any], reward: Reward, notes: list[str]) -> MemoryRecord | None:
+    def _record_fewshot(
+        self, who: Identity, episode: MemoryRecord, value: dict[str, Any], reward: Reward, notes: list[str]
+    ) -> MemoryRecord | None:
         if self._fewshots is None:
             return None
         unlearned = [r for r in value.get("clarified") or [] if r not in ("ambiguous_metric", "unknown_term", "ambiguous_value")]

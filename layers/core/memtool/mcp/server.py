@@ -161,7 +161,8 @@ def serve(options: McpOptions, *, say: Callable[[str], None] | None = None) -> i
     import anyio
 
     say = say or _to_stderr
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO if options.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    level = logging.INFO if options.verbose else logging.WARNING
+    logging.basicConfig(stream=sys.stderr, level=level, format="%(levelname)s %(name)s: %(message)s")
     if options.transport == "http" and _port_in_use(options.port):
         say(f"memtool mcp: port {options.port} on {HOST} is already in use (choose another with --port)")
         return 2

@@ -109,7 +109,9 @@ class RecallArgs(BaseModel):
     tools: list[Annotated[PlainText, Field(min_length=1, max_length=64)]] = Field(
         default_factory=list, max_length=20, description="tool names the memories should fit (ranks tool-matched memories higher)"
     )
-    limit: int | None = Field(None, ge=1, le=100, description="return at most this many memories (best first); default: the route's budgets")
+    limit: int | None = Field(
+        None, ge=1, le=100, description="return at most this many memories (best first); default: the route's budgets"
+    )
 
 
 class ForgetArgs(BaseModel):
@@ -169,7 +171,9 @@ def service_tools(identity: Identity) -> list[Tool[Any, Any]]:
             input_model=RememberArgs,
             output_model=MemoryWritten,
             handler=_as(identity, _remember),
-            summarize=lambda w: f"{'created' if w.created else 'unchanged' if w.unchanged else 'new version'} {w.memory.id} v{w.memory.version}",
+            summarize=lambda w: (
+                f"{'created' if w.created else 'unchanged' if w.unchanged else 'new version'} {w.memory.id} v{w.memory.version}"
+            ),
         ),
         Tool(
             name="forget",

@@ -181,7 +181,9 @@ def plan_context(
                 lessons.append(LessonItem(memory_id=str(record["id"]), version=int(record.get("version") or 1), text=str(value["lesson"])))
         elif kind == "knowledge" and record.get("content"):
             knowledge.append(
-                KnowledgeItem(memory_id=str(record["id"]), version=int(record.get("version") or 1), text=str(record["content"]), key=record.get("key"))
+                KnowledgeItem(
+                    memory_id=str(record["id"]), version=int(record.get("version") or 1), text=str(record["content"]), key=record.get("key")
+                )
             )
     chosen: dict[str, tuple[tuple[int, str, float], TermMapping]] = {}
     for rank, mapping in corrections:
@@ -224,4 +226,15 @@ def plan_context(
     )
 
 
-__all__ = ["FewshotExample", "KnowledgeItem", "LessonItem", "PreviousTurn", "MappingTarget", "PlanContext", "TermMapping", "normalize_unit", "plan_context", "term_mapping_from_memory"]
+__all__ = [
+    "FewshotExample",
+    "KnowledgeItem",
+    "LessonItem",
+    "PreviousTurn",
+    "MappingTarget",
+    "PlanContext",
+    "TermMapping",
+    "normalize_unit",
+    "plan_context",
+    "term_mapping_from_memory",
+]

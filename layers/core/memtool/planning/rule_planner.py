@@ -387,7 +387,8 @@ class RulePlanner:
             citations.append(Citation(source=mapping.source, text=f"{mapping.term} -> {mapping.maps_to.describe()}"))
         if parsed.ambiguous:
             term = parsed.ambiguous[0][0]
-            labels = "、".join(self.catalog.metric(m).label(lang) for m in metrics) if lang == "zh" else " or ".join(self.catalog.metric(m).label(lang) for m in metrics)
+            names = [self.catalog.metric(m).label(lang) for m in metrics]
+            labels = "、".join(names) if lang == "zh" else " or ".join(names)
             paragraphs.append(f"「{term}」可能指：{labels}。" if lang == "zh" else f"'{term}' can mean {labels}.")
         for name in metrics:
             metric = self.catalog.metric(name)
@@ -455,11 +456,18 @@ def _earlier_choices(turn: PreviousTurn | None) -> list[Choice]:
 
 def _asks_for_data(parsed: ParsedQuestion) -> bool:
     """Whether a question says more than a preference: a metric or a scope to answer."""
-    return bool(parsed.metrics or parsed.ambiguous or parsed.unsupported or parsed.group_dims or parsed.grain or parsed.times or parsed.filters)
+    return bool(
+        parsed.metrics or parsed.ambiguous or parsed.unsupported or parsed.group_dims or parsed.grain or parsed.times or parsed.filters
+    )
 
 
 def _applied(mapping: TermMapping) -> AppliedMemory:
-    return AppliedMemory(id=mapping.memory_id or "", version=mapping.version or 1, kind="correction", why=f"term {mapping.term} -> {mapping.maps_to.describe()}")
+    return AppliedMemory(
+        id=mapping.memory_id or "",
+        version=mapping.version or 1,
+        kind="correction",
+        why=f"term {mapping.term} -> {mapping.maps_to.describe()}",
+    )
 
 
 def _applied_source(source: str, kind: str, why: str) -> AppliedMemory:
@@ -475,5 +483,3 @@ def _mentioned_dimensions(parsed: ParsedQuestion) -> list[str]:
         if name not in names:
             names.append(name)
     return names
-
-
