@@ -380,8 +380,7 @@ class LocalHttpServer(HTTPServer):
     def served(self, status: int) -> None:
         with self._stats_lock:
             self.stats.served += 1
-            # 501 is a documented answer (a capability a later release fills), not a failure
-            self.stats.server_errors += int(status >= 500 and status != 501)
+            self.stats.server_errors += int(status >= 500)
 
     # ---- the worker pool ----------------------------------------------------------------
 
