@@ -7,7 +7,6 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from memtool.api.identity import IDENTIFIER_PATTERN
-
 from memtool.api.limits import PlainText
 from memtool.api.memories import Identifier
 from memtool.diagnosis.requests import Expected

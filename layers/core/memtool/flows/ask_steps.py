@@ -201,7 +201,7 @@ class AskSteps:
         if self._fewshot_search is not None and state.route != "business_knowledge_qa":
             try:
                 found = self._fewshot_search(state.caller.tenant, state.input.question)
-            except Exception:  # noqa: BLE001 - examples help; their absence never fails an ask
+            except Exception:  # examples help; their absence never fails an ask
                 logger.warning("episode %s: few-shot search failed", state.episode_id, exc_info=True)
                 state.note("approved examples could not be searched for this question")
                 found = []
@@ -251,7 +251,7 @@ class AskSteps:
                 conditions=dict(state.input.conditions),
                 previous_turn=previous if isinstance(previous, dict) else None,
             )
-        except Exception:  # noqa: BLE001 - a cache that fails is a miss; the question is planned
+        except Exception:  # a cache that fails is a miss; the question is planned
             logger.warning("episode %s: the SQL cache lookup failed", state.episode_id, exc_info=True)
             state.cache = CacheReport(hit=False, reason="error")
             return state
@@ -308,7 +308,7 @@ class AskSteps:
                 planner=plan.planner,
                 episode_id=state.episode_id,
             )
-        except Exception:  # noqa: BLE001 - the answer stands without its cache entry
+        except Exception:  # the answer stands without its cache entry
             logger.warning("episode %s: the SQL could not be cached", state.episode_id, exc_info=True)
             return state
         if record is not None and state.cache is not None:
@@ -327,7 +327,7 @@ class AskSteps:
             if not lessons:
                 return
             outcome = apply_lessons(state.plan.intent if state.plan is not None else None, state.sql, lessons, self._compiler())
-        except Exception:  # noqa: BLE001 - a lesson helps; failing to apply one never fails the ask
+        except Exception:  # a lesson helps; failing to apply one never fails the ask
             logger.warning("episode %s: lessons could not be applied", state.episode_id, exc_info=True)
             state.note("earlier lessons could not be applied to this question")
             return
@@ -437,7 +437,7 @@ class AskSteps:
             report, record = self._diagnosis().repair(
                 self._who(state), episode_id=state.episode_id, failure=failure, subject=subject, scenario=scenario, lessons=state.lessons
             )
-        except Exception:  # noqa: BLE001 - the original failure is what the answer reports
+        except Exception:  # the original failure is what the answer reports
             logger.warning("episode %s: diagnosis failed", state.episode_id, exc_info=True)
             state.note("the failure could not be diagnosed now; it is queued for a diagnosis")
             return state
@@ -748,7 +748,7 @@ class AskSteps:
                 if task["kind"] == "anomaly" and context.get("focus"):
                     with_segments = any(t["kind"] == "segments" for t in state.analysis_tasks)
                     summary = focus_sentence(result or {}, context["focus"], lang, context.get("group"), total=with_segments) + summary
-            except Exception:  # noqa: BLE001 - the numbers stand without their sentence
+            except Exception:  # the numbers stand without their sentence
                 logger.warning("episode %s: the %s result could not be summarised", state.episode_id, task["kind"], exc_info=True)
                 summary = ""
             entry.update(success=True, result=result, summary=summary, duration_ms=outcome.duration_ms, isolation=data.get("isolation"))
@@ -1110,7 +1110,7 @@ class AskSteps:
                 )
             except NotFound:
                 continue  # the memory lives in the other partition (or was forgotten since)
-            except Exception:  # noqa: BLE001 - credit is learning; the answer stands regardless
+            except Exception:  # credit is learning; the answer stands regardless
                 logger.warning("episode %s could not credit memory %s", state.episode_id, memory_id, exc_info=True)
 
     def _remember_turn(self, state: AskState) -> None:
@@ -1190,7 +1190,7 @@ class AskSteps:
                 logger.warning("episode %s could not keep its turn in %s: %s", state.episode_id, key, exc.message)
                 state.note(f"this turn was not kept in the session's working memory: {exc.message}")
                 return
-            except Exception as exc:  # noqa: BLE001 - e.g. a transaction cancelled by a concurrent one
+            except Exception as exc:  # e.g. a transaction cancelled by a concurrent one
                 # The turn is a convenience for the next question; the answer is what was asked for.
                 logger.warning(
                     "episode %s: writing working memory %s failed (attempt %d)", state.episode_id, key, attempt + 1, exc_info=True

@@ -182,7 +182,7 @@ class DiagnosisService:
                 return False
             queue.send(request)
             return True
-        except Exception:  # noqa: BLE001 - diagnosis is learning; the answer or feedback stands regardless
+        except Exception:  # diagnosis is learning; the answer or feedback stands regardless
             logger.warning("diagnose event for episode %s could not be queued", request.episode_id, exc_info=True)
             return False
 
@@ -274,7 +274,7 @@ class DiagnosisService:
         status = MemoryStatus.ACTIVE if report.verified else MemoryStatus.PENDING_REVIEW
         try:
             record = self._memories.remember(who, body, system=True, status=status).record
-        except Exception:  # noqa: BLE001 - the diagnosis is still returned, and says it was not kept
+        except Exception:  # the diagnosis is still returned, and says it was not kept
             logger.warning("episode %s: the diagnosis could not be kept", report.episode_id, exc_info=True)
             report.notes.append("the diagnosis could not be stored")
             return None
