@@ -132,7 +132,7 @@ class AskService:
                 route=None,
                 status="failed",
                 question=command.question,
-                error=error.model_dump(),
+                error=AskError.model_validate(error.model_dump()),
                 timings={"total": round(execution.elapsed_ms, 3)},
             )
         return self.answer(AskState.model_validate(execution.output), execution.elapsed_ms)
@@ -167,7 +167,7 @@ class AskService:
             recall_coverage=state.recall_coverage,
             clarification=plan.clarification.model_dump(mode="json") if plan and plan.clarification else None,
             notes=list(dict.fromkeys([*state.notes, *(plan.notes if plan else []), *guard_note])),  # once each
-            error=error.model_dump() if error is not None else None,
+            error=AskError.model_validate(error.model_dump()) if error is not None else None,
             repaired=state.repaired,
             diagnosis=state.diagnosis.model_dump(mode="json", exclude={"schema_facts"})
             if state.diagnosis is not None and state.status == "failed"

@@ -762,7 +762,9 @@ class AskSteps:
         done = [a for a in analyses if a.get("success")]
         if done:  # the tools ran in the Map (in parallel): its wall time is at least the longest
             state.timings["Analyze"] = round(max(a.get("duration_ms") or 0.0 for a in done), 3)
-        status = "complete" if done and not failed and not skipped and crashed is None else "partial" if done else "failed"
+        status: Literal["complete", "partial", "failed"] = (
+            "complete" if done and not failed and not skipped and crashed is None else "partial" if done else "failed"
+        )
         summaries = [a["summary"] for a in done if a.get("summary")]
         if segments_scanned:
             summaries.insert(1 if summaries else 0, segment_sentence(segment_hits, segments_scanned, lang, labels))
@@ -997,7 +999,7 @@ class AskSteps:
         }
         sources = [SourceRef(id=m.id, version=m.version) for m in state.memories_used]
 
-        asked = value["asked"]  # a reply to a clarification is an episode of the question it answered
+        asked = str(value["asked"])  # a reply to a clarification is an episode of the question it answered
 
         def episode(value: dict[str, Any], sources: list[SourceRef]) -> NewMemory:
             return NewMemory(

@@ -88,6 +88,7 @@ class MemoryService:
         where = self._partition(who, scope, writing=True)
         self._check_sizes(content=memory.content, source_text=memory.source_text, value=memory.value)
         content, source_text, value, counts = self._scrub(memory.content, memory.source_text, memory.value)
+        assert content is not None  # scrubbing a str gives a str
         draft = MemoryDraft(
             kind=memory.kind,
             content=content,

@@ -53,7 +53,7 @@ INSTRUCTIONS = (
 
 def result_schema(tool: Tool[Any, Any]) -> dict[str, Any]:
     """The JSON Schema of a call's structured content: a ToolResult whose ``data`` is the tool's output."""
-    envelope: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    envelope: type[BaseModel] = create_model(
         f"{tool.output_model.__name__}Result",
         __base__=ToolResult,
         __module__=__name__,

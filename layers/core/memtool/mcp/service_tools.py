@@ -57,7 +57,7 @@ def described(model: type[Body], name: str, descriptions: dict[str, str]) -> typ
         described_info = copy.copy(info)
         described_info.description = descriptions.get(field_name, info.description)
         fields[field_name] = (info.annotation, described_info)
-    return create_model(name, __base__=model, __doc__=model.__doc__, __module__=__name__, **fields)  # type: ignore[call-overload,no-any-return]
+    return create_model(name, __base__=model, __doc__=model.__doc__, __module__=__name__, **fields)
 
 
 AskArgs = described(

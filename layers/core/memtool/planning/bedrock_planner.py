@@ -81,7 +81,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memtool.constants import BEDROCK_RETRYABLE_ERRORS
 from memtool.feedback.corrections import MAX_TERM_CHARS, StatedCorrection
-from memtool.planning.context import FewshotExample, PlanContext, PreviousTurn, normalize_unit
+from memtool.planning.context import FewshotExample, PlanContext, PreviousTurn, Unit, normalize_unit
 from memtool.planning.plan import AppliedMemory, Citation, Clarification, Plan, Route
 from memtool.planning.routes import classify_route, parse_forced_route
 from memtool.planning.rule_planner import RulePlanner, TodaySource, resolve_today
@@ -698,7 +698,7 @@ class BedrockPlanner:
                 _, against = previous_window(window, proposal.comparison.kind, grain=grain)
             comparison = Comparison(kind=proposal.comparison.kind, window=against)
         notes = [f"intent proposed by {self.name}", *request.prompt.notes, *request.notes]
-        unit: str | None = None
+        unit: Unit | None = None
         settled: dict[str, str] = {}  # profile key -> the value the profile set in this plan
         if metric.kind == "money":
             chosen_unit, source = self._unit(proposal.unit, request)
@@ -808,7 +808,7 @@ class BedrockPlanner:
                 problems.append(f"metric {metric.name} cannot be filtered by {item.dimension!r}")
         return problems
 
-    def _unit(self, proposed: str | None, request: _Request) -> tuple[str, str]:
+    def _unit(self, proposed: str | None, request: _Request) -> tuple[Unit, str]:
         """Question, then this request's conditions, then the profile, then the model, then 元."""
         named = self._parser.recognise(request.question, today=request.today).unit
         if named is not None:
@@ -820,8 +820,9 @@ class BedrockPlanner:
             return condition, f"this request's conditions{kept}"
         if profile is not None:
             return profile, "the profile"
-        if proposed is not None:
-            return proposed, "the model's proposal"
+        model = normalize_unit(proposed)  # the tool's schema allows only the three units
+        if model is not None:
+            return model, "the model's proposal"
         return "元", "the default"
 
     def _memory_citations(self, reported: Sequence[str], request: _Request) -> list[Citation]:
