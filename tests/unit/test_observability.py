@@ -31,11 +31,14 @@ def log_lines() -> Iterator[Callable[[], list[dict[str, Any]]]]:
     handler = logging.StreamHandler(stream)
     handler.setFormatter(logger.registered_formatter)
     target = logging.getLogger("memtool")
+    level = target.level  # the local runtime quietens it (runtime/local.py); warnings are what these tests log
+    target.setLevel(logging.WARNING)
     target.addHandler(handler)
     try:
         yield lambda: [json.loads(line) for line in stream.getvalue().splitlines() if line.strip()]
     finally:
         target.removeHandler(handler)
+        target.setLevel(level)
 
 
 def api_event(correlation: str) -> dict[str, Any]:
