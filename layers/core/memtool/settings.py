@@ -74,6 +74,9 @@ class Settings(BaseSettings):
     opensearch_service: Literal["es", "aoss"] = "aoss"
     opensearch_index: str = "memtool-memories"
     opensearch_pipeline: str = "memtool-hybrid"
+    # Sized against a flow step's 20 s: one request waits at most 3 s, and is retried once.
+    opensearch_timeout_seconds: float = Field(3.0, gt=0, le=60, description="Timeout of one OpenSearch request.")
+    opensearch_max_retries: int = Field(1, ge=0, le=5, description="Retries of an OpenSearch request that timed out or failed to connect.")
     recall_budgets: dict[str, dict[str, int]] = Field(
         default_factory=lambda: {route: dict(budget) for route, budget in DEFAULT_RECALL_BUDGETS.items()},
         description="route -> memory kind -> how many memories recall injects (JSON).",
@@ -123,6 +126,9 @@ class Settings(BaseSettings):
     # The timeout chain (tests/contract/test_timeout_chain.py): API Gateway 29 s > the ask Lambda's
     # 28 s >= connect + read + 1 s; read 25 s > AskFlow's TimeoutSeconds 23 > every step's 20 s.
     # StartSyncExecution is never retried by the client: a retry would start a second flow.
+    ask_flow_timeout_seconds: float = Field(
+        23.0, gt=0, le=300, description="AskFlow's TimeoutSeconds (statemachines/ask_flow.asl.json): the steps fit their waits into it."
+    )
     local_flow_timeout_scale: float = Field(
         10.0,
         ge=1,

@@ -52,6 +52,11 @@ TURN_WRITE_BACKOFF_SECONDS = 0.02
 
 logger = logging.getLogger("memtool.flows")
 
+# What a step keeps back of the flow's time for Visualize, CacheStore and Record, and the least a
+# warehouse query or a diagnosis is given (it then fails fast and the failure is recorded).
+FLOW_RESERVE_SECONDS = 4.0
+MIN_STEP_SECONDS = 1.0
+
 
 class WarehouseUnavailable(WarehouseError):
     """The warehouse could not be opened or reached (its Lambda errorType names the case)."""
@@ -367,9 +372,8 @@ class AskSteps:
         except Exception as exc:  # a warehouse that cannot be built (secret, driver) is unavailable
             raise WarehouseUnavailable(f"the warehouse could not be opened ({type(exc).__name__})", code="unavailable") from exc
         try:
-            result = warehouse.run(
-                state.sql or "", max_rows=self._settings.max_rows, timeout_seconds=self._settings.statement_timeout_seconds
-            )
+            timeout = self._time_left(state, self._settings.statement_timeout_seconds)
+            result = warehouse.run(state.sql or "", max_rows=self._settings.max_rows, timeout_seconds=timeout)
         except WarehouseError as exc:
             raise _typed_warehouse_error(exc) from exc
         state.result = QueryRows(
@@ -435,7 +439,13 @@ class AskSteps:
         scenario = {"question": state.input.question, "asked": subject.question, "intent": _intent_json(plan), "route": state.route}
         try:
             report, record = self._diagnosis().repair(
-                self._who(state), episode_id=state.episode_id, failure=failure, subject=subject, scenario=scenario, lessons=state.lessons
+                self._who(state),
+                episode_id=state.episode_id,
+                failure=failure,
+                subject=subject,
+                scenario=scenario,
+                lessons=state.lessons,
+                deadline_seconds=self._time_left(state, self._settings.diagnosis_deadline_seconds),
             )
         except Exception:  # the original failure is what the answer reports
             logger.warning("episode %s: diagnosis failed", state.episode_id, exc_info=True)
@@ -660,7 +670,9 @@ class AskSteps:
             raise ValueError(f"the guardrails refused the analysis's query: {verdict.reason}")
         try:
             warehouse = self._warehouse_factory()
-            result = warehouse.run(verdict.sql, max_rows=ANALYSIS_ROW_CAP, timeout_seconds=self._settings.statement_timeout_seconds)
+            result = warehouse.run(
+                verdict.sql, max_rows=ANALYSIS_ROW_CAP, timeout_seconds=self._time_left(state, self._settings.statement_timeout_seconds)
+            )
         except WarehouseError as exc:
             raise ValueError(f"the analysis's query failed on the warehouse ({exc.code})") from exc
         if result.truncated or result.row_count > ANALYSIS_ROW_CAP:
@@ -934,6 +946,19 @@ class AskSteps:
             state.note("the failure is queued for a diagnosis; see GET /episodes/" + state.episode_id)
 
     # ---- memory formation -----------------------------------------------------------------
+
+    def _time_left(self, state: AskState, wanted: float) -> float:
+        """``wanted`` seconds, or less: what is left of the flow's own time (AskFlow's TimeoutSeconds,
+        scaled like the ASL in the local runtime) after a reserve for the steps that record the
+        answer. A slow warehouse or diagnosis then ends in a failure the flow records, never in the
+        execution's timeout, which records nothing."""
+        budget = self._settings.ask_flow_timeout_seconds * (self._settings.local_flow_timeout_scale if self._settings.is_local else 1)
+        try:
+            elapsed = (self._clock.now() - datetime.fromisoformat(state.started_at)).total_seconds()
+        except ValueError:
+            return wanted
+        left = budget - FLOW_RESERVE_SECONDS - max(0.0, elapsed)
+        return max(MIN_STEP_SECONDS, min(wanted, left))
 
     def _who(self, state: AskState) -> Identity:
         return Identity(state.caller.tenant, state.caller.user, frozenset(state.caller.roles))

@@ -60,7 +60,7 @@ class DiagnosisService:
         self._queue = queue
         self.lessons = LessonBook(store)
 
-    def diagnoser(self) -> Diagnoser:
+    def diagnoser(self, deadline_seconds: float | None = None) -> Diagnoser:
         s = self._settings
         return Diagnoser(
             warehouse=self._warehouse(),
@@ -70,7 +70,7 @@ class DiagnosisService:
                 s.diagnosis_row_cap,
                 s.diagnosis_timeout_seconds,
                 s.diagnosis_tolerance,
-                s.diagnosis_deadline_seconds,
+                s.diagnosis_deadline_seconds if deadline_seconds is None else min(deadline_seconds, s.diagnosis_deadline_seconds),
             ),
             llm=self._llm() if self._llm is not None else None,
         )
@@ -78,14 +78,23 @@ class DiagnosisService:
     # ---- in the ask flow --------------------------------------------------------------------
 
     def repair(
-        self, who: Identity, *, episode_id: str, failure: Failure, subject: Subject, scenario: dict[str, Any], lessons: list[dict[str, Any]]
+        self,
+        who: Identity,
+        *,
+        episode_id: str,
+        failure: Failure,
+        subject: Subject,
+        scenario: dict[str, Any],
+        lessons: list[dict[str, Any]],
+        deadline_seconds: float | None = None,
     ) -> tuple[DiagnosisReport, MemoryRecord | None]:
         """Diagnose a failure inside an ask; a verified repair is kept as the user's lesson at once.
 
         An unverified diagnosis is not stored here: the failed episode goes to the diagnose queue,
         whose diagnosis (with the Bedrock diagnoser when configured) keeps it for review.
         """
-        report = self.diagnoser().diagnose(failure, subject, episode_id=episode_id, lessons=[str(x.get("text", "")) for x in lessons])
+        texts = [str(x.get("text", "")) for x in lessons]
+        report = self.diagnoser(deadline_seconds).diagnose(failure, subject, episode_id=episode_id, lessons=texts)
         if not report.verified:
             return report, None
         record = self._keep(

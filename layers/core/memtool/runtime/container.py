@@ -147,14 +147,17 @@ def vector_index() -> VectorIndex | None:
                 settings.region,
                 settings.opensearch_service,
                 credentials=boto3.session.Session().get_credentials(),
+                timeout=settings.opensearch_timeout_seconds,
+                max_retries=settings.opensearch_max_retries,
             ),
             index=settings.opensearch_index,
             dimension=embedder().dimension,
             pipeline=settings.opensearch_pipeline,
             serverless=settings.opensearch_service == "aoss",
         )
-        index.ensure()
-        return guarded_index(index)
+        guarded = guarded_index(index)
+        guarded.ensure()  # behind the breaker too: an unreachable cluster opens it, and steps stop waiting on it
+        return guarded
     else:
         from memtool.retrieval.embedded_index import EmbeddedIndex
 
