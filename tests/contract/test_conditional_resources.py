@@ -190,3 +190,12 @@ def test_the_local_path_check_is_not_vacuous(defaults: Deployment, monkeypatch: 
     with pytest.raises(ValueError, match="MEMTOOL_WAREHOUSE=duckdb"):
         _settings_from(environment, monkeypatch, "FlowStepsFunction")
     assert LOCAL_PATH.search(".memtool/warehouse/demo.duckdb") and LOCAL_PATH.search("/tmp/x.sqlite3")
+
+
+def test_the_api_is_deployed_as_exactly_one_stage(defaults: Deployment) -> None:
+    """SAM adds a stage named "Stage" (the routes without the configured throttling, metrics and
+    alarms) unless Globals.Api.OpenApiVersion is set; only the Stage parameter's stage exists."""
+    stages = [r for r in defaults.resources.values() if r["Type"] == "AWS::ApiGateway::Stage"]
+    deployments = [r for r in defaults.resources.values() if r["Type"] == "AWS::ApiGateway::Deployment"]
+    assert [stage["Properties"]["StageName"] for stage in stages] == ["dev"]
+    assert all("StageName" not in deployment["Properties"] for deployment in deployments)
