@@ -13,9 +13,9 @@ import pytest
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyItemAlreadyExistsError
 
-from memtool.identity import Identity
 from memtool.api.idempotency import run_once
-from memtool.errors import IdempotencyMismatch, VersionConflict
+from memtool.errors import IdempotencyInProgress, IdempotencyMismatch
+from memtool.identity import Identity
 from memtool.memory.records import MemoryDraft, MemoryKind
 from memtool.memory.sqlite_store import SQLiteMemoryStore
 from memtool.memory.store import Partition
@@ -92,7 +92,7 @@ def test_concurrent_calls_with_one_key_run_perform_exactly_once(layer):
         barrier.wait()
         try:
             answers.append(call(layer, "key-concurrent", {"content": "元"}, perform))
-        except VersionConflict as in_progress:  # "still in progress": the client retries later
+        except IdempotencyInProgress as in_progress:  # "still in progress": the client retries later
             answers.append(in_progress)
 
     threads = [threading.Thread(target=caller) for _ in range(12)]
@@ -104,11 +104,10 @@ def test_concurrent_calls_with_one_key_run_perform_exactly_once(layer):
     # Then perform ran once; every other caller was told to retry, or (arriving late) got its answer
     assert perform.runs == 1
     assert len(answers) == 12
-    answered = [a for a in answers if not isinstance(a, VersionConflict)]
+    answered = [a for a in answers if not isinstance(a, IdempotencyInProgress)]
     assert answered and all(a == {"status_code": 201, "body": {"run": 1}} for a in answered)
-    assert {a.message for a in answers if isinstance(a, VersionConflict)} <= {
-        "a request with this Idempotency-Key is still in progress"
-    }
+    told_to_retry = [a for a in answers if isinstance(a, IdempotencyInProgress)]
+    assert {(a.code, a.field) for a in told_to_retry} <= {("idempotency_in_progress", "Idempotency-Key")}
     assert call(layer, "key-concurrent", {"content": "元"}, perform) == {"status_code": 201, "body": {"run": 1}}
 
 

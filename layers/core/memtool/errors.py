@@ -52,6 +52,15 @@ class IdempotencyMismatch(MemtoolError):
     code = "idempotency_key_reused"
 
 
+class IdempotencyInProgress(MemtoolError):
+    """A request with this Idempotency-Key is still running: retry it later for its answer."""
+
+    code = "idempotency_in_progress"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, field="Idempotency-Key")
+
+
 
 class NotConfigured(MemtoolError):
     """The deployment lacks a setting this request needs (e.g. no warehouse): the operator, not the

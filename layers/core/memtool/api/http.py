@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memtool.errors import (
     Forbidden,
+    IdempotencyInProgress,
     IdempotencyMismatch,
     MemtoolError,
     NotConfigured,
@@ -26,6 +27,7 @@ STATUS_BY_ERROR: dict[type[MemtoolError], int] = {
     NotFound: 404,
     VersionConflict: 409,
     IdempotencyMismatch: 422,
+    IdempotencyInProgress: 409,
     NotConfigured: 503,
 }
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from memtool.api.identity import Identity, single_header
-from memtool.errors import IdempotencyMismatch, ValidationFailed, VersionConflict
+from memtool.errors import IdempotencyInProgress, IdempotencyMismatch, ValidationFailed
 
 IDEMPOTENCY_HEADER = "idempotency-key"
 IDEMPOTENCY_HEADER_NAME = "Idempotency-Key"
@@ -82,4 +82,4 @@ def run_once(
             "this Idempotency-Key was already used for a different request", field="Idempotency-Key"
         ) from exc
     except IdempotencyAlreadyInProgressError as exc:
-        raise VersionConflict("a request with this Idempotency-Key is still in progress") from exc
+        raise IdempotencyInProgress("a request with this Idempotency-Key is still in progress; retry it for its answer") from exc
