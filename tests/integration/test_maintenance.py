@@ -172,3 +172,32 @@ def test_the_maintenance_alarm_fires_when_a_maintenance_step_fails(
     assert fixed.output["reconcile_index"]["report"]["indexed"] == 1
     assert store.get(LI, bad, clock.now()).index_state == IndexState.INDEXED
     assert evaluate_alarm(alarm, {"MaintenanceFlow": arn}, execution_metrics(arn, fixed.status)) == "OK"
+
+
+def test_reconcile_goes_on_batch_after_batch_until_nothing_is_left(
+    store: MemoryStore, clock: FrozenClock, tmp_path: Path
+) -> None:
+    index = EmbeddedIndex(tmp_path / "index")
+    index.ensure()
+    indexer = MemoryIndexer(store, index, HashingEmbedder(256))  # type: ignore[arg-type]
+    ids = [write(store, LI, f"note {n}", clock) for n in range(7)]
+    clock.advance(hours=1)
+
+    report = IndexReconciler(store, indexer, clock, limit=3).run()  # three batches of at most 3
+
+    assert (report.checked, report.indexed) == (7, 7)
+    assert all(index.indexed_version(memory_id, "acme") == 1 for memory_id in ids)
+
+
+def test_reconcile_that_runs_out_of_time_with_work_left_fails(
+    store: MemoryStore, clock: FrozenClock, tmp_path: Path
+) -> None:
+    index = EmbeddedIndex(tmp_path / "index")
+    index.ensure()
+    indexer = MemoryIndexer(store, index, HashingEmbedder(256))  # type: ignore[arg-type]
+    for n in range(4):
+        write(store, LI, f"note {n}", clock)
+    clock.advance(hours=1)
+
+    with pytest.raises(MaintenanceStepFailed, match="ran out of its 0 s with memories still not indexed"):
+        IndexReconciler(store, indexer, clock, limit=2, time_budget_seconds=0.0).run()

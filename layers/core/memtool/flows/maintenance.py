@@ -10,6 +10,7 @@ reports success over work it did not do.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -48,13 +49,21 @@ class ReconcileReport:
 
 class IndexReconciler:
     def __init__(
-        self, store: UnindexedHeads, indexer: MemoryIndexer, clock: Clock, *, grace: timedelta = timedelta(minutes=15), limit: int = 500
+        self,
+        store: UnindexedHeads,
+        indexer: MemoryIndexer,
+        clock: Clock,
+        *,
+        grace: timedelta = timedelta(minutes=15),
+        limit: int = 500,
+        time_budget_seconds: float = 600.0,  # the maintenance Lambda has 900 s
     ) -> None:
         self._store = store
         self._indexer = indexer
         self._clock = clock
         self._grace = grace
         self._limit = limit
+        self._time_budget = time_budget_seconds
 
     def run(self) -> ReconcileReport:
         """Index every head the stream left pending for longer than the grace period.
@@ -63,18 +72,31 @@ class IndexReconciler:
         """
         now = self._clock.now()
         report = ReconcileReport(step="ReconcileIndex")
-        for record in self._store.unindexed(now - self._grace, now, self._limit):
-            report.checked += 1
-            try:
-                outcome = self._indexer.index(record)
-            except Exception as exc:
-                logger.warning("could not re-index memory %s v%d: %s", record.id, record.version, exc, exc_info=True)
-                report.failed.append({"id": record.id, "tenant": record.tenant, "error": f"{type(exc).__name__}: {exc}"[:300]})
-                continue
-            if outcome == "stale":
-                report.stale += 1
-            else:
-                report.indexed += 1
+        started = time.monotonic()
+        tried: set[tuple[str, str, int]] = set()
+        while True:  # batch after batch, until none is left (or only ones that failed here)
+            fetched = self._store.unindexed(now - self._grace, now, self._limit)
+            batch = [r for r in fetched if (r.tenant, r.id, r.version) not in tried]
+            if not batch:
+                break
+            if time.monotonic() - started > self._time_budget:
+                raise MaintenanceStepFailed(
+                    f"ReconcileIndex ran out of its {self._time_budget:.0f} s with memories still not indexed "
+                    f"({report.indexed} indexed this run); the next run goes on"
+                )
+            for record in batch:
+                tried.add((record.tenant, record.id, record.version))
+                report.checked += 1
+                try:
+                    outcome = self._indexer.index(record)
+                except Exception as exc:  # each record is tried; the step fails below
+                    logger.warning("could not re-index memory %s v%d: %s", record.id, record.version, exc, exc_info=True)
+                    report.failed.append({"id": record.id, "tenant": record.tenant, "error": f"{type(exc).__name__}: {exc}"[:300]})
+                    continue
+                if outcome == "stale":
+                    report.stale += 1
+                else:
+                    report.indexed += 1
         if report.failed:
             raise MaintenanceStepFailed(
                 f"ReconcileIndex could not index {len(report.failed)} of {report.checked} memories; first: {report.failed[0]['error']}"

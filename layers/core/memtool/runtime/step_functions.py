@@ -35,8 +35,8 @@ class StepFunctionsRunner:
                 status="TIMED_OUT",
                 output=None,
                 error="States.Timeout",
-                cause=f"AskFlow did not answer within the client's read timeout ({exc.kwargs.get('endpoint_url', 'Step Functions')}): the "
-                f"episode {episode} may still be recorded; see GET /episodes/{episode}",
+                cause=f"AskFlow did not answer episode {episode} within the client's read timeout "
+                f"({exc.kwargs.get('endpoint_url', 'Step Functions')}), which is longer than the flow's own timeout",
                 elapsed_ms=(time.perf_counter() - started) * 1000,
             )
         output = response.get("output")
