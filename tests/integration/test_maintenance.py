@@ -138,7 +138,12 @@ def evaluate_alarm(alarm: dict[str, Any], refs: dict[str, str], datapoints: list
 
 def execution_metrics(arn: str, status: str) -> list[dict[str, Any]]:
     """What Step Functions publishes for one finished execution (AWS/States, by StateMachineArn)."""
-    name = {"SUCCEEDED": "ExecutionsSucceeded", "FAILED": "ExecutionsFailed", "TIMED_OUT": "ExecutionsTimedOut", "ABORTED": "ExecutionsAborted"}
+    name = {
+        "SUCCEEDED": "ExecutionsSucceeded",
+        "FAILED": "ExecutionsFailed",
+        "TIMED_OUT": "ExecutionsTimedOut",
+        "ABORTED": "ExecutionsAborted",
+    }
     return [{"Namespace": "AWS/States", "MetricName": name[status], "Dimensions": {"StateMachineArn": arn}, "Value": 1.0}]
 
 
