@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import boto3
+import pytest
+from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from memtool.runtime.step_functions import StepFunctionsRunner
 
@@ -76,3 +78,42 @@ def test_the_ask_service_turns_a_failed_execution_into_a_failed_answer():
     error = answer.model_dump(mode="json")["error"]
     assert set(error) == {"error", "message", "step"} and error["error"] == "internal_error"
     assert "app.py" not in str(error) and "stackTrace" not in str(error)
+
+
+def test_a_throttled_start_is_tried_again_and_a_read_timeout_never_is():
+    """A throttle starts no flow, so it is retried; the answer comes from the second attempt."""
+    from botocore.exceptions import ReadTimeoutError
+
+    first = {"episode_id": "ep_9", "input": {"question": "x"}}
+    sfn = boto3.client("stepfunctions", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stubber = Stubber(sfn)
+    expected = {"stateMachineArn": ARN, "name": "ep_9", "input": json.dumps(first, ensure_ascii=False)}
+    stubber.add_client_error("start_sync_execution", "ThrottlingException", "Rate exceeded", expected_params=expected)
+    stubber.add_response(
+        "start_sync_execution",
+        {"executionArn": f"{ARN}:ep_9", "startDate": "2026-11-29T09:00:00Z", "stopDate": "2026-11-29T09:00:01Z", "status": "SUCCEEDED", "output": "{}"},
+        expected,
+    )
+    stubber.activate()
+    execution = StepFunctionsRunner(sfn, {"AskFlow": ARN}, pauses=(0.0, 0.0)).run("AskFlow", first)
+    stubber.assert_no_pending_responses()
+    assert execution.status == "SUCCEEDED"
+
+    class TimesOut:
+        calls = 0
+
+        def start_sync_execution(self, **_request):
+            TimesOut.calls += 1
+            raise ReadTimeoutError(endpoint_url="https://sync-states.us-east-1.amazonaws.com/")
+
+    timed_out = StepFunctionsRunner(TimesOut(), {"AskFlow": ARN}, pauses=(0.0, 0.0)).run("AskFlow", first)
+    assert timed_out.status == "TIMED_OUT" and TimesOut.calls == 1
+
+    sfn = boto3.client("stepfunctions", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stubber = Stubber(sfn)
+    for _ in range(3):
+        stubber.add_client_error("start_sync_execution", "ThrottlingException", "Rate exceeded", expected_params=expected)
+    stubber.activate()
+    with pytest.raises(ClientError, match="ThrottlingException"):  # three refusals: the caller sees the last
+        StepFunctionsRunner(sfn, {"AskFlow": ARN}, pauses=(0.0, 0.0)).run("AskFlow", first)
+    stubber.assert_no_pending_responses()

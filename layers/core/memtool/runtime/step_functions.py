@@ -8,11 +8,35 @@ from typing import Any
 
 from memtool.flows.runner import FlowExecution
 
+# The client makes one attempt (container.flow_runner): a retried StartSyncExecution that had
+# started its flow would run the flow twice. These refusals start nothing, so they are retried here.
+NOT_STARTED_CODES = frozenset({"ThrottlingException", "TooManyRequestsException"})
+RETRY_PAUSES_SECONDS = (0.2, 0.6)
+
 
 class StepFunctionsRunner:
-    def __init__(self, sfn: Any, arns: dict[str, str]) -> None:
+    def __init__(self, sfn: Any, arns: dict[str, str], *, pauses: tuple[float, ...] = RETRY_PAUSES_SECONDS) -> None:
         self._sfn = sfn
         self._arns = arns
+        self._pauses = pauses
+
+    def _start(self, **request: Any) -> dict[str, Any]:
+        """StartSyncExecution, again after a refusal that started no flow (a throttle, or a
+        connection that was never made); any other failure, a read timeout above all, is final."""
+        from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError
+
+        for pause in (*self._pauses, None):
+            try:
+                response: dict[str, Any] = self._sfn.start_sync_execution(**request)
+                return response
+            except ClientError as exc:
+                if pause is None or exc.response.get("Error", {}).get("Code") not in NOT_STARTED_CODES:
+                    raise
+            except (EndpointConnectionError, ConnectTimeoutError):
+                if pause is None:
+                    raise
+            time.sleep(pause)
+        raise AssertionError("unreachable")
 
     def run(self, machine: str, execution_input: dict[str, Any]) -> FlowExecution:
         arn = self._arns.get(machine)
@@ -22,7 +46,7 @@ class StepFunctionsRunner:
 
         started = time.perf_counter()
         try:
-            response = self._sfn.start_sync_execution(
+            response = self._start(
                 stateMachineArn=arn,
                 name=str(execution_input.get("episode_id") or "") or None,
                 input=json.dumps(execution_input, ensure_ascii=False),
