@@ -222,3 +222,20 @@ def test_a_layer_measured_without_some_of_its_packages_is_not_vouched_for(
     block = function_block(out, "AskFunction")
     assert block.startswith("AskFunction  NOT OK")
     assert "size not fully measured: grpcio, lxml not installed here" in block
+
+
+def test_a_step_that_outlives_its_task_is_marked_on_its_own_function(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Reviewer: the function's verdict said OK and its chain line '>=' while the chain was broken."""
+    text = project.read_text(encoding="utf-8")
+    start = text.index("  FlowStepsFunction:")
+    at = text.index("      Timeout: 20", start)
+    project.write_text(text[:at] + "      Timeout: 60" + text[at + len("      Timeout: 20") :], encoding="utf-8")
+
+    code, out, _err = run(capsys, "--template", str(project))
+
+    assert code == 1
+    block = function_block(out, "FlowStepsFunction")
+    assert block.startswith("FlowStepsFunction  NOT OK")
+    assert "a step of AskFlow: Task TimeoutSeconds 20 s NOT >= Timeout 60 s" in block
+    assert "Task 20 s NOT >= FlowStepsFunction 60 s" in out
+    assert function_block(out, "AnalyzeFunction").startswith("AnalyzeFunction  OK")

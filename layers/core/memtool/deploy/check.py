@@ -214,40 +214,54 @@ def describe_chain(chain: TimeoutChain) -> list[str]:
     for flow in chain.flows:
         tasks = sorted({(t.timeout, t.function, t.function_timeout) for t in flow.tasks}, key=str)
         steps = "; ".join(
-            f"Task {'unset' if timeout is None else f'{timeout} s'} >= {function or '?'} {function_timeout} s"
+            f"Task {'unset' if timeout is None else f'{timeout} s'} "
+            f"{'>=' if function_timeout is None else _holds(timeout, '>=', function_timeout)} {function or '?'} {function_timeout} s"
             for timeout, function, function_timeout in tasks
         )
         flow_timeout = "unset" if flow.timeout is None else f"{flow.timeout} s"
         if flow.caller is not None:
             waited = chain.connect_seconds + chain.read_seconds + chain.margin_seconds
             lines.append(
-                f"{flow.caller} {flow.caller_timeout} s >= connect {chain.connect_seconds:g} + read {chain.read_seconds:g} "
-                f"+ margin {chain.margin_seconds:g} = {waited:g} s; read {chain.read_seconds:g} s > "
-                f"{flow.state_machine} {flow_timeout} > {steps}"
+                f"{flow.caller} {flow.caller_timeout} s {_holds(flow.caller_timeout, '>=', waited)} connect {chain.connect_seconds:g} "
+                f"+ read {chain.read_seconds:g} + margin {chain.margin_seconds:g} = {waited:g} s; read {chain.read_seconds:g} s "
+                f"{_holds(chain.read_seconds, '>', flow.timeout)} {flow.state_machine} {flow_timeout} > {steps}"
             )
         else:
             lines.append(f"{flow.state_machine} {flow_timeout} (not synchronous): {steps}")
     return lines
 
 
+def _holds(left: float | None, op: str, right: float | None) -> str:
+    """``op`` when ``left op right`` holds, else ``NOT op`` (an unset side never holds)."""
+    if left is None or right is None:
+        return f"NOT {op}"
+    return op if (left > right if op == ">" else left >= right) else f"NOT {op}"
+
+
 def function_chain(chain: TimeoutChain, function: str) -> list[str]:
-    """Where one function sits in the chain: under API Gateway, as a flow's caller, as a flow's step."""
+    """Where one function sits in the chain: under API Gateway, as a flow's caller, as a flow's step.
+    Each comparison is printed as it holds (``NOT >=`` where it is broken)."""
     lines = []
     if function in chain.api_functions:
-        lines.append(f"API Gateway {API_GATEWAY_TIMEOUT_SECONDS} s > Timeout {chain.api_functions[function]} s")
+        api_timeout = chain.api_functions[function]
+        relation = _holds(API_GATEWAY_TIMEOUT_SECONDS, ">", api_timeout)
+        lines.append(f"API Gateway {API_GATEWAY_TIMEOUT_SECONDS} s {relation} Timeout {api_timeout} s")
     for flow in chain.flows:
         if flow.caller == function:
             waited = chain.connect_seconds + chain.read_seconds + chain.margin_seconds
             flow_timeout = "unset" if flow.timeout is None else f"{flow.timeout} s"
             lines.append(
-                f"Timeout {flow.caller_timeout} s >= connect {chain.connect_seconds:g} + read {chain.read_seconds:g} + margin "
-                f"{chain.margin_seconds:g} = {waited:g} s; read {chain.read_seconds:g} s > {flow.state_machine} {flow_timeout}"
+                f"Timeout {flow.caller_timeout} s {_holds(flow.caller_timeout, '>=', waited)} connect {chain.connect_seconds:g} "
+                f"+ read {chain.read_seconds:g} + margin {chain.margin_seconds:g} = {waited:g} s; read {chain.read_seconds:g} s "
+                f"{_holds(chain.read_seconds, '>', flow.timeout)} {flow.state_machine} {flow_timeout}"
             )
         steps = sorted({t.timeout for t in flow.tasks if t.function == function}, key=str)
         if steps:
             limits = ", ".join("unset" if s is None else f"{s} s" for s in steps)
-            timeout = next(t.function_timeout for t in flow.tasks if t.function == function)
-            lines.append(f"a step of {flow.state_machine}: Task TimeoutSeconds {limits} >= Timeout {timeout} s")
+            step_timeout = next(t.function_timeout for t in flow.tasks if t.function == function)
+            least = None if None in steps else min(s for s in steps if s is not None)
+            relation = ">=" if step_timeout is None else _holds(least, ">=", step_timeout)
+            lines.append(f"a step of {flow.state_machine}: Task TimeoutSeconds {limits} {relation} Timeout {step_timeout} s")
     return lines or ["not on the API path nor a flow step (an event source's consumer)"]
 
 
@@ -510,6 +524,8 @@ def run_check(
             permissions=list(policies.get(name, [])),
         )
         check.problems = _function_limits(check)
+        if chain is not None and any(" NOT " in line for line in function_chain(chain, name)):
+            check.problems.append("the timeout chain is broken here (its chain lines say where)")
         if not is_image:  # a zip function's 250 MB cannot be vouched for with packages left uncounted
             uncounted = sorted({name for layer in layers if layer in layer_sizes for name in layer_sizes[layer].missing})
             if uncounted:
