@@ -43,6 +43,17 @@ def store(request: pytest.FixtureRequest, clock: FrozenClock, tmp_path: Path) ->
     return sqlite
 
 
+@pytest.fixture
+def index(tmp_path: Path) -> EmbeddedIndex:
+    built = EmbeddedIndex(tmp_path / "index")
+    built.ensure()
+    return built
+
+
+def indexer_over(store: MemoryStore, index: Any) -> MemoryIndexer:
+    return MemoryIndexer(store, index, HashingEmbedder(256))  # type: ignore[arg-type]
+
+
 class FailingFor:
     """An index that refuses the documents of some memories (an outage for those writes)."""
 
@@ -70,11 +81,9 @@ def write(store: MemoryStore, where: Partition, content: str, clock: FrozenClock
 
 
 def test_reconcile_indexes_what_the_stream_missed_and_leaves_fresh_writes_to_the_stream(
-    store: MemoryStore, clock: FrozenClock, tmp_path: Path
+    store: MemoryStore, clock: FrozenClock, index: EmbeddedIndex
 ) -> None:
-    index = EmbeddedIndex(tmp_path / "index")
-    index.ensure()
-    indexer = MemoryIndexer(store, index, HashingEmbedder(256))  # type: ignore[arg-type]
+    indexer = indexer_over(store, index)
     missed = [write(store, LI, "金额默认用元", clock), write(store, WANG, "prefers bar charts", clock)]
     done = write(store, LI, "默认看华东", clock)
     indexer.index(store.get(LI, done, clock.now()))  # the stream indexed this one
@@ -95,13 +104,12 @@ def test_reconcile_indexes_what_the_stream_missed_and_leaves_fresh_writes_to_the
 
 
 def test_a_memory_that_cannot_be_indexed_fails_the_step_after_the_others_were_indexed(
-    store: MemoryStore, clock: FrozenClock, tmp_path: Path
+    store: MemoryStore, clock: FrozenClock, index: EmbeddedIndex
 ) -> None:
-    inner = EmbeddedIndex(tmp_path / "index")
-    inner.ensure()
+    inner = index
     good = write(store, LI, "金额默认用元", clock)
     bad = write(store, LI, "默认看华东", clock)
-    indexer = MemoryIndexer(store, FailingFor(inner, {bad}), HashingEmbedder(256))  # type: ignore[arg-type]
+    indexer = indexer_over(store, FailingFor(inner, {bad}))
     clock.advance(hours=1)
 
     with pytest.raises(MaintenanceStepFailed, match="could not index 1 of 2 memories.*ConnectionError"):
@@ -156,12 +164,11 @@ def run_maintenance(monkeypatch: pytest.MonkeyPatch, index: Any) -> tuple[Any, s
 
 @pytest.mark.slow
 def test_the_maintenance_alarm_fires_when_a_maintenance_step_fails(
-    aws: Any, clock: FrozenClock, template: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    aws: Any, clock: FrozenClock, template: dict[str, Any], monkeypatch: pytest.MonkeyPatch, index: EmbeddedIndex
 ) -> None:
     alarm = template["Resources"]["MaintenanceFlowFailuresAlarm"]
     store = container.memory_store()
-    inner = EmbeddedIndex(tmp_path / "index")
-    inner.ensure()
+    inner = index
     bad = write(store, LI, "金额默认用元", clock)
     clock.advance(hours=1)
 
@@ -180,11 +187,9 @@ def test_the_maintenance_alarm_fires_when_a_maintenance_step_fails(
 
 
 def test_reconcile_goes_on_batch_after_batch_until_nothing_is_left(
-    store: MemoryStore, clock: FrozenClock, tmp_path: Path
+    store: MemoryStore, clock: FrozenClock, index: EmbeddedIndex
 ) -> None:
-    index = EmbeddedIndex(tmp_path / "index")
-    index.ensure()
-    indexer = MemoryIndexer(store, index, HashingEmbedder(256))  # type: ignore[arg-type]
+    indexer = indexer_over(store, index)
     ids = [write(store, LI, f"note {n}", clock) for n in range(7)]
     clock.advance(hours=1)
 
@@ -195,11 +200,9 @@ def test_reconcile_goes_on_batch_after_batch_until_nothing_is_left(
 
 
 def test_reconcile_that_runs_out_of_time_with_work_left_fails(
-    store: MemoryStore, clock: FrozenClock, tmp_path: Path
+    store: MemoryStore, clock: FrozenClock, index: EmbeddedIndex
 ) -> None:
-    index = EmbeddedIndex(tmp_path / "index")
-    index.ensure()
-    indexer = MemoryIndexer(store, index, HashingEmbedder(256))  # type: ignore[arg-type]
+    indexer = indexer_over(store, index)
     for n in range(4):
         write(store, LI, f"note {n}", clock)
     clock.advance(hours=1)
