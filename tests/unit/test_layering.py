@@ -34,7 +34,8 @@ LEVELS: dict[str, int] = {
     "flows": FLOWS,
     # 5. the domain packages: they receive ports and know no flow, no API model, no composition root
     **dict.fromkeys(
-        ("memory", "retrieval", "semantic", "planning", "sql", "viz", "tools", "analysis", "cache", "diagnosis", "feedback"), DOMAIN
+        ("memory", "retrieval", "semantic", "planning", "sql", "viz", "tools", "analysis", "cache", "diagnosis", "feedback", "datasets"),
+        DOMAIN,
     ),
     # 6. the ground floor (``memtool`` itself holds only the version)
     **dict.fromkeys(("settings", "clock", "errors", "constants", "identity", "observability", "memtool"), GROUND),
