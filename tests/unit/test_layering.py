@@ -26,6 +26,7 @@ LEVELS: dict[str, int] = {
     "demo": ENTRY,
     "mcp": ENTRY,
     "deploy": ENTRY,
+    "commands": ENTRY,
     # 2. the composition root, AWS clients, the local runtime
     "runtime": RUNTIME,
     # 3. HTTP models, identity from the request, errors -> HTTP

@@ -1,0 +1,1 @@
+"""Command-line subcommands that grew past a function in memtool.cli (the semantic model's)."""
