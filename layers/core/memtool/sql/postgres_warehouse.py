@@ -18,6 +18,7 @@ local-only (layers/core/local-only.txt): psycopg is not shipped to Lambda.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import threading
@@ -167,7 +168,9 @@ def _run_read_only(connection: Any, statement: str, params: list[Any] | None, *,
     try:
         # SET LOCAL by another name: set_config(..., true) binds its value and ends with the transaction.
         connection.execute(
-            "SELECT set_config('statement_timeout', %s, true), set_config('TimeZone', 'UTC', true)", [str(timeout_ms)]
+            "SELECT set_config('statement_timeout', %s, true), set_config('TimeZone', 'UTC', true), "
+        "set_config('extra_float_digits', '1', true)",
+        [str(timeout_ms)],
         )
         started = time.perf_counter()
         # A server-side cursor: the server holds the result and sends only the rows fetched.
@@ -262,36 +265,84 @@ def to_postgres_sql(sql: str, params: Sequence[Any] | None = None) -> tuple[str,
         kind = statement.key.upper() if writes is None else ("SELECT INTO" if isinstance(writes, exp.Into) else writes.key.upper())
         raise WarehouseError(f"the warehouse is read-only: only a SELECT may run, not {kind}", code="permission", sql=sql)
 
-    statement = statement.transform(_postgres_repairs)
     marker = f"memtool_param_{uuid.uuid4().hex}_"
+    order: list[str] = []
     if params is not None:
+        # Placeholders become markers before the repairs, which may copy an expression (and so a
+        # placeholder) more than once; a copy binds the same value as its original.
         statement = statement.transform(lambda node: _mark_placeholder(node, marker, sql))
-    try:
-        text = statement.sql(dialect="postgres")
-    except SqlglotError as exc:
-        raise WarehouseError(f"cannot express the SQL in PostgreSQL: {exc}", code="syntax_error", sql=sql) from exc
+        order = _positional_order(_generate(statement, sql), marker)
+    # Innermost first (reversed breadth-first order), so a repair copies already repaired parts.
+    for node in reversed(list(statement.find_all(exp.Round, exp.TimestampTrunc, exp.Extract))):
+        repaired = _postgres_repairs(node)
+        if repaired is not node:
+            node.replace(repaired)
+    text = _generate(statement, sql)
     if params is None:
         return text, None
-    return _bind_markers(text.replace("%", "%%"), marker, list(params), sql)
+    return _bind_markers(text.replace("%", "%%"), marker, order, list(params), sql)
+
+
+def _generate(statement: Any, sql: str) -> str:
+    from sqlglot.errors import SqlglotError
+
+    try:
+        return str(statement.sql(dialect="postgres"))
+    except SqlglotError as exc:
+        raise WarehouseError(f"cannot express the SQL in PostgreSQL: {exc}", code="syntax_error", sql=sql) from exc
 
 
 def _postgres_repairs(node: Any) -> Any:
     from sqlglot import exp
 
     if isinstance(node, exp.Round) and node.args.get("decimals") is not None:
-        # PostgreSQL has ROUND(numeric, int) only: a DOUBLE PRECISION argument has no such function.
         value = node.this
-        if not (isinstance(value, exp.Cast) and value.to.is_type(exp.DataType.Type.DECIMAL)):
-            node.set("this", exp.cast(value, exp.DataType.build("NUMERIC")))
-        return node
+        if isinstance(value, exp.Cast) and value.to.is_type(exp.DataType.Type.DECIMAL):
+            return node  # ROUND(numeric, n) exists in PostgreSQL (and this is the template's own)
+        return _round_template().transform(
+            lambda part: (value if part.name == "__x" else node.args["decimals"]).copy()
+            if isinstance(part, exp.Column) and part.name in ("__x", "__n")
+            else part
+        )
     if isinstance(node, exp.TimestampTrunc) and not (
-        isinstance(node.this, exp.Cast) and node.this.to.is_type(exp.DataType.Type.TIMESTAMPTZ)
+        isinstance(node.this, exp.Cast) and node.this.to.is_type(exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPTZ)
     ):
         # Redshift truncates a DATE or TIMESTAMP to a TIMESTAMP; PostgreSQL would promote a DATE to
         # TIMESTAMP WITH TIME ZONE first.
         node.set("this", exp.cast(node.this, exp.DataType.build("TIMESTAMP")))
         return node
+    if isinstance(node, exp.Extract):
+        # PostgreSQL's EXTRACT is a NUMERIC (2026.0 in JSON); Redshift's and DuckDB's an integer,
+        # except the epoch, which has fractions of a second.
+        if node.name.upper() == "EPOCH":
+            return exp.cast(node, exp.DataType.build("DOUBLE PRECISION"))
+        return exp.cast(exp.Trunc(this=node.copy()), exp.DataType.build("BIGINT"))
     return node
+
+
+# PostgreSQL has ROUND(numeric, int) only: ROUND(double precision, int) does not exist. Only the
+# server knows the argument's type, so the statement asks it (pg_typeof). A NUMERIC is rounded as a
+# NUMERIC. A DOUBLE PRECISION goes to NUMERIC through its shortest exact text (extra_float_digits
+# is 1 in the transaction), not through CAST, which keeps 15 digits only; ties go away from zero.
+# That is what DuckDB does to the binary value except in one case: a double whose shortest text is
+# a tie but whose binary value is not (2.675 is 2.67499999999999982236431605997495353221893310546875):
+# DuckDB gives 2.67, this gives 2.68.
+_ROUND_TEMPLATE = (
+    "CASE WHEN CAST(PG_TYPEOF(__x) AS TEXT) IN ('double precision', 'real') "
+    "THEN CAST(ROUND(CAST(CAST(CAST(__x AS DOUBLE PRECISION) AS TEXT) AS DECIMAL), __n) AS DOUBLE PRECISION) "
+    "ELSE ROUND(CAST(__x AS DECIMAL), __n) END"
+)
+
+
+@functools.cache
+def _round_template_parsed() -> Any:
+    import sqlglot
+
+    return sqlglot.parse_one(_ROUND_TEMPLATE, read="postgres")
+
+
+def _round_template() -> Any:
+    return _round_template_parsed().copy()
 
 
 def _mark_placeholder(node: Any, marker: str, sql: str) -> Any:
@@ -302,32 +353,31 @@ def _mark_placeholder(node: Any, marker: str, sql: str) -> Any:
             raise WarehouseError(
                 f"named placeholder {node.sql()!r}: pass values for %s, ? or $1-style placeholders", code="syntax_error", sql=sql
             )
-        return exp.var(f"{marker}p")
+        return exp.var(f"{marker}p{uuid.uuid4().hex[:8]}")
     if isinstance(node, exp.Parameter) and isinstance(node.this, exp.Literal) and not node.this.is_string:
         return exp.var(f"{marker}n{node.this.name}")
     return node
 
 
-def _bind_markers(text: str, marker: str, params: list[Any], sql: str) -> tuple[str, list[Any]]:
-    pattern = re.compile(re.escape(marker) + r"(p|n\d+)")
-    bound: list[Any] = []
-    positional = 0
-    for found in pattern.finditer(text):
-        kind = found.group(1)
-        if kind == "p":
-            index, positional = positional, positional + 1
-        else:
-            index = int(kind[1:]) - 1
-        if not 0 <= index < len(params):
-            raise WarehouseError(
-                f"the SQL has more placeholders than the {len(params)} values given", code="syntax_error", sql=sql
-            )
-        bound.append(params[index])
-    if positional and positional != len(params):
+def _positional_order(text: str, marker: str) -> list[str]:
+    """The ids of the positional placeholders in the order they appear in the statement."""
+    return [found.group(1) for found in re.finditer(re.escape(marker) + r"p([0-9a-f]{8})", text)]
+
+
+def _bind_markers(text: str, marker: str, order: list[str], params: list[Any], sql: str) -> tuple[str, list[Any]]:
+    if order and len(order) != len(params):
         raise WarehouseError(
-            f"the SQL has {positional} placeholders but {len(params)} values were given", code="syntax_error", sql=sql
+            f"the SQL has {len(order)} placeholders but {len(params)} values were given", code="syntax_error", sql=sql
         )
-    return pattern.sub("%s", text), bound
+    position = {uid: index for index, uid in enumerate(order)}
+    bound: list[Any] = []
+    for found in re.finditer(re.escape(marker) + r"(p[0-9a-f]{8}|n\d+)", text):
+        kind = found.group(1)
+        index = position[kind[1:]] if kind[0] == "p" else int(kind[1:]) - 1
+        if not 0 <= index < len(params):
+            raise WarehouseError(f"the SQL refers to value ${index + 1} but {len(params)} were given", code="syntax_error", sql=sql)
+        bound.append(params[index])
+    return re.sub(re.escape(marker) + r"(p[0-9a-f]{8}|n\d+)", "%s", text), bound
 
 
 def _parse_error_text(exc: Exception) -> str:

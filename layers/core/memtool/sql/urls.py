@@ -45,14 +45,17 @@ def redact_url(url: str) -> str:
         parts = urlsplit(url)
     except ValueError:
         return _HIDDEN  # unparseable: printing it could leak what it holds
-    netloc = parts.netloc
+    netloc, changed = parts.netloc, False
     if "@" in netloc:
         userinfo, _, hostport = netloc.rpartition("@")
         user, has_password, _ = userinfo.partition(":")
-        netloc = f"{user}:{_HIDDEN}@{hostport}" if has_password else netloc
+        if has_password:
+            netloc, changed = f"{user}:{_HIDDEN}@{hostport}", True
     query = parts.query
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
         if any(key.lower() in _SECRET_QUERY_KEYS for key, _ in pairs):
-            query = urlencode([(k, _HIDDEN if k.lower() in _SECRET_QUERY_KEYS else v) for k, v in pairs], safe="*")
+            query, changed = urlencode([(k, _HIDDEN if k.lower() in _SECRET_QUERY_KEYS else v) for k, v in pairs], safe="*"), True
+    if not changed:
+        return url  # as given: urlunsplit would drop the empty host of duckdb:///path
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
