@@ -62,6 +62,12 @@ class IdempotencyInProgress(MemtoolError):
 
 
 
+class ModelMissing(MemtoolError):
+    """The tenant has no semantic model yet: the message says how to draft, curate and store one."""
+
+    code = "model_missing"
+
+
 class NotConfigured(MemtoolError):
     """The deployment lacks a setting this request needs (e.g. no warehouse): the operator, not the
     caller, fixes it; ``field`` names the stack parameter to set."""

@@ -13,6 +13,7 @@ from memtool.errors import (
     IdempotencyInProgress,
     IdempotencyMismatch,
     MemtoolError,
+    ModelMissing,
     NotConfigured,
     NotFound,
     Unauthenticated,
@@ -28,6 +29,7 @@ STATUS_BY_ERROR: dict[type[MemtoolError], int] = {
     VersionConflict: 409,
     IdempotencyMismatch: 422,
     IdempotencyInProgress: 409,
+    ModelMissing: 409,
     NotConfigured: 503,
 }
 
