@@ -17,7 +17,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -149,17 +148,3 @@ def _run(command: list[str], run_as: dict[str, Any]) -> None:
             f"{(failed.stderr or failed.stdout).strip()[-1000:]} {tail}"
         )
 
-
-def wait_until_accepting(url: str, timeout_seconds: float = 10.0) -> None:
-    """Block until the server takes connections (pg_ctl -w already waits; this is for restarts)."""
-    import psycopg
-
-    deadline = time.monotonic() + timeout_seconds
-    while True:
-        try:
-            psycopg.connect(url, connect_timeout=2).close()
-            return
-        except psycopg.OperationalError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)

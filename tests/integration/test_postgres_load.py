@@ -70,7 +70,7 @@ def test_every_table_arrives_with_all_its_rows(demo_file: Path, postgres_databas
 
 def test_types_are_mapped(postgres_database: str, loaded: dict[str, int]) -> None:
     with psycopg.connect(postgres_database) as connection:
-        types = dict(
+        types: dict[str, str] = dict(
             connection.execute(
                 "SELECT column_name, CASE WHEN data_type = 'numeric' THEN format('numeric(%s,%s)', numeric_precision, numeric_scale) "
                 "ELSE data_type END FROM information_schema.columns WHERE table_name = 'fact_order_line'"
@@ -178,3 +178,38 @@ def test_seed_warehouse_refuses_a_target_that_is_not_postgresql(tmp_path: Path, 
 
     assert code == 2
     assert "--target must be a postgresql://" in capsys.readouterr().err
+
+
+def test_tpch_takes_its_own_default_scale_and_refuses_drift(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memtool.sql.seeding as seeding
+
+    built: list[tuple[Path, float]] = []
+
+    def build_tpch_warehouse(path: Path, *, scale: float) -> dict[str, int]:
+        built.append((path, scale))
+        return {"lineitem": 6}
+
+    monkeypatch.setattr(seeding, "_tpch_builder", lambda: build_tpch_warehouse)
+
+    assert main(["seed-warehouse", "--dataset", "tpch", "--home", str(tmp_path)]) == 0
+    assert built == [(tmp_path / "warehouse" / "tpch.duckdb", 0.1)]
+    assert "lineitem" in capsys.readouterr().out
+
+    assert main(["seed-warehouse", "--dataset", "tpch", "--drift", "--home", str(tmp_path)]) == 2
+    assert "--drift" in capsys.readouterr().err
+
+
+def test_tpch_without_its_generator_is_one_clear_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "memtool.datasets.tpch", None)  # import fails as if the module were missing
+
+    code = main(["seed-warehouse", "--dataset", "tpch", "--home", str(tmp_path)])
+
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("memtool seed-warehouse: the TPC-H dataset is not available") and err.count("\n") == 1
