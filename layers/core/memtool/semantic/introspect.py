@@ -609,7 +609,7 @@ def draft_model(facts: WarehouseFacts, *, name: str, max_values: int = DEFAULT_D
         model_tables.append(entry)
 
     description = (
-        f"A DRAFT drafted by memtool model init from the {facts.dialect} warehouse"
+        f"A DRAFT written by memtool model init from the {facts.dialect} warehouse"
         + (f" (schema {facts.schema})" if facts.schema else "")
         + f": {len(tables)} tables, {len(joins)} joins ({sum(j.declared for j in joins)} declared, the rest guessed from "
         f"key names), {len(metrics)} metrics, {len(dimensions)} dimensions. Every name, label and definition is a "

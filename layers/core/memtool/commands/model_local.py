@@ -1,0 +1,99 @@
+"""`memtool model init`: draft a semantic model from a live warehouse, for a curator to finish.
+
+Reads the warehouse a URL names (memtool.sql.urls), drafts the model (memtool.semantic.introspect),
+checks that it validates, and prints the YAML to stdout or writes it to ``-o FILE``. Progress goes
+to stderr. A URL of no known form, an unreachable server or a missing file is one line on stderr
+and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+_PROG = "memtool model init"
+
+
+def register(model_subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``init`` to the subcommands of ``memtool model``."""
+    p_init = model_subparsers.add_parser(
+        "init",
+        help="draft a semantic model (YAML) from a warehouse's live schema",
+        description="Reads the warehouse's tables, columns, declared keys, row counts and text values, and drafts a "
+        "model: numeric columns as measures, low-cardinality text columns as dimensions (with their values), dates "
+        "as time columns, joins from declared or name-guessed keys. The draft validates and compiles; curate its "
+        "names, synonyms and definitions before use. Exit codes: 0 drafted, 2 the warehouse could not be read.",
+    )
+    p_init.add_argument(
+        "--warehouse", required=True, metavar="URL", help="duckdb:///path.duckdb or postgresql://user[:password]@host[:port]/db"
+    )
+    p_init.add_argument("--schema", help="the schema to read (default: the connection's current schema)")
+    p_init.add_argument(
+        "--max-values",
+        type=int,
+        default=50,
+        help="a text column with at most this many distinct values is a dimension; its values are kept (default 50)",
+    )
+    p_init.add_argument("--name", help="the model's name (default: the schema, or the database or file name)")
+    p_init.add_argument("-o", "--output", metavar="FILE", help="write the YAML here instead of stdout")
+    p_init.set_defaults(func=model_init_command)
+
+
+def model_init_command(args: argparse.Namespace) -> int:
+    from memtool.semantic.catalog import Catalog
+    from memtool.semantic.introspect import draft_model, read_catalog_facts, to_yaml
+    from memtool.sql.urls import open_warehouse, redact_url
+    from memtool.sql.warehouse import WarehouseError
+
+    def progress(line: str) -> None:
+        print(f"{_PROG}: {line}", file=sys.stderr, flush=True)
+
+    if args.max_values < 1:
+        print(f"{_PROG}: --max-values must be at least 1", file=sys.stderr)
+        return 2
+    started = time.perf_counter()
+    warehouse = None
+    try:
+        warehouse = open_warehouse(args.warehouse)
+        progress(f"reading {redact_url(args.warehouse)}")
+        facts = read_catalog_facts(warehouse, schema=args.schema, distinct_cap=args.max_values, progress=progress)
+    except (ValueError, OSError, WarehouseError) as error:
+        print(f"{_PROG}: cannot read the warehouse {redact_url(args.warehouse)}: {_one_line(str(error))}", file=sys.stderr)
+        return 2
+    finally:
+        close = getattr(warehouse, "close", None)  # the port has no close; the adapters do
+        if callable(close):
+            close()
+    if not facts.tables:
+        where = f"schema {args.schema}" if args.schema else "the current schema"
+        print(f"{_PROG}: no tables in {where} of {redact_url(args.warehouse)}", file=sys.stderr)
+        return 2
+    name = args.name or default_name(args.warehouse, args.schema)
+    document = draft_model(facts, name=name, max_values=args.max_values)
+    Catalog.model_validate(document)  # a draft that does not validate is a bug of the drafter, not the user's
+    text = to_yaml(document)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    progress(
+        f"drafted {len(document['metrics'])} metrics, {len(document['dimensions'])} dimensions and "
+        f"{len(document['joins'])} joins over {len(document['tables'])} tables in {time.perf_counter() - started:.1f} s"
+        + (f"; written to {args.output}" if args.output else "")
+    )
+    return 0
+
+
+def default_name(url: str, schema: str | None) -> str:
+    """The schema, else the database (``postgresql://…/shop``) or the file's stem (``duckdb:///x/tpch.duckdb``)."""
+    raw = schema or Path(urlsplit(url).path).stem or "warehouse"
+    cleaned = re.sub(r"[^A-Za-z0-9_]+", "_", raw).strip("_")
+    return cleaned or "warehouse"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

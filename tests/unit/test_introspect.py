@@ -1,0 +1,361 @@
+"""Drafting a semantic model from warehouse facts: key names, join guessing, naming, and which SQL each engine gets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from memtool.semantic.catalog import Catalog
+from memtool.semantic.compiler import IntentCompiler
+from memtool.semantic.intent import Intent
+from memtool.semantic.introspect import (
+    ColumnFacts,
+    ForeignKey,
+    TableFacts,
+    WarehouseFacts,
+    draft_model,
+    guess_joins,
+    key_entity,
+    read_catalog_facts,
+    table_aliases,
+    table_entity,
+    to_yaml,
+    type_family,
+)
+from memtool.sql.live_schema import LiveSchema
+from memtool.sql.warehouse import QueryResult, WarehouseError
+
+
+def col(name: str, data_type: str = "INTEGER", values: Sequence[str] | None = None) -> ColumnFacts:
+    if values is None:
+        return ColumnFacts(name, data_type)
+    return ColumnFacts(name, data_type, distinct_count=len(values), values=tuple(sorted(values)))
+
+
+def table(name: str, *columns: ColumnFacts, key: tuple[str, ...] = (), rows: int = 100) -> TableFacts:
+    return TableFacts(name, columns, key, bool(key), rows)
+
+
+def joins_of(tables: Sequence[TableFacts], foreign_keys: Sequence[ForeignKey] = ()) -> set[tuple[str, str, tuple[str, ...]]]:
+    return {(j.left, j.right, tuple(j.on())) for j in guess_joins(tables, foreign_keys)}
+
+
+# ---- key names -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("column", "entity"),
+    [
+        ("l_orderkey", "order"),
+        ("o_orderkey", "order"),
+        ("o_custkey", "cust"),
+        ("c_nationkey", "nation"),
+        ("ps_partkey", "part"),
+        ("l_suppkey", "supp"),
+        ("region_id", "region"),
+        ("cust_key", "cust"),
+        ("customer_id", "customer"),
+        ("ss_item_sk", "item"),
+        ("id", None),
+        ("key", None),
+        ("l_quantity", None),
+        ("paid_at", None),
+    ],
+)
+def test_a_key_column_names_its_entity_without_the_table_prefix(column: str, entity: str | None) -> None:
+    assert key_entity(column) == entity
+
+
+@pytest.mark.parametrize(
+    ("name", "entity"), [("customers", "customer"), ("categories", "category"), ("dim_store", "store"), ("address", "address")]
+)
+def test_a_table_names_its_entity_in_the_singular(name: str, entity: str) -> None:
+    assert table_entity(name) == entity
+
+
+def test_types_fall_into_families_in_every_engines_spelling() -> None:
+    assert {type_family(t) for t in ("DECIMAL(15,2)", "numeric", "BIGINT", "double precision", "int4")} == {"numeric"}
+    assert {type_family(t) for t in ("VARCHAR", "character varying", "text", "bpchar", "CHAR(1)")} == {"text"}
+    assert {type_family(t) for t in ("DATE", "timestamp without time zone", "TIMESTAMP WITH TIME ZONE")} == {"time"}
+    assert type_family("BOOLEAN") == "boolean" and type_family("BLOB") == "other"
+
+
+# ---- joins -------------------------------------------------------------------------------------
+
+
+TPCH = [
+    table("region", col("r_regionkey"), col("r_name", "VARCHAR", ["ASIA", "EUROPE"]), key=("r_regionkey",)),
+    table("nation", col("n_nationkey"), col("n_name", "VARCHAR", ["CHINA", "FRANCE"]), col("n_regionkey"), key=("n_nationkey",)),
+    table("customer", col("c_custkey", "BIGINT"), col("c_nationkey"), col("c_acctbal", "DECIMAL(15,2)"), key=("c_custkey",)),
+    table("supplier", col("s_suppkey", "BIGINT"), col("s_nationkey"), key=("s_suppkey",)),
+    table("part", col("p_partkey", "BIGINT"), col("p_brand", "VARCHAR", ["Brand#11"]), key=("p_partkey",)),
+    table(
+        "partsupp",
+        col("ps_partkey", "BIGINT"),
+        col("ps_suppkey", "BIGINT"),
+        col("ps_supplycost", "DECIMAL(15,2)"),
+        key=("ps_partkey", "ps_suppkey"),
+    ),  # fmt: skip
+    table(
+        "orders",
+        col("o_orderkey", "BIGINT"),
+        col("o_custkey", "BIGINT"),
+        col("o_orderdate", "DATE"),
+        col("o_totalprice", "DECIMAL(15,2)"),
+        col("o_orderpriority", "VARCHAR", ["1-URGENT", "2-HIGH"]),
+        key=("o_orderkey",),
+    ),  # fmt: skip
+    table(
+        "lineitem",
+        col("l_orderkey", "BIGINT"),
+        col("l_partkey", "BIGINT"),
+        col("l_suppkey", "BIGINT"),
+        col("l_linenumber"),
+        col("l_quantity", "DECIMAL(15,2)"),
+        col("l_extendedprice", "DECIMAL(15,2)"),
+        col("l_shipdate", "DATE"),
+        col("l_shipmode", "VARCHAR", ["AIR", "MAIL", "SHIP"]),
+        key=("l_orderkey", "l_linenumber"),
+    ),  # fmt: skip
+]
+
+
+def test_tpch_joins_are_guessed_from_prefixed_key_names() -> None:
+    found = joins_of(TPCH)
+    assert {
+        ("lineitem", "orders", ("l_orderkey = o_orderkey",)),
+        ("orders", "customer", ("o_custkey = c_custkey",)),
+        ("customer", "nation", ("c_nationkey = n_nationkey",)),
+        ("nation", "region", ("n_regionkey = r_regionkey",)),
+        ("lineitem", "part", ("l_partkey = p_partkey",)),
+        ("lineitem", "supplier", ("l_suppkey = s_suppkey",)),
+        ("partsupp", "part", ("ps_partkey = p_partkey",)),
+        ("partsupp", "supplier", ("ps_suppkey = s_suppkey",)),
+        ("supplier", "nation", ("s_nationkey = n_nationkey",)),
+        # lineitem names both columns of partsupp's composite key: TPC-H's own foreign key
+        ("lineitem", "partsupp", ("l_partkey = ps_partkey", "l_suppkey = ps_suppkey")),
+    } == found
+
+
+def test_same_named_keys_abbreviations_and_generic_ids_join_the_one_side() -> None:
+    tables = [
+        table("dim_area", col("area_id"), col("area_name", "VARCHAR", ["East"]), key=("area_id",)),
+        table("customers", col("id"), col("segment", "VARCHAR", ["a"]), key=("id",)),
+        table("sales", col("sale_id"), col("area_id"), col("cust_key"), col("amount", "DECIMAL(12,2)"), key=("sale_id",)),
+        table("visits", col("visit_id"), col("customer_id"), key=("visit_id",)),
+    ]
+    assert joins_of(tables) == {
+        ("sales", "dim_area", ("area_id",)),
+        ("sales", "customers", ("cust_key = id",)),  # an abbreviation of the table's entity
+        ("visits", "customers", ("customer_id = id",)),
+    }
+
+
+def test_no_join_to_itself_from_a_whole_primary_key_across_types_or_on_a_tie() -> None:
+    tables = [
+        table("employee", col("employee_id"), col("manager_id"), key=("employee_id",)),
+        table("employee_profile", col("employee_id"), col("bio", "VARCHAR"), key=("employee_id",)),  # one to one
+        table("codes", col("code_key", "VARCHAR"), key=("code_key",)),
+        table("events", col("event_id"), col("code_key"), key=("event_id",)),  # INTEGER vs VARCHAR
+        table("store", col("id"), key=("id",)),
+        table("stores", col("id"), key=("id",)),
+        table("visits", col("visit_id"), col("store_id"), key=("visit_id",)),  # store or stores: a tie
+    ]
+    assert joins_of(tables) == set()
+
+
+def test_declared_foreign_keys_win_over_names_for_the_table_that_declares_them() -> None:
+    tables = [
+        table("a", col("id"), key=("id",)),
+        table("b", col("id"), key=("id",)),
+        table("facts", col("fact_id"), col("ref"), col("b_id"), key=("fact_id",)),
+        table("other", col("other_id"), col("b_id"), key=("other_id",)),
+    ]
+    declared = [ForeignKey("facts", ("ref",), "a", ("id",))]
+    assert joins_of(tables, declared) == {("facts", "a", ("ref = id",)), ("other", "b", ("b_id = id",))}
+
+
+# ---- names -------------------------------------------------------------------------------------
+
+
+def test_aliases_are_short_unique_and_never_a_keyword() -> None:
+    tables = [
+        table("lineitem", col("l_orderkey"), col("l_qty")),
+        table("ledger", col("l_id"), col("l_amount")),
+        table("order_summary", col("id")),
+        table("on_site", col("id")),  # initials "os" are taken; "as" would be a keyword
+        table("all_sales", col("id")),
+    ]
+    aliases = table_aliases(tables)
+    assert aliases["lineitem"] == "l" and aliases["ledger"] == "l2" and aliases["order_summary"] == "os"
+    assert aliases["on_site"] == "os2" and aliases["all_sales"] == "as2"
+    assert len(set(aliases.values())) == len(tables)
+
+
+def facts_of(*tables: TableFacts, foreign_keys: Sequence[ForeignKey] = (), cap: int = 50) -> WarehouseFacts:
+    return WarehouseFacts("duckdb", None, tables, tuple(foreign_keys), cap)
+
+
+def test_same_named_columns_of_two_tables_become_dimensions_prefixed_with_their_table() -> None:
+    facts = facts_of(
+        table("customer", col("customer_id"), col("name", "VARCHAR", ["Ann", "Bo"]), key=("customer_id",)),
+        table("supplier", col("supplier_id"), col("name", "VARCHAR", ["Acme"]), key=("supplier_id",)),
+        table(
+            "purchase",
+            col("purchase_id"),
+            col("customer_id"),
+            col("supplier_id"),
+            col("bought_on", "DATE"),
+            col("amount", "DECIMAL(12,2)"),
+            col("month", "VARCHAR", ["Jan"]),
+            key=("purchase_id",),
+        ),  # fmt: skip
+    )
+    document = draft_model(facts, name="shop")
+    model = Catalog.model_validate(document)
+    names = {d.name for d in model.attribute_dimensions}
+    # both "name"s keep their table; a column named like a time grain does not shadow the grain
+    assert names == {"customer_name", "supplier_name", "purchase_month"}
+    assert {d.name for d in model.time_dimensions} == {"day", "week", "month", "quarter", "year"}
+    assert {m.name for m in model.metrics} == {"amount", "purchase_count"}
+    assert model.metric("amount").kind == "money" and model.metric("amount").expression == "SUM(p.amount)"
+    assert set(model.metric("amount").dimensions) == {*names, "day", "week", "month", "quarter", "year"}
+    assert {d.label("en") for d in model.attribute_dimensions} == {"customer name", "supplier name", "month"}
+
+
+def test_a_fact_without_a_date_of_its_own_takes_one_reachable_by_joins() -> None:
+    facts = facts_of(*TPCH)
+    document = draft_model(facts, name="tpch")
+    model = Catalog.model_validate(document)
+    assert {s.name: s.time_column for s in model.sources} == {"orders": "o_orderdate", "lineitem": "l_shipdate"}
+    # customer, supplier and partsupp have measures but reach no date: not facts, and the description says so
+    assert "left out as facts: customer, partsupp." in model.description
+    assert "DRAFT" in model.description and model.model_version == "draft"
+    # a lineitem without a shipdate would read the order's date
+    lineitem = next(t for t in TPCH if t.name == "lineitem")
+    undated = TableFacts("lineitem", tuple(c for c in lineitem.columns if c.name != "l_shipdate"), lineitem.primary_key, True, 10)
+    model = Catalog.model_validate(draft_model(facts_of(*[t for t in TPCH if t.name != "lineitem"], undated), name="tpch"))
+    assert model.source("lineitem").time_column == "orders.o_orderdate"
+    sql = IntentCompiler(model).compile(Intent(metric="l_extendedprice", dimensions=("month", "r_name"))).sql
+    assert "DATE_TRUNC('month', o.o_orderdate)" in sql and "JOIN region AS r ON r.r_regionkey = n.n_regionkey" in sql
+
+
+def test_dimensions_keep_low_cardinality_text_and_cap_their_values() -> None:
+    many = [f"v{i:02d}" for i in range(12)]
+    facts = facts_of(
+        table("item", col("item_id"), col("colour", "VARCHAR", many[:3]), col("sku", "VARCHAR", many), key=("item_id",)),
+        table(
+            "sale",
+            col("sale_id"),
+            col("item_id"),
+            col("sold_at", "TIMESTAMP"),
+            col("qty"),
+            col("note_text", "VARCHAR", ["x"]),
+            col("detail", "VARCHAR", ["a long free text value " * 3]),
+            key=("sale_id",),
+        ),  # fmt: skip
+        cap=20,
+    )
+    document = draft_model(facts, name="shop", max_values=10)
+    model = Catalog.model_validate(document)
+    # sku has 12 values (> 10); notes and long texts are free text, not categories
+    assert {d.name for d in model.attribute_dimensions} == {"colour"}
+    assert [(v.dimension, v.values) for v in model.entity_values] == [("colour", ("v00", "v01", "v02"))]
+    assert model.metric("qty").kind == "count"
+
+
+def test_the_yaml_has_a_curation_header_and_parses_back_to_the_same_model() -> None:
+    document = draft_model(facts_of(*TPCH), name="tpch")
+    text = to_yaml(document)
+    assert text.startswith("# A DRAFT semantic model")
+    for word in ("synonyms_zh", "definition_zh", "ambiguous_terms", "unsupported_terms", "exclusions", "details"):
+        assert word in text.split("format:")[0]
+    from memtool.semantic.catalog import parse_model
+
+    assert parse_model(text) == Catalog.model_validate(document)
+
+
+# ---- which SQL each engine gets ----------------------------------------------------------------
+
+
+class RecordingWarehouse:
+    """A warehouse that answers the introspection queries from canned tables and records every SQL."""
+
+    def __init__(self, dialect: str, *, refuse_constraints: bool = False) -> None:
+        self._dialect = dialect
+        self.refuse_constraints = refuse_constraints
+        self.calls: list[tuple[str, list[Any] | None]] = []
+
+    @property
+    def dialect(self) -> str:
+        return self._dialect
+
+    def describe(self, *, refresh: bool = False) -> LiveSchema:
+        raise AssertionError("introspection reads its own columns query")
+
+    def run(self, sql: str, *, max_rows: int, timeout_seconds: float, params: Sequence[Any] | None = None) -> QueryResult:
+        self.calls.append((sql, None if params is None else list(params)))
+        lowered = sql.lower()
+        if "information_schema.columns" in lowered or "svv_columns" in lowered:
+            rows: list[list[Any]] = [
+                ["region", "region_id", "integer"],
+                ["region", "region_name", "character varying"],
+                ["region", "Bad Name", "integer"],
+                ["sales", "sale_id", "integer"],
+                ["sales", "region_id", "integer"],
+                ["sales", "amount", "numeric"],
+                ["sales", "sold_on", "date"],
+            ]
+        elif "referential_constraints" in lowered or "table_constraints" in lowered:
+            if self.refuse_constraints:
+                raise WarehouseError("permission denied for information_schema", code="permission", sql=sql)
+            rows = [["region", "region_id"], ["sales", "sale_id"]] if "primary key" in lowered else []
+        elif "select distinct" in lowered:
+            rows = [["East"], ["West"]]
+        elif lowered.startswith("select count(distinct"):
+            rows = [[2, 2] if "region" in lowered else [10, 10]]
+        elif lowered.startswith("select count(*) from"):
+            rows = [[2 if "region" in lowered else 10]]
+        else:
+            raise AssertionError(f"unexpected SQL: {sql}")
+        return QueryResult(columns=["c"] * (len(rows[0]) if rows else 1), rows=rows, row_count=len(rows), truncated=False, elapsed_ms=0.1)
+
+
+def test_redshift_columns_come_from_svv_columns_and_keys_pair_by_ordinal_position() -> None:
+    warehouse = RecordingWarehouse("redshift")
+    facts = read_catalog_facts(warehouse, schema="sales_mart")
+    columns_sql, params = warehouse.calls[0]
+    assert "FROM svv_columns" in columns_sql and "information_schema.columns" not in columns_sql
+    assert "table_schema = %s" in columns_sql and params == ["sales_mart"]
+    foreign = next(sql for sql, _ in warehouse.calls if "referential_constraints" in sql)
+    assert "pk.ordinal_position = kcu.ordinal_position" in foreign and "position_in_unique_constraint" not in foreign
+    # identifiers are quoted and schema-qualified in the internal queries
+    assert any(sql == 'SELECT COUNT(*) FROM "sales_mart"."sales"' for sql, _ in warehouse.calls)
+    assert facts.table("region").primary_key == ("region_id",) and facts.table("region").primary_key_declared
+    assert facts.skipped == ("region.Bad Name",)
+    model = Catalog.model_validate(draft_model(facts, name="mart"))
+    assert model.table("sales").physical == "sales_mart.sales"
+    assert [(j.left, j.right, j.on) for j in model.joins] == [("sales", "region", ("region_id",))]
+
+
+@pytest.mark.parametrize("dialect", ["duckdb", "postgres"])
+def test_duckdb_and_postgres_read_information_schema_in_the_current_schema(dialect: str) -> None:
+    warehouse = RecordingWarehouse(dialect)
+    read_catalog_facts(warehouse)
+    columns_sql, params = warehouse.calls[0]
+    assert "FROM information_schema.columns" in columns_sql and "svv_columns" not in columns_sql
+    assert "table_schema = current_schema()" in columns_sql and params is None
+    foreign = next(sql for sql, _ in warehouse.calls if "referential_constraints" in sql)
+    assert "pk.ordinal_position = kcu.position_in_unique_constraint" in foreign
+
+
+def test_constraints_an_engine_refuses_leave_a_note_and_keys_inferred_from_the_data() -> None:
+    warehouse = RecordingWarehouse("postgres", refuse_constraints=True)
+    facts = read_catalog_facts(warehouse)
+    assert facts.notes and "permission" in facts.notes[0]
+    # no declared key: region_id is its first key-named column, unique in the (fake) data
+    uniqueness = [sql for sql, _ in warehouse.calls if "COUNT(DISTINCT" in sql]
+    assert uniqueness and facts.table("region").primary_key == ("region_id",)
+    assert not facts.table("region").primary_key_declared
