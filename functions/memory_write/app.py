@@ -1,5 +1,6 @@
 """POST/GET/PATCH/DELETE /memories: explicit memory writes, reads, edits and forgetting;
-GET /memories/search: recall as the ask flow sees it, for debugging."""
+GET /memories/search: recall as the ask flow sees it, for debugging; GET/PUT /model and
+GET /model/history: the tenant's semantic model, stored as versioned knowledge (curators write it)."""
 
 # No `from __future__ import annotations`: Powertools reads the routes' parameter types at run
 # time, through decorators whose globals are not this module's.
@@ -9,6 +10,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 
+from memtool.api.http import ErrorBody
 from memtool.api.memories import (
     CreateMemoryBody,
     CursorParam,
@@ -34,15 +36,33 @@ from memtool.api.memories import (
     recall_view,
     tool_names,
 )
+from memtool.api.model import (
+    ModelHistory,
+    ModelInvalidBody,
+    ModelRead,
+    ModelRejected,
+    ModelVersionParam,
+    ModelWritten,
+    PutModelBody,
+    model_history,
+    model_invalid,
+    model_read,
+    model_written,
+)
 from memtool.api.openapi import operation
 from memtool.api.resolver import caller, json_response, make_resolver
 from memtool.memory.records import MemoryScope
 from memtool.observability import instrumented, metrics, tracer
 from memtool.retrieval.recall import RecallRequest
-from memtool.runtime import container
+from memtool.runtime import container, models
 from memtool.runtime.api_writes import idempotent_write
 
 app = make_resolver()
+
+
+@app.exception_handler(ModelRejected)
+def model_refused(error: ModelRejected):
+    return json_response(422, model_invalid(error).model_dump(mode="json"))
 
 
 def _write(operation_name: str, request: Any, perform) -> Any:
@@ -189,6 +209,79 @@ def end_session(id: SessionIdParam):  # noqa: A002
         return {"status_code": 204, "body": None}
 
     return _write("end_session", {"id": id}, perform)
+
+
+# ---- the semantic model ----------------------------------------------------------------------
+
+_MODEL_MISSING = {
+    "description": "model_missing: the tenant has no stored model (or no such version); the message says how to make one",
+    "content": {"application/json": {"model": ErrorBody}},
+}
+
+
+def _model_operation(summary: str, *, ok: dict, errors: tuple[int, ...], description: str) -> dict[str, Any]:
+    kwargs = operation(summary, tag="model", ok=ok, errors=errors, description=description)
+    responses = kwargs["responses"]
+    if 404 in responses:
+        responses[404] = _MODEL_MISSING
+    if 403 in responses:
+        responses[403] = {**responses[403], "description": "the semantic model is written by curators (role curator or admin)"}
+    if 409 in responses:
+        responses[409] = {**responses[409], "description": "stale expected_version: retry with current_version (pull first)"}
+    if 422 in responses:
+        responses[422] = {
+            "description": "model_invalid: the model was not stored (the version in force stays); every problem at its place",
+            "content": {"application/json": {"model": ModelInvalidBody}},
+        }
+    return kwargs
+
+
+@app.get(
+    "/model",
+    **_model_operation(
+        "The tenant's semantic model in force (or a stored version)",
+        ok={200: ModelRead},
+        errors=(404,),
+        description="The model as a curator stored it, with its stored version (expected_version of the next PUT).",
+    ),
+)
+@tracer.capture_method
+def get_model(version: ModelVersionParam = None):
+    active = models.model_flow().get(caller(app), version)
+    return json_response(200, model_read(active).model_dump(mode="json"))
+
+
+@app.get(
+    "/model/history",
+    **_model_operation(
+        "Every stored version of the tenant's semantic model, oldest first",
+        ok={200: ModelHistory},
+        errors=(404,),
+        description="Who stored each version, when, and its model_version.",
+    ),
+)
+@tracer.capture_method
+def get_model_history():
+    items = models.model_flow().history(caller(app))
+    return json_response(200, model_history(items).model_dump(mode="json"))
+
+
+@app.put(
+    "/model",
+    **_model_operation(
+        "Store a new version of the tenant's semantic model (curators)",
+        ok={200: ModelWritten, 201: ModelWritten},
+        errors=(403, 409, 422),
+        description="The model is parsed, its references resolved, and every metric compiled and run (LIMIT 0) on the "
+        "tenant's warehouse, alone and by each of its dimensions; a model that fails is refused with every problem "
+        "and the version in force stays. 201 for the tenant's first model, 200 for a new version.",
+    ),
+)
+@tracer.capture_method
+def put_model(body: Annotated[PutModelBody, Body()]):
+    put = models.model_flow().put(caller(app), body.model, body.expected_version)
+    metrics.add_metric(name="ModelVersionsStored", unit=MetricUnit.Count, value=1)
+    return json_response(201 if put.model.version == 1 else 200, model_written(put).model_dump(mode="json"))
 
 
 @instrumented(correlation_id_path=correlation_paths.API_GATEWAY_REST)

@@ -1,0 +1,72 @@
+"""The tenant's semantic model: read it, list its versions, put a new one (curators).
+
+The tenant is always the caller's: a request names no tenant. A put is checked against the
+tenant's warehouse when one is configured (every metric compiles and runs, alone and by each of
+its dimensions); without one only the structure is checked, and the answer says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from memtool.identity import Identity
+from memtool.semantic.catalog import Catalog
+from memtool.semantic.model_store import ActiveModel, ModelStore, ModelVersionInfo
+from memtool.semantic.validation import WAREHOUSE_CHECK_SECONDS, WAREHOUSE_QUERY_SECONDS, ModelProblem, warehouse_problems
+
+if TYPE_CHECKING:
+    from memtool.sql.warehouse import Warehouse
+
+# The tenant's warehouse, or None when the deployment has none to check against.
+WarehouseFor = Callable[[str], "Warehouse | None"]
+
+
+@dataclass(frozen=True)
+class ModelPut:
+    model: ActiveModel
+    warehouse_checked: bool
+
+
+class ModelFlow:
+    def __init__(
+        self,
+        models: ModelStore,
+        warehouse_for: WarehouseFor | None = None,
+        *,
+        query_seconds: float = WAREHOUSE_QUERY_SECONDS,
+        budget_seconds: float = WAREHOUSE_CHECK_SECONDS,
+    ) -> None:
+        self._models = models
+        self._warehouse_for = warehouse_for
+        self._query_seconds = query_seconds
+        self._budget_seconds = budget_seconds
+
+    def get(self, who: Identity, version: int | None = None) -> ActiveModel:
+        return self._models.get(who.tenant, version)
+
+    def history(self, who: Identity) -> list[ModelVersionInfo]:
+        self._models.get(who.tenant)  # StoredModelMissing (404, with how to make one) when there is none
+        return self._models.history(who.tenant)
+
+    def put(self, who: Identity, document: Mapping[str, Any], expected_version: int | None) -> ModelPut:
+        warehouse = None
+        unreachable: str | None = None
+        if who.is_curator and self._warehouse_for is not None:  # a non-curator is refused before any query
+            try:
+                warehouse = self._warehouse_for(who.tenant)
+            except Exception as exc:  # noqa: BLE001 - a model is never stored unchecked when a warehouse is configured
+                unreachable = f"the warehouse could not be opened to check the model: {type(exc).__name__}: {exc}"
+
+        def validate(model: Catalog) -> list[ModelProblem]:
+            if unreachable is not None:
+                return [ModelProblem("", unreachable)]
+            if warehouse is None:
+                return []
+            return warehouse_problems(
+                model, warehouse, query_seconds=self._query_seconds, budget_seconds=self._budget_seconds
+            )
+
+        stored = self._models.put(who.tenant, document, actor=who, expected_version=expected_version, validate=validate)
+        return ModelPut(stored, warehouse_checked=warehouse is not None)
