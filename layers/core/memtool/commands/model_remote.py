@@ -60,7 +60,8 @@ class _Client:
                 return _Reply(error.code, {"message": raw[:500]})
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
-            raise _Stop(USAGE, f"cannot reach the memtool API at {self.url} ({reason}); start it with `memtool serve` or pass --url") from error
+            message = f"cannot reach the memtool API at {self.url} ({reason}); start it with `memtool serve` or pass --url"
+            raise _Stop(USAGE, message) from error
 
 
 def register(model_subparsers: Any) -> None:
