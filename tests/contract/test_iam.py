@@ -452,6 +452,12 @@ def run_paths(harness: Harness) -> None:
     functions = set(deployment.functions())
     full = harness.deployed.name != "domain"
 
+    # The tenant's semantic model first: a curator stores it (validated on the warehouse), and
+    # every path that plans, compiles or guards SQL reads it.
+    with harness.as_role("MemoryWriteFunction"):
+        harness.invoke("MemoryWriteFunction", "memory_write", "PUT /model", api_event("model_put.json"))
+        harness.invoke("MemoryWriteFunction", "memory_write", "GET /model", api_event("model_put.json") | {"httpMethod": "GET", "body": None})
+
     # Explicit memories: create, list, read, edit, search, forget, end a session.
     with harness.as_role("MemoryWriteFunction"):
         created = harness.invoke("MemoryWriteFunction", "memory_write", "POST /memories", api_event("memory_create.json"))
@@ -853,6 +859,8 @@ EXPECTED_OUTCOMES: dict[str, dict[str, Any]] = {
         "GET /fewshots": 200,
     },
     "configured": {
+        "PUT /model": 201,
+        "GET /model": 200,
         "POST /memories": 201,
         "POST /memories (a correction)": 201,
         "GET /memories/search (indexed)": 200,

@@ -156,7 +156,7 @@ class ScriptedPlanner:
 
 
 def test_a_database_error_is_caught_diagnosed_and_recorded(api, aws, monkeypatch):
-    monkeypatch.setattr(container, "planner", lambda: ScriptedPlanner("SELECT CAST(region_name AS INT) AS n FROM dim_region"))
+    monkeypatch.setattr(container, "planner", lambda tenant=None: ScriptedPlanner("SELECT CAST(region_name AS INT) AS n FROM dim_region"))
 
     answer = ask(api, "上个月各渠道的净收入")
 
@@ -170,7 +170,7 @@ def test_a_database_error_is_caught_diagnosed_and_recorded(api, aws, monkeypatch
 
 
 def test_blocked_sql_never_runs(api, aws, monkeypatch):
-    monkeypatch.setattr(container, "planner", lambda: ScriptedPlanner("DELETE FROM dim_region"))
+    monkeypatch.setattr(container, "planner", lambda tenant=None: ScriptedPlanner("DELETE FROM dim_region"))
 
     answer = ask(api, "上个月各渠道的净收入")
 
@@ -210,7 +210,7 @@ class BrokenPlanner:
 
 
 def test_a_failing_step_is_recorded_and_the_answer_says_failed(api, aws, monkeypatch):
-    monkeypatch.setattr(container, "planner", lambda: BrokenPlanner())
+    monkeypatch.setattr(container, "planner", lambda tenant=None: BrokenPlanner())
 
     answer = ask(api, "上个月各渠道的净收入")
 
@@ -235,7 +235,7 @@ class LeakyPlanner:
 
 
 def test_a_failed_step_shows_a_code_and_a_message_and_logs_the_cause(api, aws, monkeypatch, caplog):
-    monkeypatch.setattr(container, "planner", lambda: LeakyPlanner())
+    monkeypatch.setattr(container, "planner", lambda tenant=None: LeakyPlanner())
 
     with caplog.at_level(logging.WARNING, logger="memtool.flows"):
         answer = ask(api, "上个月各渠道的净收入")

@@ -12,7 +12,6 @@ from memtool.runtime import container
 from memtool.runtime.handlers import function_handler
 from memtool.settings import use_settings
 from memtool.sql.guardrails import GuardPolicy, check_sql
-
 from tests.conftest import TODAY
 from tests.support import ROOT, Api
 
@@ -219,8 +218,8 @@ def test_a_stale_schema_fails_at_execute_and_the_catch_path_repairs_it(api, drif
     """The guard read the schema before the warehouse drifted (a cached describe): the SQL passes
     the guard, fails on the warehouse, and Execute's Catch sends it to Diagnose, which re-reads the
     live schema, verifies the repair by running it, and the ask answers in the same execution."""
+    from memtool.sql.demo_warehouse import WAREHOUSE_SCHEMA
     from memtool.sql.live_schema import LiveSchema
-    from memtool.sql.schema import WAREHOUSE_SCHEMA
 
     warehouse = container.warehouse()
     real = warehouse.describe

@@ -112,7 +112,7 @@ def test_a_hit_makes_no_converse_call_and_runs_the_sql_again(api, own_warehouse,
         today=container.today,
         fallback=rules,
     )
-    monkeypatch.setattr(container, "planner", lambda: bedrock)
+    monkeypatch.setattr(container, "planner", lambda tenant=None: bedrock)
 
     first = ask(api, "上个月的净收入是多少")
     assert first["cache"]["hit"] is False and len(double.calls) == 1 and first["cache"]["stored"]
@@ -138,7 +138,7 @@ def test_entries_expire_after_their_ttl_and_on_a_model_version_change(api, aws, 
     rules = container.rule_planner()
     catalog = rules.parser.catalog.model_copy(update={"model_version": "2"})
     newer = RulePlanner(catalog, EntityIndex.static(catalog), today=container.today)
-    monkeypatch.setattr(container, "planner", lambda: newer)
+    monkeypatch.setattr(container, "planner", lambda tenant=None: newer)
     changed = ask(api, "上个月各渠道的净收入")
     assert changed["cache"]["hit"] is False and changed["cache"]["key"] != expired["cache"]["key"]
 
@@ -225,7 +225,7 @@ def model(aws, monkeypatch) -> _Model:
     bedrock = BedrockPlanner(
         double, model_id="anthropic.claude-3-5-sonnet-20240620-v1:0", catalog=rules.parser.catalog, entities=rules.parser.entities, today=container.today, fallback=rules
     )
-    monkeypatch.setattr(container, "planner", lambda: bedrock)
+    monkeypatch.setattr(container, "planner", lambda tenant=None: bedrock)
     return double
 
 

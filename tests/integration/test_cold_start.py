@@ -61,7 +61,7 @@ def cold(tmp_path, clock, monkeypatch) -> tuple[CountingWarehouse, list[str]]:
         return object()
 
     monkeypatch.setattr("memtool.runtime.aws.client", client)
-    monkeypatch.setattr(container, "warehouse", lambda: warehouse)
+    monkeypatch.setattr(container, "warehouse", lambda tenant=None: warehouse)
     yield warehouse, clients
     container.reset()
 

@@ -10,13 +10,15 @@ from typing import Any
 import pytest
 
 from memtool.sql.demo_warehouse import (
+    REFUND_REASONS,
+    THERAPEUTIC_AREAS,
+    WAREHOUSE_SCHEMA,
     WarehouseSummary,
     build_demo_warehouse,
     ensure_demo_warehouse,
     meta_path,
     read_warehouse_summary,
 )
-from memtool.sql.schema import REFUND_REASONS, THERAPEUTIC_AREAS, WAREHOUSE_SCHEMA
 
 duckdb = pytest.importorskip("duckdb")
 

@@ -45,7 +45,7 @@ def service(store: SQLiteMemoryStore, splitter: FakeSplitter | None) -> Feedback
     catalog = load_catalog()
     parser = QuestionParser(catalog, EntityIndex.static(catalog))
     return FeedbackService(
-        store, FrozenClock(NOW), Settings(), parser=lambda: parser, today=lambda: date(2026, 11, 29), splitter=lambda: splitter
+        store, FrozenClock(NOW), Settings(), parser=lambda tenant=None: parser, today=lambda: date(2026, 11, 29), splitter=lambda tenant=None: splitter
     )
 
 

@@ -16,10 +16,12 @@ from typing import Any
 import pytest
 
 from memtool.cli import main
+from memtool.semantic.catalog import load_catalog
 from memtool.sql.demo_warehouse import (
     DEMO_FILE_NAME,
     DRIFT_FILE_NAME,
     DRIFT_RENAMES,
+    WAREHOUSE_SCHEMA,
     WarehouseSummary,
     build_demo_warehouse,
     ensure_demo_warehouse,
@@ -29,7 +31,6 @@ from memtool.sql.demo_warehouse import (
 from memtool.sql.duckdb_warehouse import DuckDBWarehouse
 from memtool.sql.guardrails import GuardPolicy, check_sql
 from memtool.sql.live_schema import LiveSchema, SchemaCache
-from memtool.sql.schema import WAREHOUSE_SCHEMA
 from memtool.sql.warehouse import Warehouse, WarehouseError
 
 pytest.importorskip("duckdb")
@@ -97,7 +98,8 @@ def test_guard_allowlist_and_facts_are_json_friendly(normal: DuckDBWarehouse) ->
 
     allowlist = schema.guard_allowlist()
     assert allowlist == {table: list(columns) for table, columns in WAREHOUSE_SCHEMA.items()}
-    assert GuardPolicy.from_live_schema(schema).allowed == GuardPolicy.for_demo_warehouse().allowed
+    assert GuardPolicy.from_live_schema(schema).allowed == GuardPolicy.from_model(load_catalog()).allowed
+    assert GuardPolicy.for_model(schema, load_catalog()).allowed == GuardPolicy.from_model(load_catalog()).allowed
     facts = schema.facts(["Dim_Channel", "dim_channel", "no_such_table"])
     assert facts == {"dim_channel": {"channel_id": "INTEGER", "channel_name": "VARCHAR", "channel_en": "VARCHAR"}}
     assert json.loads(json.dumps(facts)) == facts

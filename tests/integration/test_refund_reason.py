@@ -22,9 +22,8 @@ from memtool.planning.routes import classify_route
 from memtool.planning.rule_planner import RulePlanner
 from memtool.semantic.catalog import load_catalog
 from memtool.semantic.entities import EntityIndex
-from memtool.sql.demo_warehouse import PlantedAnomaly, build_demo_warehouse
+from memtool.sql.demo_warehouse import REFUND_REASONS, PlantedAnomaly, build_demo_warehouse
 from memtool.sql.duckdb_warehouse import DuckDBWarehouse
-from memtool.sql.schema import REFUND_REASONS
 
 ANCHOR = date(2026, 11, 29)
 PAID = "NOT l.is_test AND l.paid_at IS NOT NULL"

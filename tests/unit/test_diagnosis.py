@@ -21,8 +21,8 @@ from memtool.retrieval.index import IndexHit
 from memtool.retrieval.recall import fold_facets
 from memtool.semantic.compiler import IntentCompiler
 from memtool.semantic.intent import Filter, Intent, TimeWindow
+from memtool.sql.demo_warehouse import WAREHOUSE_SCHEMA
 from memtool.sql.live_schema import LiveSchema
-from memtool.sql.schema import WAREHOUSE_SCHEMA
 from memtool.sql.warehouse import QueryResult, WarehouseError
 
 OCTOBER = TimeWindow(start=date(2026, 10, 1), end=date(2026, 11, 1))

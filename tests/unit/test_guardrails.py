@@ -9,11 +9,12 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
+from memtool.semantic.catalog import load_catalog
+from memtool.sql.demo_warehouse import WAREHOUSE_SCHEMA
 from memtool.sql.guardrails import MAX_SQL_CHARS, GuardPolicy, GuardVerdict, check_sql
 from memtool.sql.live_schema import LiveSchema
-from memtool.sql.schema import WAREHOUSE_SCHEMA
 
-DEMO = GuardPolicy.for_demo_warehouse()
+DEMO = GuardPolicy.from_model(load_catalog())
 
 # --------------------------------------------------------------------------- attacks
 
@@ -329,7 +330,7 @@ def test_limit_all_and_fetch_first_become_a_capped_limit() -> None:
 
 
 def test_union_limit_applies_to_the_whole_union_and_branch_limits_stay() -> None:
-    small = GuardPolicy.for_demo_warehouse(max_rows=20)
+    small = GuardPolicy.from_model(load_catalog(), max_rows=20)
 
     plain = check_sql("SELECT region_id FROM dim_region UNION SELECT region_id FROM fact_order_line", small)
     capped = check_sql("SELECT region_id FROM dim_region UNION SELECT region_id FROM fact_order_line LIMIT 500", small)

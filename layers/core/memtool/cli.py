@@ -28,11 +28,15 @@ def serve(args: argparse.Namespace) -> int:
         store=args.store,
         workers=args.workers,
         progress=lambda line: print(line, flush=True),
+        tenants_file=Path(args.tenants) if args.tenants else None,
     )
+    from memtool.errors import ValidationFailed
+
     try:
         runtime.start()
-    except OSError as exc:
+    except (OSError, ValidationFailed) as exc:
         print(f"memtool serve: {exc}", file=sys.stderr)
+        runtime.stop()
         return 2
     assert runtime.settings is not None
     print(f"memtool {__version__} local runtime")
@@ -47,6 +51,8 @@ def serve(args: argparse.Namespace) -> int:
         print(f"  warehouse  {runtime.warehouse.path}   (DuckDB, {sum(runtime.warehouse.row_counts.values()):,} rows)")
     elif runtime.settings.warehouse == "duckdb" and runtime.settings.warehouse_path is not None:
         print(f"  warehouse  {runtime.settings.warehouse_path}   (DuckDB, MEMTOOL_WAREHOUSE_PATH)")
+    for tenant, entry in runtime.tenants.items():
+        print(f"  tenant     {tenant}: {entry.warehouse}   (model {entry.model})")
     print("  identity   send X-Memtool-Tenant and X-Memtool-User headers")
     print(
         f"  try        curl -s -X POST {runtime.api_url}/ask -H 'X-Memtool-Tenant: acme' -H 'X-Memtool-User: li' "
@@ -152,6 +158,12 @@ def build_parser() -> argparse.ArgumentParser:
         "default MEMTOOL_STORE or sqlite",
     )
     p_serve.add_argument("--workers", type=int, default=16, help="API worker threads (default 16)")
+    p_serve.add_argument(
+        "--tenants",
+        metavar="FILE",
+        help="YAML mapping each tenant id to {warehouse: URL, model: PATH} (examples/tpch/tenants.yaml); "
+        "other tenants keep the demo warehouse and model",
+    )
     p_serve.add_argument("--verbose", action="store_true", help="log every request and memtool warnings")
     p_serve.set_defaults(func=serve)
 
@@ -233,6 +245,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="template parameters, as sam deploy takes them (e.g. OpenSearchEndpoint=https://... RedshiftSecretArn=arn:...)",
     )
     p_check.set_defaults(func=aws_check)
+    p_model = commands.add_parser(
+        "model", help="semantic models: draft one from a warehouse (init), check it (validate), store and read a tenant's"
+    )
+    model_subparsers = p_model.add_subparsers(dest="model_command", required=True)
+    from memtool.commands import model_local
+
+    model_local.register(model_subparsers)
+    from memtool.commands import model_remote
+
+    model_remote.register(model_subparsers)
+
     return parser
 
 

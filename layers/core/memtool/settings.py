@@ -115,6 +115,14 @@ class Settings(BaseSettings):
         "answer a configuration error that says what to set.",
     )
     warehouse_path: Path | None = Field(None, description="DuckDB file; default <home>/warehouse/demo.duckdb.")
+    warehouse_url: str | None = Field(
+        None,
+        description="The default warehouse as a URL (duckdb:///path.duckdb or postgresql://…), instead of the demo file; "
+        "tenants without a stored model then need one (memtool model push).",
+    )
+    tenants_file: Path | None = Field(
+        None, description="YAML mapping each tenant id to {warehouse: URL, model: PATH} (memtool serve --tenants)."
+    )
     warehouse_scale: float = Field(1.0, gt=0, le=50)
     warehouse_seed: int = 7
     max_rows: int = Field(1000, ge=1, le=100_000)
@@ -237,6 +245,8 @@ class Settings(BaseSettings):
             local.append("MEMTOOL_VECTOR_INDEX=embedded (use opensearch, or none for the lexical fallback)")
         if self.diagnose_queue_kind == "sqlite":
             local.append("MEMTOOL_DIAGNOSE_QUEUE=sqlite (use sqs)")
+        if self.tenants_file is not None:
+            local.append("MEMTOOL_TENANTS_FILE (a local file; in AWS each tenant's model is stored with PUT /model)")
         return local
 
     @property

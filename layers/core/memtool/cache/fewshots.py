@@ -98,7 +98,7 @@ class FewshotLibrary:
         clock: Clock,
         settings: Settings,
         *,
-        masker: Callable[[str], str] | None = None,
+        masker: Callable[[str, str], str] | None = None,  # (question, tenant) -> its masked text
     ) -> None:
         """``masker`` masks a question when a caller records one without its masked text."""
         self._store = store
@@ -150,7 +150,7 @@ class FewshotLibrary:
             except ValidationError as exc:
                 raise ValidationFailed(f"intent is not a resolved intent: {exc.errors()[0]['msg']}", field="intent") from exc
         if masked is None:
-            masked = self._masker(question) if self._masker is not None else question
+            masked = self._masker(question, tenant) if self._masker is not None else question
         self._check_sizes(question=question, sql=sql, masked=masked)
         counts = dict.fromkeys(PII_KINDS, 0)
         question, masked, sql = (_scrubbed(text, counts) for text in (question, masked, sql))

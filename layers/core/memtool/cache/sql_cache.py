@@ -139,7 +139,7 @@ class SqlCache:
         *,
         clock: Any,
         settings: Any,
-        rules: Callable[[], Any],  # -> RulePlanner (its parser and compiler)
+        rules: Callable[[str], Any],  # (tenant) -> RulePlanner over the tenant's model (its parser and compiler)
         today: Callable[[], date],
         index: Callable[[], Any] | None = None,  # -> VectorIndex | None
         embedder: Callable[[], Any] | None = None,  # -> Embedder
@@ -189,7 +189,7 @@ class SqlCache:
             return CacheOutcome(False, "route")
         from memtool.semantic.followup import is_follow_up
 
-        rules = self._rules()
+        rules = self._rules(tenant)
         today = self._today()
         now = self._clock.now()
         shaping = self.shaping(tenant, user, question, profile_unit=profile_unit, conditions=conditions, now=now)
@@ -227,7 +227,7 @@ class SqlCache:
             corrections=list(shaping.corrections),
         )
         try:
-            plan = self._rules().plan(question, route=route, context=context)
+            plan = self._rules(tenant).plan(question, route=route, context=context)
         except Exception:  # a question the rules cannot take is a masked lookup
             logger.debug("the rule planner could not plan %r for the cache", question, exc_info=True)
             return None
@@ -236,7 +236,7 @@ class SqlCache:
         return plan.intent
 
     def entry_key(self, tenant: str, user: str, intent: Any, shaping: Shaping) -> str:
-        catalog = self._rules().parser.catalog
+        catalog = self._rules(tenant).parser.catalog
         payload = {
             "intent": intent.signature(tenant=tenant, model_version=catalog.model_version_for(intent)),
             "shaping": shaping.as_key(),
@@ -294,7 +294,7 @@ class SqlCache:
         records = self._store.get_many(tenant, [(h.owner, h.memory_id) for h in hits if h.owner in owners])
         refusals: list[str] = []
         terms = recognised_terms(parsed)
-        catalog = self._rules().parser.catalog
+        catalog = self._rules(tenant).parser.catalog
         for hit in hits:
             record = records.get(hit.memory_id)
             if record is None or record.is_expired(now) or record.status is not MemoryStatus.ACTIVE or record.kind is not MemoryKind.CACHE:
@@ -317,7 +317,7 @@ class SqlCache:
             if reason is not None:
                 refusals.append(reason)
                 continue
-            bound = self._bind(value, question, masked)
+            bound = self._bind(value, question, masked, tenant)
             if isinstance(bound, str):
                 refusals.append(bound)
                 continue
@@ -338,7 +338,9 @@ class SqlCache:
             )
         return CacheOutcome(False, "no_candidate" if not refusals else "refused", refusals=refusals)
 
-    def _bind(self, value: dict[str, Any], question: str, masked: Any) -> tuple[str, dict[str, Any] | None, list[dict[str, Any]]] | str:
+    def _bind(
+        self, value: dict[str, Any], question: str, masked: Any, tenant: str
+    ) -> tuple[str, dict[str, Any] | None, list[dict[str, Any]]] | str:
         """The cached SQL with the new question's slot values bound in, or the reason it cannot be."""
         from memtool.cache.binding import BindError, bind_sql
         from memtool.semantic.masking import rebind_intent
@@ -348,7 +350,7 @@ class SqlCache:
         intent = value.get("intent")
         bound_intent = None
         if isinstance(intent, dict):
-            rules = self._rules()
+            rules = self._rules(tenant)
             bound_intent = rebind_intent(intent, str(value.get("question") or ""), question, rules.parser, self._today(), same_shape=False)
             if bound_intent is None:
                 return "unbound_slot"
@@ -361,13 +363,13 @@ class SqlCache:
             # intent with the new values bound in (the lessons in force applied to both).
             from memtool.cache.binding import same_sql
 
-            expected = self._compile_like_entry(value, bound_intent)
+            expected = self._compile_like_entry(value, bound_intent, tenant)
             if expected is None or not same_sql(sql, expected):
                 return "bind_mismatch"
         pairs = [{"slot": o.get("name"), "from": o.get("text"), "to": n.get("text")} for o, n in zip(old_slots, new_slots, strict=True)]
         return sql, None if bound_intent is None else bound_intent.model_dump(mode="json"), pairs
 
-    def _compile_like_entry(self, value: dict[str, Any], intent: Any) -> str | None:
+    def _compile_like_entry(self, value: dict[str, Any], intent: Any, tenant: str) -> str | None:
         """The SQL the entry's planner would give for ``intent``: compiled, the entry's lessons applied."""
         from memtool.diagnosis.apply import options_from, rewrite
         from memtool.diagnosis.model import Repair
@@ -379,7 +381,7 @@ class SqlCache:
                     repairs.append(Repair.model_validate(raw))
                 except ValueError:
                     return None
-        compiler = self._rules().compiler.with_options(options_from([r for r in repairs if not r.sql_level]))
+        compiler = self._rules(tenant).compiler.with_options(options_from([r for r in repairs if not r.sql_level]))
         try:
             sql = compiler.compile(intent).sql
         except Exception:  # noqa: BLE001 - an intent the compiler refuses has no SQL to compare
@@ -410,7 +412,7 @@ class SqlCache:
 
         if not self._settings.cache_enabled or route not in CACHED_ROUTES or not sql:
             return None
-        rules = self._rules()
+        rules = self._rules(tenant)
         now = self._clock.now()
         shaping = self.shaping(tenant, user, question, profile_unit=profile_unit, conditions=conditions or {}, now=now)
         parsed = rules.parser.recognise(question, today=self._today(), corrections=shaping.corrections)

@@ -54,9 +54,6 @@ MIN_TABLE_SCORE = 0.35
 MIN_COLUMN_SCORE = 0.35
 CANDIDATES_PER_NAME = 3
 
-# Metrics whose definitions users confuse with each other (gross vs net).
-DEFINITION_VARIANTS = {"gross_revenue": ("net_revenue",), "net_revenue": ("gross_revenue",)}
-
 
 @dataclass(frozen=True)
 class _Candidate:
@@ -281,27 +278,32 @@ def _value_causes(subject: Subject, schema: LiveSchema, compiler: IntentCompiler
                 2,
                 0.6,
             )
-    if metric.source == "order_line":
-        if not subject.options.include_test_lines and "is_test" in schema.columns_of(live_fact):
-            propose(
-                "test_lines",
-                "Test order lines (is_test) were left out; the expected value includes them.",
-                Repair(kind="include_rows", metric=metric.name, rows="test"),
-                3,
-                0.4,
-            )
-        # Unpaid lines have no paid_at: a window on paid_at leaves them out whatever the filter
-        # says, so including them can only change an answer counted by another column.
-        counted_by_paid_at = current == "paid_at" and intent.time_window is not None
-        if not subject.options.include_unpaid_lines and not counted_by_paid_at:
+    exclusions = {e.role: e for e in catalog.source(metric.source).exclusions} if catalog.sources else {}
+    test_rows, incomplete_rows = exclusions.get("test_rows"), exclusions.get("incomplete_rows")
+    has_flag = test_rows is not None and (test_rows.column is None or test_rows.column in schema.columns_of(live_fact))
+    if test_rows is not None and has_flag and not subject.options.include_test_lines:
+        flag = f" ({test_rows.column})" if test_rows.column else ""
+        propose(
+            "test_lines",
+            f"Test rows{flag} were left out; the expected value includes them.",
+            Repair(kind="include_rows", metric=metric.name, rows="test"),
+            3,
+            0.4,
+        )
+    if incomplete_rows is not None and not subject.options.include_unpaid_lines:
+        # Rows without the column the window reads are left out by the window whatever the
+        # exclusion says, so including them can only change an answer counted by another column.
+        counted_by_it = current == incomplete_rows.column and intent.time_window is not None
+        if not counted_by_it:
+            flag = f" (no {incomplete_rows.column})" if incomplete_rows.column else ""
             propose(
                 "unpaid_lines",
-                "Unpaid order lines (no paid_at) were left out; the expected value includes them.",
+                f"Incomplete rows{flag} were left out; the expected value includes them.",
                 Repair(kind="include_rows", metric=metric.name, rows="unpaid"),
                 3,
                 0.4,
             )
-    for other in DEFINITION_VARIANTS.get(metric.name, ()):
+    for other in metric.variants:
         if catalog.has_metric(other):
             label = metric.label("zh") if _zh(subject.question) else metric.label("en")
             propose(
@@ -314,7 +316,7 @@ def _value_causes(subject: Subject, schema: LiveSchema, compiler: IntentCompiler
     if metric.name not in subject.options.refunds_by_refund_date and compiler.refunds_by_refund_date_expressible(intent):
         propose(
             "refund_period",
-            "Refunds were counted in the period their line was paid; the expected value counts them when they were refunded.",
+            "Details (refunds) were counted in the period of their row; the expected value counts them by their own date.",
             Repair(kind="refund_period", metric=metric.name, to="refund_date"),
             3,
             0.4,

@@ -40,6 +40,7 @@ from memtool.tools.executor import echo_arguments
 if TYPE_CHECKING:
     from memtool.cache.sql_cache import SqlCache
     from memtool.flows.diagnose import DiagnosisService
+    from memtool.semantic.catalog import TenantModel
     from memtool.semantic.compiler import IntentCompiler
 
 WORKING_TURNS_KEPT = 10
@@ -123,14 +124,16 @@ class AskSteps:
         memories: MemoryService,
         store: MemoryStore,
         recall: Callable[[], Recall],
-        planner: Callable[[], Planner],
-        warehouse_factory: Callable[[], Warehouse],
+        planner: Callable[[str], Planner],  # (tenant) -> the planner over the tenant's model
+        warehouse_factory: Callable[[str], Warehouse],  # (tenant) -> the tenant's warehouse
         fewshot_search: Callable[[str, str], list[Any]] | None = None,  # (tenant, question) -> approved examples
         today: Callable[[], date] | None = None,  # the data's today (MEMTOOL_TODAY), as the planner reads it
         sleep: Callable[[float], None] = time.sleep,
         diagnosis: Callable[[], DiagnosisService] | None = None,  # lessons, in-flow repair, the queue
-        compiler: Callable[[], IntentCompiler] | None = None,  # lessons recompile intents with it
+        compiler: Callable[[str], IntentCompiler] | None = None,  # (tenant) -> lessons recompile intents with it
         cache: Callable[[], SqlCache] | None = None,
+        model: Callable[[str], TenantModel] | None = None,  # (tenant) -> the semantic model in force and its label
+        foreign_tables: Callable[[str], frozenset[str]] | None = None,  # (tenant) -> other tenants' tables, never allowed
     ) -> None:
         self._settings = settings
         self._clock = clock
@@ -145,6 +148,8 @@ class AskSteps:
         self._diagnosis = diagnosis
         self._compiler = compiler
         self._cache = cache
+        self._model = model
+        self._foreign_tables = foreign_tables
 
     def run(self, step: str, raw_state: dict[str, Any]) -> dict[str, Any]:
         method = getattr(self, f"step_{step.lower()}", None)
@@ -214,7 +219,9 @@ class AskSteps:
         return state
 
     def step_plan(self, state: AskState) -> AskState:
-        plan = self._planner().plan(state.input.question, route=state.route, context=state.plan_context())
+        plan = self._planner(state.caller.tenant).plan(state.input.question, route=state.route, context=state.plan_context())
+        if self._model is not None and plan.status in ("planned", "answered"):
+            plan.notes.append(f"semantic model: {self._model(state.caller.tenant).label}")
         state.plan = plan
         state.plan_status = plan.status if plan.status in ("needs_clarification", "remembered") else "ready"
         state.sql = plan.sql
@@ -331,7 +338,8 @@ class AskSteps:
             lessons = self._diagnosis().lessons.active(state.caller.tenant, state.caller.user, self._clock.now())
             if not lessons:
                 return
-            outcome = apply_lessons(state.plan.intent if state.plan is not None else None, state.sql, lessons, self._compiler())
+            compiler = self._compiler(state.caller.tenant)
+            outcome = apply_lessons(state.plan.intent if state.plan is not None else None, state.sql, lessons, compiler)
         except Exception:  # a lesson helps; failing to apply one never fails the ask
             logger.warning("episode %s: lessons could not be applied", state.episode_id, exc_info=True)
             state.note("earlier lessons could not be applied to this question")
@@ -354,7 +362,7 @@ class AskSteps:
     def step_guard(self, state: AskState) -> AskState:
         from memtool.sql.guardrails import GuardPolicy, check_sql
 
-        policy = self._guard_policy(GuardPolicy)
+        policy = self._guard_policy(GuardPolicy, state.caller.tenant)
         verdict = check_sql(state.sql or "", policy)
         state.guard = GuardVerdict(allowed=verdict.allowed, reason=verdict.reason, code=verdict.code, tables=list(verdict.tables))
         state.guard_status = "passed" if verdict.allowed else "blocked"
@@ -366,7 +374,7 @@ class AskSteps:
         if state.guard_status != "passed":  # defence in depth: never run unguarded SQL
             raise PermissionError("SQL reached Execute without passing the guardrails")
         try:
-            warehouse = self._warehouse_factory()
+            warehouse = self._warehouse_factory(state.caller.tenant)
         except WarehouseError as exc:
             raise _typed_warehouse_error(exc) from exc
         except Exception as exc:  # a warehouse that cannot be built (secret, driver) is unavailable
@@ -385,16 +393,24 @@ class AskSteps:
         )
         return state
 
-    def _guard_policy(self, policy_type: Any) -> Any:
-        """The allow-list is the warehouse's live schema (what it has now, drift included); when
-        the schema cannot be read, the demo contract (Execute then reports why the warehouse failed)."""
+    def _guard_policy(self, policy_type: Any, tenant: str) -> Any:
+        """The allow-list is the tenant's model's tables as the warehouse has them now (drift
+        included; never another tenant's tables); when the schema cannot be read, the model's own
+        columns (Execute then reports why the warehouse failed). Without a model, the live schema."""
         settings = self._settings
+        limits = {"max_rows": settings.max_rows, "timeout_seconds": settings.statement_timeout_seconds}
+        model = self._model(tenant).catalog if self._model is not None else None
         try:
-            schema = self._warehouse_factory().describe()
-        except Exception as exc:  # noqa: BLE001 - Execute says what is wrong with the warehouse
-            logger.warning("the live schema could not be read (%s); guarding with the demo schema", type(exc).__name__)
-            return policy_type.for_demo_warehouse(max_rows=settings.max_rows, timeout_seconds=settings.statement_timeout_seconds)
-        return policy_type.from_live_schema(schema, max_rows=settings.max_rows, timeout_seconds=settings.statement_timeout_seconds)
+            schema = self._warehouse_factory(tenant).describe()
+        except Exception as exc:
+            if model is None:
+                raise
+            logger.warning("the live schema could not be read (%s); guarding with the model's columns", type(exc).__name__)
+            return policy_type.from_model(model, **limits)
+        if model is None:
+            return policy_type.from_live_schema(schema, **limits)
+        foreign = self._foreign_tables(tenant) if self._foreign_tables is not None else frozenset()
+        return policy_type.for_model(schema, model, foreign_tables=foreign, **limits)
 
     def step_diagnose(self, state: AskState) -> AskState:
         """Classify the failure, test hypotheses by running their repairs, and take a verified one.
@@ -485,7 +501,7 @@ class AskSteps:
             state.note("no analysis was named: the series was scanned for anomalies")
         intent = state.plan.intent if state.plan is not None else None
         today = self._today()
-        recognised = self._planner().rules.parser.recognise(state.input.question, today=today)
+        recognised = self._planner(state.caller.tenant).rules.parser.recognise(state.input.question, today=today)
         windows = analysis_windows(recognised.times if recognised is not None else [], today)
         named = list(recognised.metrics) if recognised is not None else []
         skipped: list[dict[str, Any]] = []
@@ -570,7 +586,7 @@ class AskSteps:
                 if intent is None or not focus or not (asks_why or len(focus) == 1):
                     return [(total, base)]
                 # "为什么6月…异常高": where the anomaly sits, member by member, besides the total.
-                catalog = self._catalog()
+                catalog = self._catalog(state.caller.tenant)
                 try:
                     segments = inputs.segment_table(
                         intent, focus[-1], lambda drill: self._run_drilldown(state, drill), lambda m: catalog.metric(m).dimensions
@@ -601,7 +617,7 @@ class AskSteps:
             ]
         if intent is None:
             raise ValueError("the question's intent is not known")
-        catalog = self._catalog()
+        catalog = self._catalog(state.caller.tenant)
         if kind == "attribution":
             period = next(c for c in columns if c in inputs.GRAINS)
             labels = sorted({str(r[columns.index(period)])[:7] for r in rows})
@@ -628,7 +644,7 @@ class AskSteps:
         (the rule planner writes none: the templated script runs)."""
         if kind == "segments":
             return None
-        planner = self._planner()
+        planner = self._planner(state.caller.tenant)
         script = planner.write_analysis_script(state.input.question, kind, table.columns, table.rows, params)
         if script:
             state.note(f"the {kind} script was written by {planner.name}; it runs only in the sandbox")
@@ -649,8 +665,8 @@ class AskSteps:
             state.note(f"the partial period {', '.join(sorted(p[:7] for p in partial))} is left out of the analysis (it is not over yet)")
         return columns, kept
 
-    def _catalog(self) -> Any:
-        compiler = self._compiler() if self._compiler is not None else None
+    def _catalog(self, tenant: str) -> Any:
+        compiler = self._compiler(tenant) if self._compiler is not None else None
         if compiler is not None:
             return compiler.catalog
         from memtool.semantic.catalog import load_catalog
@@ -664,12 +680,12 @@ class AskSteps:
 
         if self._compiler is None:
             raise ValueError("no semantic layer is configured to build the analysis's tables")
-        compiled = self._compiler().compile(drill)
-        verdict = check_sql(compiled.sql, self._guard_policy(GuardPolicy))
+        compiled = self._compiler(state.caller.tenant).compile(drill)
+        verdict = check_sql(compiled.sql, self._guard_policy(GuardPolicy, state.caller.tenant))
         if not verdict.allowed or verdict.sql is None:
             raise ValueError(f"the guardrails refused the analysis's query: {verdict.reason}")
         try:
-            warehouse = self._warehouse_factory()
+            warehouse = self._warehouse_factory(state.caller.tenant)
             result = warehouse.run(
                 verdict.sql, max_rows=ANALYSIS_ROW_CAP, timeout_seconds=self._time_left(state, self._settings.statement_timeout_seconds)
             )
@@ -697,7 +713,7 @@ class AskSteps:
         runs = state.analysis_runs or []
         crashed = getattr(state, "analysis_error", None)
         lang: Literal["zh", "en"] = "zh" if _is_zh(state.input.question) else "en"
-        labels = catalog_labels(self._catalog(), lang)  # measures and dimensions in the question's language
+        labels = catalog_labels(self._catalog(state.caller.tenant), lang)  # measures and dimensions in the question's language
         analyses: list[dict[str, Any]] = []
         png: dict[str, Any] | None = None
         segments_scanned: list[dict[str, Any]] = []

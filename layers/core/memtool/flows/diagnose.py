@@ -45,8 +45,8 @@ class DiagnosisService:
         memories: MemoryService,
         clock: Clock,
         settings: Settings,
-        warehouse: Callable[[], Any],
-        compiler: Callable[[], Any],  # -> IntentCompiler over the catalog in force
+        warehouse: Callable[..., Any],  # (tenant) -> the tenant's Warehouse
+        compiler: Callable[..., Any],  # (tenant) -> IntentCompiler over the tenant's model
         llm: Callable[[], HypothesisSource | None] | None = None,
         queue: Callable[[], Any] | None = None,  # -> DiagnosisQueue
     ) -> None:
@@ -60,11 +60,11 @@ class DiagnosisService:
         self._queue = queue
         self.lessons = LessonBook(store)
 
-    def diagnoser(self, deadline_seconds: float | None = None) -> Diagnoser:
+    def diagnoser(self, deadline_seconds: float | None = None, *, tenant: str | None = None) -> Diagnoser:
         s = self._settings
         return Diagnoser(
-            warehouse=self._warehouse(),
-            compiler=self._compiler(),
+            warehouse=self._warehouse(tenant),
+            compiler=self._compiler(tenant),
             budget=Budget(
                 s.diagnosis_max_executions,
                 s.diagnosis_row_cap,
@@ -94,7 +94,7 @@ class DiagnosisService:
         whose diagnosis (with the Bedrock diagnoser when configured) keeps it for review.
         """
         texts = [str(x.get("text", "")) for x in lessons]
-        report = self.diagnoser(deadline_seconds).diagnose(failure, subject, episode_id=episode_id, lessons=texts)
+        report = self.diagnoser(deadline_seconds, tenant=who.tenant).diagnose(failure, subject, episode_id=episode_id, lessons=texts)
         if not report.verified:
             return report, None
         record = self._keep(
@@ -138,7 +138,8 @@ class DiagnosisService:
                 "this answer did not fail; give the value you expected (expected) to diagnose why it differs", field="expected"
             )
         lessons = list(value.get("lessons") or [])
-        report = self.diagnoser().diagnose(failure, subject, episode_id=episode_id, expected=expected, stop_at_verified=True)
+        diagnoser = self.diagnoser(tenant=who.tenant)
+        report = diagnoser.diagnose(failure, subject, episode_id=episode_id, expected=expected, stop_at_verified=True)
         if report.nothing_to_explain:
             return report  # the answer already is what the user expected: nothing to keep
         record = self._keep(

@@ -151,10 +151,10 @@ class FeedbackService:
         clock: Clock,
         settings: Settings,
         *,
-        parser: Callable[[], QuestionParser],
+        parser: Callable[[str], QuestionParser],  # (tenant) -> the parser over the tenant's model
         today: Callable[[], Any],
         fewshots: Callable[[], Any] | None = None,  # the few-shot library (record_candidate)
-        splitter: Callable[[], CorrectionSplitter | None] | None = None,  # the LLM, for what the rules cannot split
+        splitter: Callable[[str], CorrectionSplitter | None] | None = None,  # (tenant) ->  # the LLM, for what the rules cannot split
         diagnosis: Callable[[], Any] | None = None,  # -> DiagnosisService: a thumbs-down or an expected value is diagnosed
     ) -> None:
         self._store = store
@@ -296,7 +296,7 @@ class FeedbackService:
         if stated.text is None:
             term, means = (stated.term or "").strip(), (stated.means or "").strip()
             try:
-                return term, correction_target(term, means, self._parser(), self._today()), f"{stated.term} = {stated.means}"
+                return term, correction_target(term, means, self._parser(who.tenant), self._today()), f"{stated.term} = {stated.means}"
             except CorrectionRefused as exc:
                 raise ValidationFailed(str(exc), field=f"correction.{exc.part}") from exc
         # Free text: the rules first; when they cannot split it, or their split names nothing the
@@ -304,12 +304,12 @@ class FeedbackService:
         refused: CorrectionRefused | None = None
         for split in (split_correction(stated.text), None):
             if split is None:
-                splitter = self._splitter() if self._splitter is not None else None
+                splitter = self._splitter(who.tenant) if self._splitter is not None else None
                 split = splitter.split_correction(stated.text) if splitter is not None else None
             if split is None:
                 continue
             try:
-                return split.term, correction_target(split.term, split.means, self._parser(), self._today()), stated.text
+                return split.term, correction_target(split.term, split.means, self._parser(who.tenant), self._today()), stated.text
             except CorrectionRefused as exc:
                 refused = exc
         if refused is not None:

@@ -57,7 +57,7 @@ class MemoryService:
         clock: Clock,
         settings: Settings,
         *,
-        check_correction: Callable[[Any], None] | None = None,  # raises CorrectionRefused for a meaning that cannot be taught
+        check_correction: Callable[[Any, str], None] | None = None,  # (value, tenant): CorrectionRefused for what cannot be taught
     ) -> None:
         self._store = store
         self._clock = clock
@@ -84,7 +84,7 @@ class MemoryService:
             raise ValidationFailed("working memory belongs to a session", field="session_id")
         check_slot_value(memory.kind, memory.key, memory.value)
         if memory.kind is MemoryKind.CORRECTION:
-            self._checked_meaning(memory.value)
+            self._checked_meaning(memory.value, who.tenant)
         where = self._partition(who, scope, writing=True)
         self._check_sizes(content=memory.content, source_text=memory.source_text, value=memory.value)
         content, source_text, value, counts = self._scrub(memory.content, memory.source_text, memory.value)
@@ -119,7 +119,7 @@ class MemoryService:
         if "value" in fields:
             check_slot_value(current.kind, current.key, fields["value"])
             if current.kind is MemoryKind.CORRECTION:
-                self._checked_meaning(fields["value"])
+                self._checked_meaning(fields["value"], who.tenant)
         self._check_sizes(
             content=fields.get("content"), source_text=fields.get("source_text"), value=fields.get("value")
         )
@@ -230,13 +230,13 @@ class MemoryService:
             return where
         raise NotFound(f"memory {memory_id} not found", field="id")
 
-    def _checked_meaning(self, value: Any) -> None:
+    def _checked_meaning(self, value: Any, tenant: str) -> None:
         if self._check_correction is None:
             return
         from memtool.feedback.corrections import CorrectionRefused
 
         try:
-            self._check_correction(value)
+            self._check_correction(value, tenant)
         except CorrectionRefused as exc:
             raise ValidationFailed(str(exc), field=f"value.{exc.part}") from exc
 

@@ -16,7 +16,7 @@ One Converse call per question, ``toolChoice: any`` over three tools:
 
 Prompt layout. The system prompt holds only what the project wrote: the role, today's date, the
 catalog (metrics with zh/en names and definitions, dimensions, entity values, ambiguous and
-unsupported words), the rules, and the tables/columns raw SQL may use (``WAREHOUSE_SCHEMA``).
+unsupported words), the rules, and the tables/columns raw SQL may use (the model's ``tables``).
 Everything recalled or supplied per request goes in the user turn as quoted data, one JSON object
 per line with its provenance (``source``): inside ``<memories>`` this request's conditions, the
 profile preferences (marked ``overridden_by`` when a condition wins), corrections (term ->
@@ -92,7 +92,6 @@ from memtool.semantic.followup import declines_to_choose
 from memtool.semantic.intent import Comparison, Filter, Intent, TimeWindow
 from memtool.semantic.parser import QuestionParser, TermMapping, language_of, normalize
 from memtool.semantic.time_expressions import previous_window
-from memtool.sql.schema import WAREHOUSE_SCHEMA
 
 logger = logging.getLogger("memtool.planning")
 
@@ -629,7 +628,7 @@ class BedrockPlanner:
         dimensions = [_quote({"name": d.name, "zh": d.zh, "en": d.en}) for d in self.catalog.dimensions]
         return "\n".join(
             [
-                "You read one sentence a user wrote in a chat about a pharmaceutical company's commercial data, in Chinese or English.",
+                f"You read one sentence a user wrote in a chat about {self.catalog.subject_en}, in Chinese or English.",
                 "Decide whether it teaches what one of the user's words means, e.g. 「开方量指的是处方量」, "
                 "「以后我说的走量，其实就是卖出去的件数」, "
                 "'by takings I mean net revenue', 'when we say the top line we are talking about gross sales'. You call exactly one tool.",
@@ -943,10 +942,10 @@ class BedrockPlanner:
             if self.entities.of(name)
         ]
         ambiguous = [_quote({"term": t.term, "could_mean": list(t.candidates)}) for t in catalog.ambiguous_terms]
-        tables = [f"- {table}({', '.join(columns)})" for table, columns in WAREHOUSE_SCHEMA.items()]
+        tables = [f"- {table.physical}({', '.join(table.columns)})" for table in catalog.tables]
         return "\n".join(
             [
-                "You plan answers to business questions about a pharmaceutical company's commercial data warehouse.",
+                f"You plan answers to business questions about {catalog.subject_en}.",
                 "Questions come in Chinese or English. You never answer them yourself: you call exactly one tool.",
                 f"Today is {today.isoformat()} ({today.strftime('%A')}). Resolve relative periods against today.",
                 "",

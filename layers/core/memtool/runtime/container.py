@@ -5,6 +5,7 @@ Handlers ask the container for services; tests install settings (or fakes) and r
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from functools import lru_cache, wraps
@@ -12,6 +13,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from memtool.clock import Clock, SystemClock
 from memtool.settings import get_settings, on_settings_change
+
+logger = logging.getLogger("memtool.runtime")
 
 if TYPE_CHECKING:
     from memtool.flows.indexing import MemoryIndexer
@@ -89,11 +92,11 @@ def memory_service() -> MemoryService:
     return MemoryService(memory_store(), clock(), get_settings(), check_correction=check_correction)
 
 
-def check_correction(value: object) -> None:
-    """A correction memory's meaning checked against the catalog (the parser is built on first need)."""
+def check_correction(value: object, tenant: str | None = None) -> None:
+    """A correction memory's meaning checked against the tenant's model (the parser is built on first need)."""
     from memtool.feedback.corrections import check_taught_meaning
 
-    check_taught_meaning(value, question_parser(), today())
+    check_taught_meaning(value, question_parser(tenant), today())
 
 
 @once
@@ -231,7 +234,7 @@ def require_warehouse() -> None:
 
 
 @once
-def warehouse():  # -> Warehouse
+def default_warehouse():  # -> Warehouse: the process's own (MEMTOOL_WAREHOUSE / _URL / _PATH)
     require_warehouse()
     settings = get_settings()
     if settings.warehouse == "redshift":
@@ -241,6 +244,10 @@ def warehouse():  # -> Warehouse
         if not settings.redshift_secret_arn:
             raise RuntimeError("MEMTOOL_WAREHOUSE=redshift needs MEMTOOL_REDSHIFT_SECRET_ARN")
         return guarded_warehouse(redshift_from_secret(settings.redshift_secret_arn, client("secretsmanager", settings)))
+    if settings.warehouse_url:
+        from memtool.sql.urls import open_warehouse
+
+        return open_warehouse(settings.warehouse_url)
     from memtool.sql.duckdb_warehouse import DuckDBWarehouse
 
     path = warehouse_path()
@@ -252,16 +259,112 @@ def warehouse():  # -> Warehouse
 
 
 @once
-def planner():  # -> Planner (memtool.planning.port); built on the first step that plans, never at cold start
+def tenants():  # -> dict[str, TenantEntry]: the tenants file's entries (none without one)
+    from memtool.runtime.tenancy import load_tenants
+
+    path = get_settings().tenants_file
+    return load_tenants(path) if path is not None else {}
+
+
+def warehouse(tenant: str | None = None):  # -> Warehouse: the tenant's (its tenants-file entry), else the process's
+    entry = tenants().get(tenant) if tenant else None
+    if entry is None:
+        return default_warehouse()
+    url = entry.warehouse
+
+    def build():  # -> Warehouse
+        from memtool.sql.urls import open_warehouse
+
+        return open_warehouse(url)
+
+    return _per_key(("warehouse", url), build)
+
+
+MODEL_MISSING = (
+    "tenant {tenant} has no semantic model, so its data questions cannot be answered: draft one from the warehouse with "
+    "`memtool model init --warehouse URL > model.yaml`, curate it, and store it with `memtool model push model.yaml` "
+    "(a curator; PUT /model)"
+)
+
+
+def tenant_model(tenant: str | None = None):  # -> TenantModel: the model in force for the tenant
+    """A curator's stored model, else the tenants file's, else (local demo warehouse only) the demo's."""
+    from memtool.semantic.catalog import TenantModel
+
+    stored = _stored_model(tenant) if tenant else None
+    if stored is not None:
+        label = f"{stored.model.name or 'model'} {stored.model_version} (stored v{stored.version})"
+        catalog = stored.model.model_copy(update={"model_version": f"{stored.model_version}@v{stored.version}"})
+        return _per_key(("model", tenant, stored.memory_id, stored.version), lambda: TenantModel(catalog, label, "stored", stored.version))
+    entry = tenants().get(tenant) if tenant else None
+    if entry is not None:
+        path = entry.model
+        mtime = path.stat().st_mtime_ns
+
+        def from_file():  # -> TenantModel
+            from memtool.semantic.catalog import load_catalog
+
+            catalog = load_catalog(path)
+            return TenantModel(catalog, f"{catalog.name or path.stem} {catalog.model_version} (file {path.name})", "file")
+
+        return _per_key(("model-file", str(path), mtime), from_file)
+    settings = get_settings()
+    if settings.warehouse == "duckdb" and not settings.warehouse_url:
+        from memtool.semantic.catalog import load_catalog
+
+        catalog = load_catalog()
+        return _per_key(("model-demo",), lambda: TenantModel(catalog, f"{catalog.name} {catalog.model_version} (built in)", "built_in"))
+    from memtool.errors import ModelMissing
+
+    raise ModelMissing(MODEL_MISSING.format(tenant=tenant or "(none)"), field="model")
+
+
+def _stored_model(tenant: str):  # -> ActiveModel | None
+    try:
+        from memtool.runtime.models import model_store
+    except ImportError:  # the model store is not built yet (older package)
+        return None
+    return model_store().active(tenant)
+
+
+def foreign_tables(tenant: str | None) -> frozenset[str]:
+    """Tables other tenants' models (in the tenants file) read that this tenant's model does not."""
+    own = set(tenant_model(tenant).catalog.physical_tables)
+    others: set[str] = set()
+    for other in tenants():
+        if other != tenant:
+            others.update(tenant_model(other).catalog.physical_tables)
+    default = None if tenant is None or tenant not in tenants() else _default_model_tables()
+    if default:
+        others.update(default)
+    return frozenset(others - own)
+
+
+def _default_model_tables() -> tuple[str, ...]:
+    settings = get_settings()
+    if settings.warehouse == "duckdb" and not settings.warehouse_url:
+        from memtool.semantic.catalog import load_catalog
+
+        return load_catalog().physical_tables
+    return ()
+
+
+def planner(tenant: str | None = None):  # -> Planner (memtool.planning.port) over the tenant's model and warehouse
+    """Built on the first step that plans for the tenant, never at cold start; rebuilt when its model changes."""
+    model = tenant_model(tenant)
+    entry = tenants().get(tenant) if tenant else None
+    key = ("planner", entry.warehouse if entry else "", model.label, id(model.catalog) if model.origin != "stored" else model.version)
+    return _per_key(key, lambda: _build_planner(model.catalog, lambda: warehouse(tenant)))
+
+
+def _build_planner(catalog, open_warehouse):  # -> Planner
     from memtool.planning.rule_planner import RulePlanner
-    from memtool.semantic.catalog import load_catalog
     from memtool.semantic.entities import EntityIndex
 
     settings = get_settings()
-    catalog = load_catalog()
     try:
-        entities = EntityIndex.from_warehouse(warehouse(), catalog)
-    except Exception:  # noqa: BLE001 - the static values from the schema contract still resolve names
+        entities = EntityIndex.from_warehouse(open_warehouse(), catalog)
+    except Exception:  # noqa: BLE001 - the model's own values still resolve names
         entities = EntityIndex.static(catalog)
     rules = RulePlanner(catalog, entities, today=today)
     if settings.planner == "bedrock":
@@ -279,15 +382,43 @@ def planner():  # -> Planner (memtool.planning.port); built on the first step th
     return rules
 
 
-def question_parser():  # -> QuestionParser: the rule planner's (the Bedrock planner falls back to it)
-    return planner().rules.parser
+# Adapters built per tenant (its warehouse, model, planner), each once, kept while the settings last.
+_PER_KEY_LIMIT = 64
+_per_key_built: dict[tuple[object, ...], Any] = {}
+
+
+def _per_key(key: tuple[object, ...], build: Callable[[], Built]) -> Built:
+    found = _per_key_built.get(key)
+    if found is not None:
+        return found
+    with _building:
+        found = _per_key_built.get(key)
+        if found is None:
+            found = build()
+            if len(_per_key_built) >= _PER_KEY_LIMIT:  # dropped, not closed: another thread may be using it
+                _per_key_built.pop(next(iter(_per_key_built)))
+            _per_key_built[key] = found
+        return found
+
+
+def _close_quietly(built: Any) -> None:
+    close = getattr(built, "close", None)
+    if close is not None and not isinstance(built, type):
+        try:
+            close()
+        except Exception:  # noqa: BLE001 - closing what is forgotten must not fail the request
+            logger.debug("closing %s failed", type(built).__name__)
+
+
+def question_parser(tenant: str | None = None):  # -> QuestionParser: the rule planner's (the Bedrock planner falls back to it)
+    return planner(tenant).rules.parser
 
 
 def fewshot_search(tenant: str, question: str) -> list:  # -> list[FewshotExample]
     """Approved few-shots for a question, matched on its masked shape."""
     from memtool.semantic.masking import mask_question
 
-    masked = mask_question(question_parser().recognise(question, today=today()))
+    masked = mask_question(question_parser(tenant).recognise(question, today=today()))
     return fewshot_library().search(tenant, question, masked)
 
 
@@ -310,11 +441,13 @@ def ask_steps():  # -> AskSteps
         diagnosis=diagnosis_service,
         compiler=intent_compiler,
         cache=sql_cache,
+        model=tenant_model,
+        foreign_tables=foreign_tables,
     )
 
 
-def rule_planner():  # -> RulePlanner: the planner's rules (the Bedrock planner falls back to them)
-    return planner().rules
+def rule_planner(tenant: str | None = None):  # -> RulePlanner: the planner's rules (the Bedrock planner falls back to them)
+    return planner(tenant).rules
 
 
 def sql_cache():  # -> SqlCache over the record store and the vector index
@@ -325,8 +458,8 @@ def sql_cache():  # -> SqlCache over the record store and the vector index
     )
 
 
-def intent_compiler():  # -> IntentCompiler: the planner's rules', over the catalog in force
-    return planner().rules.compiler
+def intent_compiler(tenant: str | None = None):  # -> IntentCompiler: the planner's rules', over the tenant's model
+    return planner(tenant).rules.compiler
 
 
 @once
@@ -380,8 +513,8 @@ def feedback_service():  # -> FeedbackService
     )
 
 
-def correction_splitter():  # -> CorrectionSplitter | None: the Bedrock planner, when it is the planner
-    built = planner()
+def correction_splitter(tenant: str | None = None):  # -> CorrectionSplitter | None: the Bedrock planner, when it is the planner
+    built = planner(tenant)
     return built if hasattr(built, "split_correction") else None
 
 
@@ -554,8 +687,8 @@ _CACHED: tuple[Any, ...] = (
     idempotency_store,
     embedder,
     vector_index,
-    warehouse,
-    planner,
+    default_warehouse,
+    tenants,
     flow_runner,
     diagnosis_queue,
     breakers,
@@ -582,6 +715,9 @@ def _reset() -> None:
             if close is not None:
                 close()
         cached.cache_clear()
+    for built in _per_key_built.values():
+        _close_quietly(built)
+    _per_key_built.clear()
 
 
 if TYPE_CHECKING:
@@ -605,10 +741,10 @@ def fewshot_library() -> FewshotLibrary:
         if _fewshot_library_held and all(a is b for a, b in zip(_fewshot_library_held[0][0], parts, strict=True)):
             return _fewshot_library_held[0][1]
 
-        def mask(question: str) -> str:
+        def mask(question: str, tenant: str) -> str:
             from memtool.semantic.masking import mask_question
 
-            return mask_question(question_parser().recognise(question, today=today())).text
+            return mask_question(question_parser(tenant).recognise(question, today=today())).text
 
         library = FewshotLibrary(parts[0], parts[1], clock(), parts[3], masker=mask)
         _fewshot_library_held[:] = [(parts, library)]

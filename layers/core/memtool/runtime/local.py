@@ -94,11 +94,13 @@ class LocalRuntime:
     progress: Any = None  # callable(str) for start-up messages
     access_log: Any = None  # callable(str) for --verbose request lines; default print
     serve_api: bool = True  # False: no REST API (memtool mcp serves its tools without one)
+    tenants_file: Path | None = None  # YAML: tenant -> {warehouse: URL, model: PATH} (memtool serve --tenants)
     settings: Settings | None = field(default=None, init=False)
     api_url: str | None = field(default=None, init=False)
     loaded: dict[str, int] = field(default_factory=dict, init=False)
     saved: dict[str, int] = field(default_factory=dict, init=False)
     warehouse: Any = field(default=None, init=False)
+    tenants: dict[str, Any] = field(default_factory=dict, init=False)
     _moto: Any = field(default=None, init=False)
     _http: Any = field(default=None, init=False)
     _names: dict[str, str] = field(default_factory=dict, init=False)
@@ -145,7 +147,10 @@ class LocalRuntime:
         )
         if self.warehouse_scale is not None:
             self.settings = self.settings.model_copy(update={"warehouse_scale": self.warehouse_scale})
+        if self.tenants_file is not None:
+            self.settings = self.settings.model_copy(update={"tenants_file": self.tenants_file.resolve()})
         use_settings(self.settings)
+        self.tenants = self._read_tenants()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._ensure_warehouse()
         if store == "sqlite":
@@ -249,11 +254,33 @@ class LocalRuntime:
             self.progress("warming up: vector index, planner, AskFlow")
         container.vector_index()
         container.embedder()
-        try:
-            container.planner()
-        except Exception as exc:  # noqa: BLE001 - a missing warehouse shows on the first ask, with its reason
-            logging.getLogger("memtool.local").warning("planner warm-up failed: %s", exc)
+        for tenant in (None, *self.tenants):
+            try:
+                container.planner(tenant)
+            except Exception as exc:  # noqa: BLE001 - a missing warehouse shows on the first ask, with its reason
+                logging.getLogger("memtool.local").warning("planner warm-up failed for %s: %s", tenant or "the default tenant", exc)
         container.flow_runner().arn("AskFlow")
+
+    def _read_tenants(self) -> dict[str, Any]:
+        """The tenants file's entries, each warehouse opened and each model read now: a bad entry stops the start."""
+        from memtool.runtime import container
+
+        entries = container.tenants()
+        for tenant, entry in entries.items():
+            model = container.tenant_model(tenant)
+            schema = container.warehouse(tenant).describe()
+            missing = [t for t in model.catalog.physical_tables if t not in schema.tables]
+            if missing:
+                from memtool.errors import ValidationFailed
+
+                raise ValidationFailed(
+                    f"tenant {tenant}: the warehouse {entry.warehouse} has no table {', '.join(missing)} that its model "
+                    f"{entry.model} reads",
+                    field="tenants",
+                )
+            if self.progress:
+                self.progress(f"tenant {tenant}: {model.label} on {entry.warehouse}")
+        return dict(entries)
 
     def _ensure_warehouse(self) -> None:
         from datetime import date
@@ -261,7 +288,7 @@ class LocalRuntime:
         from memtool.sql.demo_warehouse import ensure_demo_warehouse, read_warehouse_summary
 
         assert self.settings is not None
-        if self.settings.warehouse != "duckdb" or self.settings.warehouse_path is not None:
+        if self.settings.warehouse != "duckdb" or self.settings.warehouse_path is not None or self.settings.warehouse_url:
             return
         anchor = self.settings.today or date.today()
         if self.progress:

@@ -1,28 +1,27 @@
-"""Intent -> one Redshift-dialect SELECT over the warehouse schema (DuckDB runs it after sqlglot).
+"""Intent -> one Redshift-dialect SELECT, built only from the semantic model in force.
 
 What the SQL always does, so every planner and every cached query agree:
 
-- Order-line metrics read paid, non-test lines only (``paid_at IS NOT NULL AND is_test = FALSE``)
-  and take their period from ``paid_at``; prescriptions take theirs from ``rx_date``.
-- Refunds are summed per order line in a CTE (``refund_by_line``) and LEFT JOINed back on
-  (order_id, line_id), so net revenue, refund amount and refund rate count a refund in the period
-  of the line's ``paid_at`` whenever it was refunded.
-- Refund reason (``fact_refund.reason``) is an attribute of the refund, not of the line, so only
-  refund amount and refund rate have it, and the query takes another form (``_refund_side``):
-  refunds are summed per (order_id, line_id, reason) in ``refund_by_reason`` (reason filters apply
-  there, to the refunds only); the window's paid, non-test lines (``window_lines``, with every
-  other dimension and filter) are joined to them for the refunds (``window_refunds``) and summed
-  on their own for the gross (``window_gross``). Refund amount by reason = the refunds with that
-  reason of the window's lines; refund rate by reason = those refunds / the gross revenue of *all*
-  the window's lines in the same other groups (not only the refunded ones), so the reasons' rates
-  add up to the refund rate. Filtered by reason without grouping by it, every group of lines is
-  kept and a group with no such refund shows 0. Comparisons build the same CTEs per period
-  (``current_*``, ``previous_*``).
+- A metric is its ``expression`` over its source's fact table (``FROM <table> AS <alias>``), with
+  the source's row exclusions (test lines, unpaid lines) and the metric's own ``filters`` in the
+  WHERE clause, and its period read from its ``time_column`` (the source's by default).
+- Every model table a dimension, filter, time column or the expression needs is joined along the
+  model's ``joins`` (fewest hops from the fact table, many side to one side).
+- A detail the metric ``uses`` (refunds of an order line) is summed per fact row in a CTE named
+  after it and LEFT JOINed back on its keys, so a detail counts in the period of its fact row.
+- An attribute of a detail (refund reason) is an attribute of the detail, not of the fact row, so
+  only metrics with ``by_detail`` have it, and the query takes another form (``_detail_side``):
+  the details are summed per (keys, attribute) in ``<detail>_by_attribute`` (attribute filters
+  apply there); the window's fact rows (``<period>_lines``, with every other dimension and filter)
+  are joined to them (``<period>_details``) and, for a ratio, the ``denominator`` column is summed
+  over all the window's rows (``<period>_base``), so the attribute's shares add up to the whole.
+  Filtered by the attribute without grouping by it, every group is kept and shows 0 when nothing
+  matched. Comparisons build the same CTEs per period (``current_*``, ``previous_*``).
 - Time grains are ``CAST(DATE_TRUNC('<grain>', <time column>) AS DATE)`` (weeks start on Monday).
-- Columns: each grouping dimension under its catalog name (``month``, ``channel``; values are the
-  warehouse's own, Chinese, values), then the metric. Money is rounded to 2 decimals; ratios to 4.
-  The unit is part of the metric's column name when it is not 元: ``net_revenue_10k_yuan`` is
-  /10000 (万元), ``net_revenue_fen`` is ×100 and rounded to whole 分.
+- Columns: each grouping dimension under its model name (``month``, ``channel``; values are the
+  warehouse's own), then the metric. Money is rounded to 2 decimals; ratios to 4. The unit is
+  part of the metric's column name when it is not the model's currency: ``net_revenue_10k_yuan``
+  is /10000 (万元), ``net_revenue_fen`` is ×100 and rounded to whole 分.
 - A comparison returns one row per group (one row without groups) with four measure columns:
   ``<m>`` (current window), ``<m>_previous`` (comparison window), ``<m>_change`` (current −
   previous) and ``<m>_change_rate`` ((current − previous) / previous, a ratio, NULL when previous
@@ -36,59 +35,36 @@ What the SQL always does, so every planner and every cached query agree:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from types import MappingProxyType
 from typing import Literal
 
-from memtool.semantic.catalog import Catalog, DimensionSpec, MetricSpec, load_catalog
+from memtool.semantic.catalog import Catalog, DetailSpec, DimensionSpec, JoinSpec, MetricSpec, SourceSpec, load_catalog
 from memtool.semantic.intent import Filter, Intent, TimeWindow
 from memtool.semantic.time_expressions import window_offset
 
-# Aggregate expressions over the fact alias; ``rf`` is the refund-by-line CTE.
-_ORDER_LINE_MEASURES = {
-    "gross_revenue": "SUM(ol.gross_amount)",
-    "net_revenue": "SUM(ol.gross_amount - ol.discount_amount) - SUM(COALESCE(rf.refund_amount, 0))",
-    "refund_amount": "SUM(COALESCE(rf.refund_amount, 0))",
-    "refund_rate": (
-        "CAST(SUM(COALESCE(rf.refund_amount, 0)) AS DOUBLE PRECISION) / NULLIF(CAST(SUM(ol.gross_amount) AS DOUBLE PRECISION), 0)"
-    ),
-    "units": "SUM(ol.qty)",
-    "order_count": "COUNT(DISTINCT ol.order_id)",
-    "avg_order_value": "CAST(SUM(ol.gross_amount) AS DOUBLE PRECISION) / NULLIF(COUNT(DISTINCT ol.order_id), 0)",
-}
-_PRESCRIPTION_MEASURES = {"rx_volume": "SUM(fp.qty)"}
-_NEEDS_REFUNDS = {"net_revenue", "refund_amount", "refund_rate"}
-_REFUND_TABLE = "fact_refund"  # dimensions on this table describe the refund, not the order line
-_REFUND_SIDE_METRICS = {"refund_amount", "refund_rate"}
-_DIM_ALIASES = {"dim_region": "dr", "dim_channel": "dc", "dim_product": "dp"}
-_UNIT_SUFFIX = {"元": "", "万元": "_10k_yuan", "分": "_fen"}
-
-REFUND_BY_LINE_CTE = (
-    "refund_by_line AS (\n"
-    "  SELECT order_id, line_id, SUM(refund_amount) AS refund_amount\n"
-    "  FROM fact_refund\n"
-    "  GROUP BY order_id, line_id\n"
-    ")"
-)
+# Money units with a column suffix and a scale; any other unit (the model's currency) is as stored.
+_UNIT_SUFFIX = {"万元": "_10k_yuan", "分": "_fen"}
 
 
 @dataclass(frozen=True)
 class CompileOptions:
     """What verified lessons from diagnosis change in the SQL an intent compiles to.
 
-    The defaults are the catalog's definitions; every other value was verified by running it
+    The defaults are the model's definitions; every other value was verified by running it
     (memtool.diagnosis) before it is ever applied to a question.
     """
 
     time_columns: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # metric -> time column
-    include_test_lines: bool = False  # order-line metrics keep is_test lines
-    include_unpaid_lines: bool = False  # order-line metrics keep lines without paid_at
+    include_test_lines: bool = False  # the source's test_rows exclusions are dropped
+    include_unpaid_lines: bool = False  # the source's incomplete_rows exclusions are dropped
     window_end_inclusive: bool = False  # the window's last day counts (end + 1 day, exclusive)
     window_start_exclusive: bool = False  # the window's first day does not count
-    dimension_join: Literal["inner", "left"] = "inner"  # how dimension tables join the fact table
-    refunds_by_refund_date: frozenset[str] = frozenset()  # metrics whose refunds count in the period of refunded_at
+    dimension_join: Literal["inner", "left"] = "inner"  # how joined tables join the fact table
+    refunds_by_refund_date: frozenset[str] = frozenset()  # metrics whose details count in the period of their own date
 
     def with_time_column(self, metric: str, column: str) -> CompileOptions:
         return replace(self, time_columns=MappingProxyType({**self.time_columns, metric: column}))
@@ -102,7 +78,7 @@ DEFAULT_OPTIONS = CompileOptions()
 
 
 class CompileError(ValueError):
-    """The intent names something the catalog cannot express (a planner bug, not a user error)."""
+    """The intent names something the model cannot express (a planner bug, not a user error)."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +96,7 @@ class CompiledQuery:
     sql: str  # Redshift dialect
     columns: tuple[str, ...]  # the result's column names, in order
     value_column: str  # the (current) metric column
-    unit: str | None  # money unit of the metric columns ("元", "万元", "分"); None for counts and ratios
+    unit: str | None  # money unit of the metric columns (the currency, "万元", "分"); None for counts and ratios
     shape: str  # "single" | "grouped" | "comparison"
 
 
@@ -133,22 +109,38 @@ class IntentCompiler:
         return self if options == self.options else IntentCompiler(self.catalog, options)
 
     def time_column(self, metric: MetricSpec) -> str:
-        return self.options.time_columns.get(metric.name, metric.time_column)
+        """The metric's period column as the model names it: ``column`` of the fact or ``table.column``."""
+        column = self.options.time_columns.get(metric.name) or metric.time_column or self._source(metric).time_column
+        assert column is not None  # the model validator requires one
+        return column
 
     def refunds_by_refund_date_expressible(self, intent: Intent) -> bool:
-        """Whether the intent's refunds can be counted by refund date: a metric with refunds over one
-        window, without time grains, comparisons or refund attributes (a refund's month is not its line's)."""
-        if intent.metric not in _NEEDS_REFUNDS or intent.time_window is None or intent.comparison is not None:
+        """Whether the intent's details can be counted by their own date: a metric with a dated detail
+        over one window, without time grains, comparisons or detail attributes (a detail's month is not its row's)."""
+        if not self.catalog.has_metric(intent.metric):
+            return False
+        metric = self.catalog.metric(intent.metric)
+        if self._dated_detail(metric) is None or intent.time_window is None or intent.comparison is not None:
             return False
         grains = any(self.catalog.has_dimension(d) and self.catalog.dimension(d).kind == "time" for d in intent.dimensions)
-        return not grains and not self._refund_side(intent)
+        return not grains and not self._detail_side(intent)
+
+    def _dated_detail(self, metric: MetricSpec) -> DetailSpec | None:
+        details = self._details(metric)
+        return next((d for d in details if d.time_column), None)
 
     def _refunds_by_refund_date(self, metric: MetricSpec) -> bool:
-        return metric.name in self.options.refunds_by_refund_date and metric.name in _NEEDS_REFUNDS
+        return metric.name in self.options.refunds_by_refund_date and self._dated_detail(metric) is not None
 
     def fact_table(self, metric: str) -> str:
         """The warehouse table a metric is measured on."""
         return self._fact(self.catalog.metric(metric))[0]
+
+    def metric_tables(self, metric: str) -> tuple[str, ...]:
+        """The warehouse tables a metric's SQL may read (its fact, details and joined tables)."""
+        spec = self.catalog.metric(metric)
+        names = [self._source(spec).table, *(d.table for d in self._details(spec)), *spec.tables]
+        return tuple(dict.fromkeys(self.catalog.table(n).physical for n in names))
 
     def compile(self, intent: Intent) -> CompiledQuery:
         if not self.catalog.has_metric(intent.metric):
@@ -159,13 +151,13 @@ class IntentCompiler:
             spec = self._dimension(f.dimension, metric)
             if spec.kind != "attribute":
                 raise CompileError(f"cannot filter on the time grain {f.dimension!r}")
-        if self._refund_side(intent) and (metric.name not in _REFUND_SIDE_METRICS or metric.source != "order_line"):
-            raise CompileError(f"no SQL for metric {metric.name} by a refund attribute")
-        unit = (intent.unit or "元") if metric.kind == "money" else None
-        value_column = metric.name + (_UNIT_SUFFIX[unit] if unit else "")
+        if self._detail_side(intent) and metric.by_detail is None:
+            raise CompileError(f"no SQL for metric {metric.name} by an attribute of its details")
+        unit = (intent.unit or self.catalog.currency) if metric.kind == "money" else None
+        value_column = metric.name + (_UNIT_SUFFIX.get(unit, "") if unit else "")
         dim_columns = [d.name for d in dims]
         if self._refunds_by_refund_date(metric) and not self.refunds_by_refund_date_expressible(intent):
-            raise CompileError("refunds by refund date: only for one window, without time grains, comparisons or refund reasons")
+            raise CompileError("details by their own date: only for one window, without time grains, comparisons or detail attributes")
         if intent.comparison is None:
             sql = self._single(intent, metric, dims, unit, value_column)
             shape = "grouped" if dims else "single"
@@ -176,7 +168,7 @@ class IntentCompiler:
             columns = (*dim_columns, value_column, f"{value_column}_previous", f"{value_column}_change", f"{value_column}_change_rate")
         return CompiledQuery(sql=sql, columns=columns, value_column=value_column, unit=unit, shape=shape)
 
-    # ---- pieces ---------------------------------------------------------------------------
+    # ---- the model's pieces ----------------------------------------------------------------
 
     def _dimension(self, name: str, metric: MetricSpec) -> DimensionSpec:
         if not self.catalog.has_dimension(name):
@@ -185,27 +177,57 @@ class IntentCompiler:
             raise CompileError(f"metric {metric.name} has no dimension {name!r}")
         return self.catalog.dimension(name)
 
-    @staticmethod
-    def _fact(metric: MetricSpec) -> tuple[str, str]:
-        return ("fact_order_line", "ol") if metric.source == "order_line" else ("fact_prescription", "fp")
+    def _source(self, metric: MetricSpec) -> SourceSpec:
+        try:
+            return self.catalog.source(metric.source)
+        except KeyError:
+            raise CompileError(f"metric {metric.name} names unknown source {metric.source!r}") from None
+
+    def _fact(self, metric: MetricSpec) -> tuple[str, str]:
+        table = self.catalog.table(self._source(metric).table)
+        return table.physical, table.alias
+
+    def _details(self, metric: MetricSpec) -> list[DetailSpec]:
+        source = self._source(metric)
+        return [source.detail(name) for name in metric.uses]
+
+    def _alias(self, table: str) -> str:
+        return self.catalog.table(table).alias
+
+    def _time_ref(self, metric: MetricSpec) -> tuple[str | None, str]:
+        """(model table or None for the fact, qualified column) of the metric's period."""
+        column = self.time_column(metric)
+        table, _, bare = column.rpartition(".")
+        if table:
+            return table, f"{self._alias(table)}.{bare}"
+        return None, f"{self._fact(metric)[1]}.{column}"
 
     def _measure(self, metric: MetricSpec) -> str:
-        measures = _ORDER_LINE_MEASURES if metric.source == "order_line" else _PRESCRIPTION_MEASURES
-        try:
-            return measures[metric.name]
-        except KeyError:
-            raise CompileError(f"no SQL for metric {metric.name!r}") from None
+        return metric.expression
 
     def _dim_expr(self, dim: DimensionSpec, metric: MetricSpec, shift: tuple[str, int] | None = None) -> str:
-        _, fact = self._fact(metric)
         if dim.kind == "time":
-            column = f"{fact}.{self.time_column(metric)}"
+            column = self._time_ref(metric)[1]
             if shift is not None:
                 unit, amount = shift
                 column = f"DATEADD({unit}, {amount}, {column})"
             return f"CAST(DATE_TRUNC('{dim.grain}', {column}) AS DATE)"
         assert dim.table is not None
-        return f"{_DIM_ALIASES[dim.table]}.{dim.column}"
+        return f"{self._alias(dim.table)}.{dim.column}"
+
+    def _joins(self, metric: MetricSpec, needed: list[str]) -> list[JoinSpec]:
+        """The joins that reach every needed model table from the fact table, each once, in path order."""
+        start = self._source(metric).table
+        joins: list[JoinSpec] = []
+        for table in needed:
+            if table == start:
+                continue
+            try:
+                path = self.catalog.join_path(start, table)
+            except KeyError as exc:
+                raise CompileError(str(exc.args[0])) from None
+            joins.extend(j for j in path if j not in joins)
+        return joins
 
     def _from_where(
         self,
@@ -215,33 +237,41 @@ class IntentCompiler:
         window: TimeWindow | None,
         *,
         filters: tuple[Filter, ...] | None = None,
-        join_refunds: bool = True,
+        join_details: bool = True,
     ) -> str:
         table, fact = self._fact(metric)
         filters = intent.filters if filters is None else filters
         lines = [f"FROM {table} AS {fact}"]
-        if join_refunds and metric.name in _NEEDS_REFUNDS:
-            lines.append("LEFT JOIN refund_by_line AS rf ON rf.order_id = ol.order_id AND rf.line_id = ol.line_id")
-        tables: dict[str, str] = {}
+        if join_details:
+            for detail in self._details(metric):
+                on = " AND ".join(f"{detail.alias}.{key} = {fact}.{key}" for key in detail.keys)
+                lines.append(f"LEFT JOIN {detail.name} AS {detail.alias} ON {on}")
+        needed = [*metric.tables]
+        time_table = self._time_ref(metric)[0]
+        if time_table and (window is not None or any(d.kind == "time" for d in dims)):
+            needed.append(time_table)
         for spec in [*dims, *(self.catalog.dimension(f.dimension) for f in filters)]:
-            if spec.kind == "attribute" and spec.table and spec.table not in tables:
-                assert spec.join_key is not None
-                tables[spec.table] = spec.join_key
+            if spec.kind == "attribute" and spec.table:
+                needed.append(spec.table)
         join = "LEFT JOIN" if self.options.dimension_join == "left" else "JOIN"
-        for dim_table, key in tables.items():
-            alias = _DIM_ALIASES[dim_table]
-            lines.append(f"{join} {dim_table} AS {alias} ON {alias}.{key} = {fact}.{key}")
+        for edge in self._joins(metric, list(dict.fromkeys(needed))):
+            left, right = self._alias(edge.left), self.catalog.table(edge.right)
+            on = " AND ".join(f"{right.alias}.{r} = {left}.{col}" for col, r in edge.pairs())
+            lines.append(f"{join} {right.physical} AS {right.alias} ON {on}")
         conditions: list[str] = []
-        if metric.source == "order_line":
-            if not self.options.include_test_lines:
-                conditions.append("ol.is_test = FALSE")
-            if not self.options.include_unpaid_lines:
-                conditions.append("ol.paid_at IS NOT NULL")
+        for exclusion in self._source(metric).exclusions:
+            if exclusion.role == "test_rows" and self.options.include_test_lines:
+                continue
+            if exclusion.role == "incomplete_rows" and self.options.include_unpaid_lines:
+                continue
+            conditions.append(exclusion.condition)
+        conditions += list(metric.filters)
         if window is not None:
             in_window = self._in_window(metric, window)
-            if join_refunds and self._refunds_by_refund_date(metric):
-                # the window's lines, and the lines refunded in the window whenever they were paid
-                conditions.append(f"({in_window} OR rf.order_id IS NOT NULL)")
+            dated = self._dated_detail(metric)
+            if join_details and dated is not None and self._refunds_by_refund_date(metric):
+                # the window's rows, and the rows whose details fall in the window whenever they were dated
+                conditions.append(f"({in_window} OR {dated.alias}.{dated.keys[0]} IS NOT NULL)")
             else:
                 conditions.append(in_window)
         conditions += [self._filter_sql(f) for f in filters]
@@ -250,8 +280,7 @@ class IntentCompiler:
         return "\n".join(lines)
 
     def _in_window(self, metric: MetricSpec, window: TimeWindow) -> str:
-        _, fact = self._fact(metric)
-        column = f"{fact}.{self.time_column(metric)}"
+        column = self._time_ref(metric)[1]
         start = window.start + timedelta(days=1) if self.options.window_start_exclusive else window.start
         end = window.end + timedelta(days=1) if self.options.window_end_inclusive else window.end
         return f"{column} >= CAST('{start.isoformat()}' AS DATE) AND {column} < CAST('{end.isoformat()}' AS DATE)"
@@ -259,7 +288,7 @@ class IntentCompiler:
     def _filter_sql(self, f: Filter) -> str:
         spec = self.catalog.dimension(f.dimension)
         assert spec.table is not None
-        column = f"{_DIM_ALIASES[spec.table]}.{spec.column}"
+        column = f"{self._alias(spec.table)}.{spec.column}"
         values = ", ".join(_literal(v) for v in f.values)
         return f"{column} {'NOT IN' if f.op == 'not_in' else 'IN'} ({values})"
 
@@ -294,27 +323,28 @@ class IntentCompiler:
             sql += f"\nLIMIT {int(intent.limit)}"
         return sql
 
+    def _detail_cte(self, detail: DetailSpec, window: TimeWindow | None = None) -> str:
+        keys = ", ".join(detail.keys)
+        lines = [f"  SELECT {keys}, SUM({detail.amount}) AS {detail.amount}", f"  FROM {self.catalog.table(detail.table).physical}"]
+        if window is not None and detail.time_column:
+            column = detail.time_column
+            start, end = window.start.isoformat(), window.end.isoformat()
+            lines.append(f"  WHERE {column} >= CAST('{start}' AS DATE) AND {column} < CAST('{end}' AS DATE)")
+        lines.append(f"  GROUP BY {keys}")
+        return f"{detail.name} AS (\n" + "\n".join(lines) + "\n)"
+
     def _with(self, intent: Intent, metric: MetricSpec, extra: list[str] | None = None) -> str:
-        if self._refund_side(intent):
-            ctes = [self._refund_by_reason_cte(intent)]
+        if self._detail_side(intent):
+            ctes = [self._by_attribute_cte(intent, metric)]
         elif self._refunds_by_refund_date(metric) and intent.time_window is not None:
-            window = intent.time_window
-            ctes = [
-                "refund_by_line AS (\n"
-                "  SELECT order_id, line_id, SUM(refund_amount) AS refund_amount\n"
-                "  FROM fact_refund\n"
-                f"  WHERE refunded_at >= CAST('{window.start.isoformat()}' AS DATE)"
-                f" AND refunded_at < CAST('{window.end.isoformat()}' AS DATE)\n"
-                "  GROUP BY order_id, line_id\n"
-                ")"
-            ]
+            ctes = [self._detail_cte(d, intent.time_window if d.time_column else None) for d in self._details(metric)]
         else:
-            ctes = [REFUND_BY_LINE_CTE] if metric.name in _NEEDS_REFUNDS else []
+            ctes = [self._detail_cte(d) for d in self._details(metric)]
         ctes += extra or []
         return ("WITH " + ",\n".join(ctes) + "\n") if ctes else ""
 
     def _single(self, intent: Intent, metric: MetricSpec, dims: list[DimensionSpec], unit: str | None, value_column: str) -> str:
-        source = self._source("window", intent, metric, dims, intent.time_window, None)
+        source = self._period("window", intent, metric, dims, intent.time_window, None)
         select = [*source.select_dims, f"{self._present(source.measure, metric, unit)} AS {value_column}"]
         parts = [self._with(intent, metric, source.ctes) + "SELECT " + ",\n  ".join(select), source.body]
         order = self._order_by(intent, dims, value_column)
@@ -322,7 +352,7 @@ class IntentCompiler:
             parts.append(order)
         return "\n".join(parts)
 
-    def _source(
+    def _period(
         self,
         prefix: str,
         intent: Intent,
@@ -331,47 +361,62 @@ class IntentCompiler:
         window: TimeWindow | None,
         shift: tuple[str, int] | None,
     ) -> _PeriodSource:
-        """The rows of one window: straight from the fact table, or through the refund CTEs."""
-        if self._refund_side(intent):
-            return self._refund_side_source(prefix, intent, metric, dims, window, shift)
+        """The rows of one window: straight from the fact table, or through the detail CTEs."""
+        if self._detail_side(intent):
+            return self._detail_side_period(prefix, intent, metric, dims, window, shift)
         exprs = [self._dim_expr(d, metric, shift if d.kind == "time" else None) for d in dims]
         body = self._from_where(intent, metric, dims, window)
         if dims:
             body += "\nGROUP BY " + ", ".join(exprs)
         measure = self._measure(metric)
         if window is not None and self._refunds_by_refund_date(metric):
-            # Lines refunded in the window but paid outside it bring their refunds, not their sales.
+            # Rows whose details fall in the window but which are dated outside it bring their details, not themselves.
             in_window = self._in_window(metric, window)
-            measure = measure.replace("ol.gross_amount", f"CASE WHEN {in_window} THEN ol.gross_amount ELSE 0 END").replace(
-                "ol.discount_amount", f"CASE WHEN {in_window} THEN ol.discount_amount ELSE 0 END"
-            )
+            fact = re.escape(self._fact(metric)[1])
+            column = re.compile(rf"\b{fact}\.[A-Za-z_][A-Za-z0-9_]*")
+            measure = column.sub(lambda m: f"CASE WHEN {in_window} THEN {m.group(0)} ELSE 0 END", measure)
         return _PeriodSource([], [f"{e} AS {d.name}" for e, d in zip(exprs, dims, strict=True)], measure, body)
 
-    # ---- refund attributes (refund reason) ---------------------------------------------------
+    # ---- attributes of a detail (refund reason) -------------------------------------------------
 
-    def _on_refund(self, name: str) -> bool:
-        return self.catalog.has_dimension(name) and self.catalog.dimension(name).table == _REFUND_TABLE
+    def _detail_of(self, name: str, metric: MetricSpec) -> DetailSpec | None:
+        """The metric's detail whose table holds dimension ``name``, or None."""
+        if not self.catalog.has_dimension(name):
+            return None
+        table = self.catalog.dimension(name).table
+        return next((d for d in self._source(metric).details if d.table == table), None) if table else None
 
-    def _refund_side(self, intent: Intent) -> bool:
-        return any(self._on_refund(n) for n in (*intent.dimensions, *(f.dimension for f in intent.filters)))
+    def _on_detail(self, name: str, metric: MetricSpec) -> bool:
+        return self._detail_of(name, metric) is not None
 
-    def _refund_by_reason_cte(self, intent: Intent) -> str:
-        """Refunds per order line and refund attribute, the refund-attribute filters applied."""
-        grouped = [self.catalog.dimension(n) for n in intent.dimensions if self._on_refund(n)]
-        keys = ["order_id", "line_id", *(str(d.column) for d in grouped)]
-        select = ["order_id", "line_id", *(f"{d.column} AS {d.name}" for d in grouped), "SUM(refund_amount) AS refunded"]
-        lines = [f"  SELECT {', '.join(select)}", f"  FROM {_REFUND_TABLE}"]
+    def _detail_side(self, intent: Intent) -> bool:
+        if not self.catalog.has_metric(intent.metric):
+            return False
+        metric = self.catalog.metric(intent.metric)
+        return any(self._on_detail(n, metric) for n in (*intent.dimensions, *(f.dimension for f in intent.filters)))
+
+    def _split_detail(self, metric: MetricSpec) -> DetailSpec:
+        assert metric.by_detail is not None
+        return self._source(metric).detail(metric.by_detail.detail)
+
+    def _by_attribute_cte(self, intent: Intent, metric: MetricSpec) -> str:
+        """The details per fact row and detail attribute, the attribute filters applied."""
+        detail = self._split_detail(metric)
+        grouped = [self.catalog.dimension(n) for n in intent.dimensions if self._on_detail(n, metric)]
+        keys = [*detail.keys, *(str(d.column) for d in grouped)]
+        select = [*detail.keys, *(f"{d.column} AS {d.name}" for d in grouped), f"SUM({detail.amount}) AS detail_amount"]
+        lines = [f"  SELECT {', '.join(select)}", f"  FROM {self.catalog.table(detail.table).physical}"]
         conditions = []
         for f in intent.filters:
-            if self._on_refund(f.dimension):
+            if self._on_detail(f.dimension, metric):
                 values = ", ".join(_literal(v) for v in f.values)
                 conditions.append(f"{self.catalog.dimension(f.dimension).column} {'NOT IN' if f.op == 'not_in' else 'IN'} ({values})")
         if conditions:
             lines.append("  WHERE " + "\n    AND ".join(conditions))
         lines.append(f"  GROUP BY {', '.join(keys)}")
-        return "refund_by_reason AS (\n" + "\n".join(lines) + "\n)"
+        return f"{detail.name}_by_attribute AS (\n" + "\n".join(lines) + "\n)"
 
-    def _refund_side_source(
+    def _detail_side_period(
         self,
         prefix: str,
         intent: Intent,
@@ -380,53 +425,62 @@ class IntentCompiler:
         window: TimeWindow | None,
         shift: tuple[str, int] | None,
     ) -> _PeriodSource:
-        """Refund amount or rate grouped or filtered by a refund attribute (see the module docstring)."""
-        line_dims = [d for d in dims if not self._on_refund(d.name)]
-        refund_dims = [d for d in dims if self._on_refund(d.name)]
-        line_filters = tuple(f for f in intent.filters if not self._on_refund(f.dimension))
-        lines_name, refunds_name, gross_name = f"{prefix}_lines", f"{prefix}_refunds", f"{prefix}_gross"
+        """A metric grouped or filtered by an attribute of its details (see the module docstring)."""
+        assert metric.by_detail is not None
+        detail = self._split_detail(metric)
+        denominator = metric.by_detail.denominator
+        fact = self._fact(metric)[1]
+        line_dims = [d for d in dims if not self._on_detail(d.name, metric)]
+        detail_dims = [d for d in dims if self._on_detail(d.name, metric)]
+        line_filters = tuple(f for f in intent.filters if not self._on_detail(f.dimension, metric))
+        lines_name, details_name, base_name = f"{prefix}_lines", f"{prefix}_details", f"{prefix}_base"
+        split = f"{detail.name}_by_attribute"
 
         line_select = [f"{self._dim_expr(d, metric, shift if d.kind == 'time' else None)} AS {d.name}" for d in line_dims]
-        line_select += ["ol.order_id", "ol.line_id", "ol.gross_amount"]
+        line_select += [f"{fact}.{key}" for key in detail.keys]
+        if denominator:
+            line_select.append(f"{fact}.{denominator}")
         lines_body = "SELECT " + ", ".join(line_select) + "\n" + self._from_where(
-            intent, metric, line_dims, window, filters=line_filters, join_refunds=False
+            intent, metric, line_dims, window, filters=line_filters, join_details=False
         )
         line_keys = [f"l.{d.name}" for d in line_dims]
-        refund_keys = [*line_keys, *(f"rr.{d.name}" for d in refund_dims)]
-        refunds_body = (
-            "SELECT " + ", ".join([*(f"{k} AS {k.split('.')[1]}" for k in refund_keys), "SUM(rr.refunded) AS refunded"])
+        detail_keys = [*line_keys, *(f"dd.{d.name}" for d in detail_dims)]
+        on_keys = " AND ".join(f"dd.{key} = l.{key}" for key in detail.keys)
+        details_body = (
+            "SELECT " + ", ".join([*(f"{k} AS {k.split('.')[1]}" for k in detail_keys), "SUM(dd.detail_amount) AS detail_amount"])
             + f"\nFROM {lines_name} AS l"
-            + "\nJOIN refund_by_reason AS rr ON rr.order_id = l.order_id AND rr.line_id = l.line_id"
-            + (f"\nGROUP BY {', '.join(refund_keys)}" if refund_keys else "")
+            + f"\nJOIN {split} AS dd ON {on_keys}"
+            + (f"\nGROUP BY {', '.join(detail_keys)}" if detail_keys else "")
         )
-        gross_body = (
-            "SELECT " + ", ".join([*(f"{k} AS {k.split('.')[1]}" for k in line_keys), "SUM(l.gross_amount) AS gross"])
+        base_measure = f"SUM(l.{denominator})" if denominator else "COUNT(*)"
+        base_body = (
+            "SELECT " + ", ".join([*(f"{k} AS {k.split('.')[1]}" for k in line_keys), f"{base_measure} AS base"])
             + f"\nFROM {lines_name} AS l"
             + (f"\nGROUP BY {', '.join(line_keys)}" if line_keys else "")
         )
-        ctes = [_cte(lines_name, lines_body), _cte(refunds_name, refunds_body)]
-        needs_gross = metric.name == "refund_rate" or not refund_dims
-        if needs_gross:
-            ctes.append(_cte(gross_name, gross_body))
+        ctes = [_cte(lines_name, lines_body), _cte(details_name, details_body)]
+        needs_base = denominator is not None or not detail_dims
+        if needs_base:
+            ctes.append(_cte(base_name, base_body))
 
         def on(left: str, right: str) -> str:
             return " AND ".join(f"{left}.{d.name} = {right}.{d.name}" for d in line_dims)
 
-        if refund_dims:  # one row per group that had refunds with that attribute
-            body = f"FROM {refunds_name} AS r"
-            if needs_gross:
-                body += f"\nJOIN {gross_name} AS g ON {on('g', 'r')}" if line_dims else f"\nCROSS JOIN {gross_name} AS g"
+        if detail_dims:  # one row per group that had details with that attribute
+            body = f"FROM {details_name} AS r"
+            if needs_base:
+                body += f"\nJOIN {base_name} AS g ON {on('g', 'r')}" if line_dims else f"\nCROSS JOIN {base_name} AS g"
             select_dims = [f"r.{d.name} AS {d.name}" for d in dims]
-            refunded = "r.refunded"
-        else:  # filtered only: every group of lines, 0 where no refund matched the filter
-            body = f"FROM {gross_name} AS g"
-            body += f"\nLEFT JOIN {refunds_name} AS r ON {on('r', 'g')}" if line_dims else f"\nCROSS JOIN {refunds_name} AS r"
+            amount = "r.detail_amount"
+        else:  # filtered only: every group of rows, 0 where no detail matched the filter
+            body = f"FROM {base_name} AS g"
+            body += f"\nLEFT JOIN {details_name} AS r ON {on('r', 'g')}" if line_dims else f"\nCROSS JOIN {details_name} AS r"
             select_dims = [f"g.{d.name} AS {d.name}" for d in dims]
-            refunded = "COALESCE(r.refunded, 0)"
-        if metric.name == "refund_rate":
-            measure = f"CAST({refunded} AS DOUBLE PRECISION) / NULLIF(CAST(g.gross AS DOUBLE PRECISION), 0)"
+            amount = "COALESCE(r.detail_amount, 0)"
+        if denominator:
+            measure = f"CAST({amount} AS DOUBLE PRECISION) / NULLIF(CAST(g.base AS DOUBLE PRECISION), 0)"
         else:
-            measure = refunded
+            measure = amount
         return _PeriodSource(ctes, select_dims, measure, body)
 
     def _period_cte(
@@ -439,7 +493,7 @@ class IntentCompiler:
         shift: tuple[str, int] | None,
     ) -> list[str]:
         """The period's own CTEs, then ``name`` with its grouping columns and ``metric_value``."""
-        source = self._source(name.removesuffix("_period"), intent, metric, dims, window, shift)
+        source = self._period(name.removesuffix("_period"), intent, metric, dims, window, shift)
         body = "SELECT " + ", ".join([*source.select_dims, f"{source.measure} AS metric_value"]) + "\n" + source.body
         return [*source.ctes, _cte(name, body)]
 

@@ -2,8 +2,8 @@
 
 The index is built from the warehouse itself (SELECT DISTINCT over each dimension's columns,
 Chinese and English) so a new product is recognised without a code change; ``EntityIndex.static``
-falls back to the values the schema contract fixes (regions, cities, channels, therapeutic areas,
-refund reasons) when no warehouse is reachable. Every name resolves to the warehouse's own value,
+falls back to the values the semantic model lists (``entity_values``) when no warehouse is
+reachable. Every name resolves to the warehouse's own value,
 so "Shanghai" and "上海" produce the same filter and the same cache key.
 
 A value that is an everyday word (the refund reason 其他, "other") is recognised only by its
@@ -17,7 +17,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from memtool.semantic.catalog import Catalog, Lang
-from memtool.sql.schema import CHANNELS, REFUND_REASONS, REGIONS, THERAPEUTIC_AREAS
 from memtool.sql.warehouse import Warehouse
 
 
@@ -58,12 +57,18 @@ class EntityIndex:
 
     @classmethod
     def from_warehouse(cls, warehouse: Warehouse, catalog: Catalog, *, timeout_seconds: float = 10.0) -> EntityIndex:
-        """Distinct values of every attribute dimension, read from the warehouse (Chinese + English)."""
+        """Distinct values of every attribute dimension, read from the warehouse (Chinese + English),
+        at most the dimension's ``max_values`` of each."""
         raw: list[tuple[str, str, str | None]] = []
         for dimension in catalog.attribute_dimensions:
+            if not dimension.index_values:
+                continue
+            assert dimension.table is not None
+            table = catalog.table(dimension.table).physical
             columns = dimension.column if dimension.en_column is None else f"{dimension.column}, {dimension.en_column}"
-            sql = f"SELECT DISTINCT {columns} FROM {dimension.table} WHERE {dimension.column} IS NOT NULL ORDER BY 1"
-            result = warehouse.run(sql, max_rows=10_000, timeout_seconds=timeout_seconds)
+            cap = dimension.max_values
+            sql = f"SELECT DISTINCT {columns} FROM {table} WHERE {dimension.column} IS NOT NULL ORDER BY 1 LIMIT {cap}"
+            result = warehouse.run(sql, max_rows=cap, timeout_seconds=timeout_seconds)
             for row in result.rows:
                 value = str(row[0]).strip()
                 english = str(row[1]).strip() if len(row) > 1 and row[1] is not None else None
@@ -73,14 +78,11 @@ class EntityIndex:
 
     @classmethod
     def static(cls, catalog: Catalog) -> EntityIndex:
-        """The values the schema contract fixes; products and brands need the warehouse."""
+        """The values the model lists; the rest (products, customers) need the warehouse."""
         raw: list[tuple[str, str, str | None]] = []
-        for region, cities in REGIONS.items():
-            raw.append(("region", region, None))
-            raw.extend(("city", city, city_en) for city, city_en in cities)
-        raw.extend(("channel", name, english) for name, english in CHANNELS)
-        raw.extend(("therapeutic_area", area, None) for area in THERAPEUTIC_AREAS)
-        raw.extend(("refund_reason", reason, None) for reason in REFUND_REASONS if catalog.has_dimension("refund_reason"))
+        for item in catalog.entity_values:
+            english = list(item.english) + [None] * (len(item.values) - len(item.english))
+            raw.extend((item.dimension, value, name) for value, name in zip(item.values, english, strict=False))
         return cls._assemble(raw, catalog, source="static")
 
     @classmethod
@@ -102,7 +104,7 @@ class EntityIndex:
                     names.append(english.replace("_", " "))
             extra = aliases.get((dimension, value), [])
             names.extend(extra)
-            if dimension == "product":
+            if dimension == shortener.dimension:
                 names.extend(n for n in (shortener.short_zh(value), english and shortener.short_en(english)) if n)
             label_en = english.replace("_", " ") if english else next((a for a in extra if a.isascii()), None)
             values.append(EntityValue(dimension, value, label_en, tuple(dict.fromkeys(names))))

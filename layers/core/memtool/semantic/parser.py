@@ -149,6 +149,8 @@ _TOP_N: list[tuple[str, str]] = [
     ("asc", rf"{_B}bottom[\s-]*(?P<n>{_NUM}){_E}"),
     ("word", rf"{_B}(?:the\s+)?(?P<o>highest|largest|biggest|best|lowest|smallest|worst)[\s-]+(?P<n>{_NUM}){_E}"),
     ("word", rf"{_B}(?:the\s+)?(?P<n>\d+|{EN_NUMBER})\s+(?P<o>highest|largest|biggest|best|top|lowest|smallest|worst|bottom){_E}"),
+    ("which", rf"{_B}which\s+(?P<n>\d+|{EN_NUMBER}){_E}"),  # "which 3 nations had the lowest ...": the order word follows
+    ("which", rf"哪\s*(?P<n>{_NUM})\s*(?:个|名|位|家|款|种)"),
 ]
 _ORDER_WORDS: list[tuple[str, str, bool]] = [  # (order, pattern, superlative)
     ("desc", r"最高|最大|最多|最好|最强|第一名|排第一", True),
@@ -211,7 +213,7 @@ _FILLER_ZH = sorted(
 异常 异常值 异动 预测 归因 聚类 相关 相关性 为什么 原因 驱动 驱动因素 因素 分析 检测 找出 找到 识别 解释 未来 可能 影响 关系 之间
 模式 规律 分群 细分 回归 离群 离群点 突增 突降 骤降 骤增 怎么回事 下跌 上涨 预计 估计 建模
 怎么算 如何计算 计算方法 计算公式 公式 定义 口径 意思 含义 指 指的是 什么意思 是什么意思 说明 解释一下 包括 包含 算法 逻辑 规则 构成 组成
-大区 地区 区域 片区 城市 市 省 区 渠道 产品 药品 品牌 领域 维度
+维度
 最近 近 过去 本 上 下 这 当 该 此 其 年 月 日 周 天 季度 号 份 整年 全年 时间 日期 期 阶段
 占比 份额 比重 分布 构成 前面 一些 一点 情况下 怎样的 如何的 表格 图表 图 画 画出 绘制 折线图 柱状图 饼图
         """.split()
@@ -234,8 +236,8 @@ correlate correlated driver drivers drive driven explain explanation analyze ana
 outliers root cause causes cause reason reasons drop dropped drops decline declined declining fall fell falling rise rose rising
 increase increased increasing decrease decreased decreasing spike spikes spiked fluctuation fluctuations unusual abnormal happen
 happened happening going definition define defined mean means meaning calculated calculate calculation calculations computed compute
-formula formulas how's where when s region regions city cities channel channels product products brand brands area areas therapeutic
-therapy disease want know see look like need into out off only just also then more less versus respectively respective along broken
+formula formulas how's where when s want know see look like need into out off only just also then more less versus respectively
+respective along broken
 grouped group yuan rmb cny fen cents wan thousand ten k so far ever recent recently latest full whole entire calendar has have had
 been get got give shown chart table plot graph line bar pie versus vs. q1 q2 q3 q4 did does it's there's per-cent percent percentage
 rate-of difference differ different between among amongst versus under above below high low same than their total-of sales-wise
@@ -314,7 +316,17 @@ class QuestionParser:
         self._lasting = re.compile(_LASTING, re.IGNORECASE)
         self._this_time = re.compile(_THIS_TIME, re.IGNORECASE)
         self._charts = [(chart, re.compile(p, re.IGNORECASE)) for chart, p in _CHARTS]
-        self._filler_zh = re.compile("|".join(re.escape(f) for f in _FILLER_ZH))
+        # The model's own nouns left over once its phrases are read ("华东大区": the value, then 大区) name nothing more.
+        model_words = [*catalog.filler_words, *(n for d in catalog.dimensions for n in (*d.nouns_zh, *d.nouns_en))]
+        extra_zh = [w for w in model_words if not w.isascii()]
+        self._filler_zh = re.compile("|".join(re.escape(f) for f in sorted({*_FILLER_ZH, *extra_zh}, key=len, reverse=True)))
+        self._filler_en = _FILLER_EN | {part.lower() for w in model_words if w.isascii() for part in w.split()}
+        self._noun_needs_marker = frozenset(d.name for d in catalog.attribute_dimensions if not d.bare_noun_groups)
+        self._grain_noun = {n.lower(): d.name for d in catalog.time_dimensions for n in (*d.nouns_zh, *d.nouns_en, d.zh, d.en)}
+        grain_alt = "|".join(re.escape(n) for n in sorted(self._grain_noun, key=len, reverse=True)) or r"(?!x)x"
+        self._grain_after_group = re.compile(
+            rf"\s*(?:and|&|,|和|与|及|、)\s*(?:the\s+|by\s+|按)?(?P<noun>{grain_alt})(?![A-Za-z])", re.IGNORECASE
+        )
 
     def states_lasting(self, question: str) -> bool:
         """Whether the question has a word of a standing preference ("以后", "from now on")."""
@@ -353,7 +365,7 @@ class QuestionParser:
                 n = parse_number(m.group("n"))
                 if n is None or not 1 <= n <= 10_000:
                     continue
-                order = kind if kind in ("asc", "desc") else _word_order(m.group("o"))
+                order = kind if kind in ("asc", "desc") else (None if kind == "which" else _word_order(m.group("o")))
                 add(m, "top_n", (order, n), 2)
         for pattern in self._group_patterns:
             for m in _find(pattern, text):
@@ -463,9 +475,14 @@ class QuestionParser:
                 negate_until = self._extend_negation(parsed.text, spans, index)
             elif kind == "group":
                 _add_unique(parsed.group_dims, span.payload)
+                grain = self._coordinated_grain(parsed.text, span.end)
+                if grain is not None:
+                    parsed.grain = parsed.grain or grain
             elif kind == "grain":
                 parsed.grain = parsed.grain or span.payload
             elif kind == "noun":
+                if span.payload in self._noun_needs_marker and not self._after_top_n(parsed.text, spans, index):
+                    continue  # "customers in GERMANY" names the customers' nation, not a grouping by customer
                 follows_own_value = (
                     previous_entity_dim is not None
                     and previous_entity_dim[1] == span.payload
@@ -483,7 +500,7 @@ class QuestionParser:
                 parsed.unit = span.payload
             elif kind == "top_n":
                 order, n = span.payload
-                parsed.order, parsed.top_n = order, n
+                parsed.order, parsed.top_n = order or parsed.order, n
             elif kind == "order":
                 order, superlative = span.payload
                 if order == "top":
@@ -511,6 +528,18 @@ class QuestionParser:
         mark_incompatible(parsed, self.catalog)
 
     @staticmethod
+    def _after_top_n(text: str, spans: list[Span], index: int) -> bool:
+        """Whether span ``index`` directly follows a top-N ("top 5 customers", "最高的5个客户")."""
+        if index == 0 or spans[index - 1].kind != "top_n":
+            return False
+        return re.fullmatch(r"[\s个位名家的]*", text[spans[index - 1].end : spans[index].start]) is not None
+
+    def _coordinated_grain(self, text: str, end: int) -> str | None:
+        """The time grain joined to a grouping by and/和 ("by priority and quarter", "按优先级和季度")."""
+        match = self._grain_after_group.match(text, end)
+        return self._grain_noun[match.group("noun").lower()] if match else None
+
+    @staticmethod
     def _extend_negation(text: str, spans: list[Span], index: int) -> int:
         """A negation covers the entities right after it, joined by 和/、/and/or/commas."""
         end = spans[index].end
@@ -536,7 +565,7 @@ class QuestionParser:
         for match in tokens:
             word = match.group(0).strip("'-")
             lower = word.lower()
-            if lower in _FILLER_EN or lower.rstrip("s") in _FILLER_EN or len(word) < 2:
+            if lower in self._filler_en or lower.rstrip("s") in self._filler_en or len(word) < 2:
                 continue
             before = parsed.text[: match.start()].rstrip()
             sentence_start = not before or before[-1] in ".?!。？！:：\"'“"
@@ -719,15 +748,16 @@ class QuestionParser:
             # ("魔都上个月的单子数"), English first; the other word is asked about next.
             term = parsed.unknown_terms[-1] if zh and not parsed.metrics else parsed.unknown_terms[0]
             if parsed.metrics:
-                options = [
-                    *self.entities.labels("region", parsed.lang),
-                    *self.entities.labels("city", parsed.lang),
-                    *self.entities.labels("channel", parsed.lang),
-                ]
+                offered = [self.catalog.dimension(name) for name in self.catalog.clarify_dimensions]
+                options = [label for dim in offered for label in self.entities.labels(dim.name, parsed.lang)]
+                names_zh = [d.zh for d in offered] or ["取值"]
+                kinds_zh = "、".join(names_zh[:-1]) + ("或" if len(names_zh) > 1 else "") + names_zh[-1]
+                plurals = [next((n for n in d.nouns_en if n.endswith("s")), d.en) for d in offered] or ["values"]
+                kinds_en = f"{', '.join(plurals[:-1])} or {plurals[-1]}" if len(plurals) > 1 else plurals[0]
                 question = (
-                    f"我不认识「{term}」。它是指某个大区、城市或渠道吗？也可以去掉它再问。"
+                    f"我不认识「{term}」。它是指某个{kinds_zh}吗？也可以去掉它再问。"
                     if zh
-                    else f"I don't know '{term}'. Is it one of these regions, cities or channels? You can also ask without it."
+                    else f"I don't know '{term}'. Is it one of these {kinds_en}? You can also ask without it."
                 )
             else:
                 options = metric_options
@@ -741,6 +771,9 @@ class QuestionParser:
         if not parsed.metrics:
             question = "你想看哪个指标？" if zh else "Which metric do you want to see?"
             return ClarificationNeed(question, None, metric_options, "unknown_metric")
+        shares = {m for m in parsed.metrics if self.catalog.metric(m).share_of in parsed.metrics}
+        if shares:  # "收入中…的占比": the share of the revenue, not the revenue and a share
+            parsed.metrics = [m for m in parsed.metrics if m in shares or not any(self.catalog.metric(s).share_of == m for s in shares)]
         if len(parsed.metrics) > 1:
             options = [self.catalog.metric(m).label(parsed.lang) for m in parsed.metrics]
             question = "一次只能查一个指标，先看哪一个？" if zh else "I can answer one metric at a time. Which one first?"
@@ -801,6 +834,9 @@ class QuestionParser:
             window = explicit[0].window
         elif parsed.carried_window is not None:
             window = parsed.carried_window
+        elif self.catalog.default_window == "all" and comparison_kind is None:
+            notes.append("no period named: every row of the data set (the model's default_window is all)")
+            return None, None, None
         else:
             window = default_window(today, grain=grain, route=route)
             notes.append(f"default window {window.label}: [{window.start}, {window.end})")

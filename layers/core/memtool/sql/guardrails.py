@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # sqlglot is imported lazily: a Lambda cold start that never guards SQL skips it
     from sqlglot import exp
 
+    from memtool.semantic.catalog import Catalog
     from memtool.sql.live_schema import LiveSchema
 
 DIALECT = "redshift"
@@ -60,7 +61,7 @@ FORBIDDEN_FUNCTION_PREFIXES = ("pg_", "lo_", "dblink")
 class GuardPolicy:
     """What generated SQL may read: ``allowed`` maps table -> columns (names are case-insensitive).
 
-    A key may be schema-qualified (``"analytics.fact_order_line"``); a query then has to name the
+    A key may be schema-qualified (``"analytics.orders"``); a query then has to name the
     table the same way. A bare key matches only a bare table reference.
     """
 
@@ -78,10 +79,35 @@ class GuardPolicy:
         object.__setattr__(self, "allowed", normalized)
 
     @classmethod
-    def for_demo_warehouse(cls, *, max_rows: int = 1000, timeout_seconds: float = 30) -> GuardPolicy:
-        from memtool.sql.schema import WAREHOUSE_SCHEMA
+    def from_model(cls, model: Catalog, *, max_rows: int = 1000, timeout_seconds: float = 30) -> GuardPolicy:
+        """The tables and columns the semantic model declares (when the live schema cannot be read)."""
+        allowed: dict[str, list[str]] = {}
+        for table in model.tables:
+            allowed.setdefault(table.physical, []).extend(table.columns)
+        return cls(allowed, max_rows, timeout_seconds)
 
-        return cls({table: list(columns) for table, columns in WAREHOUSE_SCHEMA.items()}, max_rows, timeout_seconds)
+    @classmethod
+    def for_model(
+        cls,
+        schema: LiveSchema,
+        model: Catalog,
+        *,
+        foreign_tables: Collection[str] = (),
+        max_rows: int = 1000,
+        timeout_seconds: float = 30,
+    ) -> GuardPolicy:
+        """The live tables the tenant's model reads, with the columns they have now.
+
+        When a table of the model is gone from the warehouse (renamed under it), the live tables
+        no model claims are allowed too, so a diagnosis can try the new name; a table of another
+        tenant's model (``foreign_tables``) is never allowed.
+        """
+        own = {t.lower() for t in model.physical_tables}
+        live = schema.guard_allowlist()
+        foreign = {t.lower() for t in foreign_tables} - own
+        drifted = any(table not in live for table in own)
+        allowed = {t: cols for t, cols in live.items() if t in own or (drifted and t not in foreign)}
+        return cls(allowed, max_rows, timeout_seconds)
 
     @classmethod
     def from_live_schema(cls, schema: LiveSchema, *, max_rows: int = 1000, timeout_seconds: float = 30) -> GuardPolicy:

@@ -1,6 +1,6 @@
 """The live schema of a warehouse: the tables and columns it really has now, read from information_schema.
 
-The contract in ``memtool.sql.schema`` says what the demo warehouse should look like; a real
+The semantic model says what a warehouse should look like; a real
 warehouse drifts away from any such contract (a column renamed under a semantic layer, a table
 replaced by a view). Diagnosing a failed query and guarding the next one need what the warehouse
 has at the time of the ask, so adapters read it with one internal query and keep it here.
