@@ -253,7 +253,7 @@ def test_propose_intent_becomes_a_plan_with_the_compilers_sql(make_planner, cata
     assert "unit 元 from the default" in plan.notes
     # And it cites the memory the model used (not an invented one) and the metric's definition
     sources = [c.source for c in plan.citations]
-    assert sources == ["memory:mem_k1@v2", "catalog:metric/net_revenue"]
+    assert sources == ["memory:mem_k1@v2", "catalog:metric/net_revenue@2026.11.1"]
     assert len(double.requests) == 1
 
 
@@ -395,7 +395,7 @@ def test_business_knowledge_questions_are_answered_by_the_rules_without_a_model_
 
     assert double.requests == []
     assert plan.status == "answered" and plan.route == "business_knowledge_qa"
-    assert any(c.source == "catalog:metric/net_revenue" for c in plan.citations)
+    assert any(c.source == "catalog:metric/net_revenue@2026.11.1" for c in plan.citations)
     assert "no LLM call" in plan.notes[0]
 
 

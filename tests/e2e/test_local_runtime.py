@@ -135,7 +135,7 @@ def test_demo_tells_the_story_on_a_slim_local_install(tmp_path):
     asked = out.split("[9]")[1].split("[10]")[0]
     assert "route nl2sql_query, status answered" in asked and "chart horizontal_bar" in asked
     assert "route kpi_lookup, status answered" in asked and "chart kpi_card" in asked
-    assert "route business_knowledge_qa, status answered" in asked and "[catalog:metric/net_revenue]" in asked
+    assert "route business_knowledge_qa, status answered" in asked and "[catalog:metric/net_revenue@2026.11.1]" in asked
     assert "status needs_clarification" in asked and "西安" in asked
     # the profile memory written in step 2 (以后都用分) shaped the answers: amounts in 分
     assert "net_revenue_fen" in asked

@@ -94,3 +94,10 @@ def test_a_curator_puts_versions_and_refusals_change_nothing(tmp_path) -> None:
         assert "memtool model init --warehouse URL > model.yaml" in missing["message"]
         assert "memtool model push model.yaml" in missing["message"]
         assert call(url, "GET", "/model/history", tenant="globex")[0] == 404
+
+        # The model's memory is written only here: /memories refuses its key, so no PUT skips the checks
+        forged = {"kind": "knowledge", "scope": "tenant", "key": "semantic_model", "content": "a model", "value": {"model": {}}}
+        status, refused_write = call(url, "POST", "/memories", forged)
+        assert (status, refused_write["error"], refused_write.get("field")) == (403, "forbidden", "key"), refused_write
+        status, current = call(url, "GET", "/model", roles=None)
+        assert (status, current["version"]) == (200, 2)

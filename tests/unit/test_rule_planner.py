@@ -46,7 +46,7 @@ def test_a_breakdown_question_plans_an_intent_and_sql(planner: RulePlanner) -> N
     assert plan.intent.dimensions == ("channel",)
     assert (plan.intent.time_window.start, plan.intent.time_window.end) == (date(2026, 10, 1), date(2026, 11, 1))
     assert plan.sql is not None and "refund_by_line" in plan.sql and "AS channel" in plan.sql
-    assert any(c.source == "catalog:metric/net_revenue" for c in plan.citations)
+    assert any(c.source == "catalog:metric/net_revenue@2026.11.1" for c in plan.citations)
 
 
 def test_english_and_chinese_of_the_same_question_share_an_intent(planner: RulePlanner) -> None:
@@ -297,7 +297,7 @@ def test_knowledge_qa_answers_with_the_cited_definition_and_no_sql(planner: Rule
     assert plan.route == "business_knowledge_qa" and plan.status == "answered"
     assert plan.sql is None and plan.intent is None
     sources = [c.source for c in plan.citations]
-    assert sources == ["catalog:metric/net_revenue", "memory:mem_k1@v2"]
+    assert sources == ["catalog:metric/net_revenue@2026.11.1", "memory:mem_k1@v2"]
     assert plan.citations[0].text == catalog.metric("net_revenue").definition_zh
     assert catalog.metric("net_revenue").definition_zh in (plan.answer or "")
     assert "paid_at" in (plan.answer or "") and "处方量只统计院内处方" not in (plan.answer or "")
@@ -307,9 +307,9 @@ def test_knowledge_qa_in_english_and_for_an_ambiguous_word(planner: RulePlanner)
     english = planner.plan("How is refund rate calculated?")
     ambiguous = planner.plan("收入是什么意思")
 
-    assert english.status == "answered" and english.citations[0].source == "catalog:metric/refund_rate"
+    assert english.status == "answered" and english.citations[0].source == "catalog:metric/refund_rate@2026.11.1"
     assert english.citations[0].text.startswith("Refund rate")
-    assert [c.source for c in ambiguous.citations] == ["catalog:metric/gross_revenue", "catalog:metric/net_revenue"]
+    assert [c.source for c in ambiguous.citations] == ["catalog:metric/gross_revenue@2026.11.1", "catalog:metric/net_revenue@2026.11.1"]
 
 
 def test_knowledge_qa_about_nothing_known_asks(planner: RulePlanner) -> None:

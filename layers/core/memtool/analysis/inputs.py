@@ -20,14 +20,28 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any
 
+from memtool.semantic.catalog import Catalog
 from memtool.semantic.intent import Filter, Intent, TimeWindow
 from memtool.semantic.time_expressions import add_months, month_start
 
 GRAINS = ("day", "week", "month", "quarter", "year")
-# Measures a member is profiled by for clustering / correlation / regression (additive, comparable).
-PROFILE_METRICS = ("net_revenue", "order_count", "units", "refund_amount")
 ADDITIVE_KINDS = ("money", "count")
-NON_ADDITIVE = ("avg_order_value", "refund_rate")
+
+
+def _drill_dimensions(model: Catalog, intent: Intent) -> list[str]:
+    """The dimensions a change or an anomaly is broken down by: the model's drill-downs (those of a
+    detail for a metric measured by detail, e.g. refunds by reason), the metric's own, none the
+    question filters on, nor any on a filtered dimension's table (a city filtered: not its region)."""
+    metric = model.metric(intent.metric)
+    hints = model.analysis
+    candidates = hints.detail_drill_dimensions if metric.by_detail is not None and hints.detail_drill_dimensions else hints.drill_dimensions
+    filtered = {f.dimension for f in intent.filters if f.op == "in"}
+    filtered_tables = {model.dimension(d).table for d in filtered if model.has_dimension(d)}
+    return [
+        d
+        for d in candidates
+        if d in metric.dimensions and d not in filtered and model.dimension(d).table not in filtered_tables
+    ]
 
 
 @dataclass(frozen=True)
@@ -106,7 +120,7 @@ def attribution_table(
     intent: Intent,
     windows: AnalysisWindows,
     run: Callable[[Intent], tuple[list[str], list[list[Any]], str]],
-    dimensions_of: Callable[[str], Sequence[str]],
+    model: Catalog,
     series_labels: Sequence[str],
     today: date | None = None,
 ) -> Table:
@@ -116,7 +130,7 @@ def attribution_table(
     to the same total change. A month not over yet is compared as month to date with the same
     days of the month before. ``run(intent) -> (columns, rows, sql)`` compiles, guards and runs.
     """
-    if intent.metric in NON_ADDITIVE:
+    if not model.metric(intent.metric).additive:
         raise ValueError(f"{intent.metric} is a ratio: its change cannot be split into parts that add up")
     focus = windows.focus
     if focus is None or add_months(month_start(focus.start), 1) < focus.end:
@@ -137,15 +151,7 @@ def attribution_table(
             f"{after.label} is not over: it is compared as month to date ({after.start:%m-%d}..{today - timedelta(days=1):%m-%d}) "
             f"with the same days of {before.label}"
         )
-    filtered = {f.dimension for f in intent.filters if f.op == "in"}
-    allowed = set(dimensions_of(intent.metric))
-    if intent.metric.startswith("refund"):
-        candidates = ["product", "refund_reason", "channel"]
-    elif "city" in filtered or "region" in filtered:
-        candidates = ["channel", "product"]
-    else:
-        candidates = ["region", "channel", "product"]
-    dims = [d for d in candidates if d in allowed and d not in filtered]
+    dims = _drill_dimensions(model, intent)
     if not dims:
         raise ValueError(f"{intent.metric} has no dimension to break its change down by")
     rows: list[list[Any]] = []
@@ -176,16 +182,18 @@ def attribution_table(
 def profile_table(
     intent: Intent,
     run: Callable[[Intent], tuple[list[str], list[list[Any]], str]],
-    dimensions_of: Callable[[str], Sequence[str]],
+    model: Catalog,
     window: TimeWindow | None,
     named: Sequence[str] = (),
 ) -> Table:
-    """Several measures per member of the question's grouping (cities by default): the ones the
-    question named when it named two or more, else the asked metric with the catalog's usual
-    profile (net revenue, orders, units, refunds)."""
-    group = next((d for d in intent.dimensions if d not in GRAINS), "city")
-    metrics = list(dict.fromkeys(named)) if len(set(named)) >= 2 else [intent.metric, *[m for m in PROFILE_METRICS if m != intent.metric]]
-    metrics = [m for m in metrics if group in dimensions_of(m)]
+    """Several measures per member of the question's grouping (the model's fallback group, cities
+    in the demo): the ones the question named when it named two or more, else the asked metric
+    with the model's usual profile (``analysis.profile_metrics``)."""
+    fallback = model.analysis.fallback_group or next((d.name for d in model.attribute_dimensions), "")
+    group = next((d for d in intent.dimensions if d not in GRAINS), fallback)
+    profile = model.analysis.profile_metrics
+    metrics = list(dict.fromkeys(named)) if len(set(named)) >= 2 else [intent.metric, *[m for m in profile if m != intent.metric]]
+    metrics = [m for m in metrics if model.has_metric(m) and group in model.metric(m).dimensions]
     filters: tuple[Filter, ...] = tuple(intent.filters)
     by_member: dict[str, dict[str, float]] = {}
     queries = []
@@ -244,19 +252,16 @@ def segment_table(
     intent: Intent,
     focus_month: str,
     run: Callable[[Intent], tuple[list[str], list[list[Any]], str]],
-    dimensions_of: Callable[[str], Sequence[str]],
+    model: Catalog,
 ) -> Table | None:
     """Where an anomaly sits: for each explaining dimension, the series of the members whose focus
     month is furthest from their own median month, in one table for one segment scan.
 
     A spike of one product or one refund reason can hide in a noisy total; its own series shows it.
     """
-    if intent.metric in NON_ADDITIVE or intent.time_window is None:
+    if not model.metric(intent.metric).additive or intent.time_window is None:
         return None
-    filtered = {f.dimension for f in intent.filters if f.op == "in"}
-    allowed = set(dimensions_of(intent.metric))
-    candidates = ["product", "refund_reason", "channel"] if intent.metric.startswith("refund") else ["region", "channel", "product"]
-    dims = [d for d in candidates if d in allowed and d not in filtered and not (d == "region" and "city" in filtered)]
+    dims = _drill_dimensions(model, intent)
     rows_out: list[list[Any]] = []
     queries: list[str] = []
     value_name = intent.metric

@@ -42,6 +42,20 @@ def register(model_subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     p_init.add_argument("-o", "--output", metavar="FILE", help="write the YAML here instead of stdout")
     p_init.set_defaults(func=model_init_command)
 
+    p_validate = model_subparsers.add_parser(
+        "validate",
+        help="check a YAML model: its format, and that every metric and dimension compiles and runs on the warehouse",
+        description="Reads FILE, checks it against the model format (every reference names something), then compiles "
+        "every metric alone and by its dimensions and runs each query on the warehouse with LIMIT 0. Each failure is "
+        "printed as FILE:LINE: place: message. Exit codes: 0 valid, 1 problems found, 2 the file or warehouse could "
+        "not be read.",
+    )
+    p_validate.add_argument("file", metavar="FILE", help="the model (YAML)")
+    p_validate.add_argument(
+        "--warehouse", metavar="URL", help="duckdb:///path.duckdb or postgresql://…; without it only the format is checked"
+    )
+    p_validate.set_defaults(func=model_validate_command)
+
 
 def model_init_command(args: argparse.Namespace) -> int:
     from memtool.semantic.catalog import Catalog
@@ -85,6 +99,47 @@ def model_init_command(args: argparse.Namespace) -> int:
         f"{len(document['joins'])} joins over {len(document['tables'])} tables in {time.perf_counter() - started:.1f} s"
         + (f"; written to {args.output}" if args.output else "")
     )
+    return 0
+
+
+def model_validate_command(args: argparse.Namespace) -> int:
+    import yaml
+
+    from memtool.semantic.validation import parse_for_checks, warehouse_problems, with_lines
+    from memtool.sql.urls import open_warehouse, redact_url
+    from memtool.sql.warehouse import WarehouseError
+
+    prog = "memtool model validate"
+    try:
+        text = Path(args.file).read_text(encoding="utf-8")
+        document = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"{prog}: {args.file}: cannot read it ({exc})", file=sys.stderr)
+        return 2
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{args.file}:{mark.line + 1}" if mark is not None else args.file
+        print(f"{where}: YAML syntax error: {getattr(exc, 'problem', None) or exc}", file=sys.stderr)
+        return 2
+    model, problems = parse_for_checks(document)
+    checked = "the format"
+    if model is not None and not problems and args.warehouse:
+        try:
+            warehouse = open_warehouse(args.warehouse)
+            print(f"{prog}: running every metric and dimension on {redact_url(args.warehouse)} (LIMIT 0)", file=sys.stderr)
+            problems = warehouse_problems(model, warehouse)
+            checked = "the format and the warehouse"
+        except (ValueError, WarehouseError) as exc:
+            print(f"{prog}: {redact_url(args.warehouse)}: {_one_line(str(exc))}", file=sys.stderr)
+            return 2
+    for problem in with_lines(problems, text):
+        where = f"{args.file}:{problem.line}" if problem.line else args.file
+        print(f"{where}: {problem.path}: {problem.message}")
+    if problems:
+        print(f"{prog}: {len(problems)} problem(s); {checked} checked", file=sys.stderr)
+        return 1
+    assert model is not None
+    print(f"{args.file}: valid ({len(model.metrics)} metrics, {len(model.dimensions)} dimensions; {checked} checked)")
     return 0
 
 

@@ -295,7 +295,7 @@ def system_text(max_hypotheses: int) -> str:
     fields = "; ".join(f"{kind}: {', '.join(names)}" for kind, names in REPAIR_FIELDS.items())
     return "\n".join(
         [
-            "You diagnose a query that failed in a pharmaceutical company's commercial data warehouse (Amazon Redshift).",
+            "You diagnose a query that failed in a company's data warehouse (Amazon Redshift).",
             f"Propose the {max_hypotheses} most likely root causes of the failure at most, most likely first, each with one concrete "
             f"repair, by calling {TOOL_DIAGNOSIS}. Every repair you propose is applied and run to test it; none is trusted untested.",
             "",

@@ -166,7 +166,11 @@ class AskSteps:
     def step_prepare(self, state: AskState) -> AskState:
         from memtool.planning.routes import classify_route
 
-        state.route = state.input.route or classify_route(state.input.question)
+        if state.input.route:
+            state.route = state.input.route
+        else:
+            parser = self._parser_for(state.caller.tenant)
+            state.route = classify_route(state.input.question, parser=parser)
         where = Partition(state.caller.tenant, state.caller.user)
         now = self._clock.now()
         if state.input.session_id:
@@ -589,7 +593,7 @@ class AskSteps:
                 catalog = self._catalog(state.caller.tenant)
                 try:
                     segments = inputs.segment_table(
-                        intent, focus[-1], lambda drill: self._run_drilldown(state, drill), lambda m: catalog.metric(m).dimensions
+                        intent, focus[-1], lambda drill: self._run_drilldown(state, drill), catalog
                     )
                 except (ValueError, MemtoolError, WarehouseError) as exc:  # the total's scan still runs
                     state.note(f"the segment scan could not run: {getattr(exc, 'message', None) or exc}")
@@ -622,14 +626,14 @@ class AskSteps:
             period = next(c for c in columns if c in inputs.GRAINS)
             labels = sorted({str(r[columns.index(period)])[:7] for r in rows})
             table = inputs.attribution_table(
-                intent, windows, lambda drill: self._run_drilldown(state, drill), lambda m: catalog.metric(m).dimensions, labels, today
+                intent, windows, lambda drill: self._run_drilldown(state, drill), catalog, labels, today
             )
             # The drill-down is in the base unit (元), whatever unit the answer shows.
             return [(table, {**base, "unit": None, "before": table.params["before_period"], "after": table.params["after_period"]})]
         table = inputs.profile_table(
             intent,
             lambda drill: self._run_drilldown(state, drill),
-            lambda m: catalog.metric(m).dimensions,
+            catalog,
             windows.focus,
             named=named or (),
         )
@@ -664,6 +668,14 @@ class AskSteps:
         if len(kept) < len(rows) and note:
             state.note(f"the partial period {', '.join(sorted(p[:7] for p in partial))} is left out of the analysis (it is not over yet)")
         return columns, kept
+
+    def _parser_for(self, tenant: str) -> Any:
+        """The tenant's question parser, when the planner has rules (a scripted planner has none)."""
+        try:
+            rules = getattr(self._planner(tenant), "rules", None)
+        except Exception:  # noqa: BLE001 - Plan reports a planner that cannot be built (a missing model)
+            return None
+        return getattr(rules, "parser", None)
 
     def _catalog(self, tenant: str) -> Any:
         compiler = self._compiler(tenant) if self._compiler is not None else None

@@ -30,6 +30,7 @@ from memtool.memory.records import (
 )
 from memtool.memory.slots import check_slot_value
 from memtool.memory.store import TENANT_OWNER, ForgetOutcome, MemoryPage, MemoryStore, Partition, UndecodableRecord
+from memtool.semantic.model_store import MODEL_KEY
 from memtool.settings import Settings
 
 PII_KINDS = ("phone", "email", "cn_id", "bank_card")
@@ -251,6 +252,8 @@ class MemoryService:
             raise Forbidden("causal memories are made by diagnosis (POST /diagnose) and shared at /lessons/{id}/share", field="kind")
         if key is not None and key.startswith(SYSTEM_KEY_PREFIXES):
             raise Forbidden("keys starting with 'episode.' hold the ask flow's record of what happened", field="key")
+        if kind is MemoryKind.KNOWLEDGE and key == MODEL_KEY:
+            raise Forbidden("the semantic model is written at PUT /model (memtool model push), where it is validated", field="key")
 
     @staticmethod
     def _require_reviewer_for(who: Identity, kind: MemoryKind) -> None:

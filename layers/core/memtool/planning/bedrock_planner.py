@@ -390,7 +390,7 @@ class BedrockPlanner:
         context: PlanContext | None = None,
         few_shots: Sequence[FewShotSource] = (),
     ) -> Plan:
-        chosen: Route = classify_route(question) if route is None else parse_forced_route(route)
+        chosen: Route = classify_route(question, parser=self._parser) if route is None else parse_forced_route(route)
         context = context or PlanContext()
         if chosen == "business_knowledge_qa":
             return self._fallback(
@@ -728,7 +728,8 @@ class BedrockPlanner:
             settled["chart"] = request.context.profile_chart
         notes.append(f"model_version {self.catalog.model_version_for(intent)}")
         citations = self._memory_citations(proposal.memories_used, request)
-        citations.append(Citation(source=f"catalog:metric/{metric.name}", text=metric.definition(request.lang)))
+        source = f"catalog:metric/{metric.name}@{self.catalog.model_version}"
+        citations.append(Citation(source=source, text=metric.definition(request.lang)))
         applied = self._applied(proposal.memories_used, request, profile_settled=settled)
         return Plan(
             status="planned",

@@ -27,7 +27,7 @@ class Clarification(BaseModel):
 class Citation(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    source: str  # "catalog:metric/net_revenue" or "memory:<id>@v<version>"
+    source: str  # "catalog:metric/net_revenue@<model version>" or "memory:<id>@v<version>"
     text: str
 
 

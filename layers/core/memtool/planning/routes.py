@@ -52,10 +52,13 @@ def _default_parser() -> QuestionParser:
     return QuestionParser(catalog, EntityIndex.static(catalog))
 
 
-def classify_route(question: str, *, catalog: Catalog | None = None, entities: EntityIndex | None = None) -> Route:
-    """The route a question takes when the request does not force one."""
+def classify_route(
+    question: str, *, catalog: Catalog | None = None, entities: EntityIndex | None = None, parser: QuestionParser | None = None
+) -> Route:
+    """The route a question takes when the request does not force one, read with the tenant's ``parser``."""
     text = normalize(question)
-    parser = _default_parser() if catalog is None else QuestionParser(catalog, entities or EntityIndex.static(catalog))
+    if parser is None:
+        parser = _default_parser() if catalog is None else QuestionParser(catalog, entities or EntityIndex.static(catalog))
     parsed = parser.recognise(text, today=_CLASSIFY_DAY)
     if _KNOWLEDGE.search(text):
         return "business_knowledge_qa"

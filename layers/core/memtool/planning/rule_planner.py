@@ -92,11 +92,11 @@ class RulePlanner:
         earlier = _earlier_choices(pending) if choice is not None else []
         asked = _pending_question(pending) if pending is not None and choice is not None else question
         if pending is not None and choice is not None:
-            chosen: Route = classify_route(asked)  # the reply answers the pending question, on its route
+            chosen: Route = classify_route(asked, parser=self.parser)  # the reply answers the pending question, on its route
         elif route is not None:
             chosen = parse_forced_route(route)
         else:
-            chosen = classify_route(question)
+            chosen = classify_route(question, parser=self.parser)
         if chosen == "business_knowledge_qa" and choice is None:
             return self._answer_knowledge(question, context, corrections, notes)
         if chosen == "business_knowledge_qa":
@@ -162,7 +162,8 @@ class RulePlanner:
             chosen = "nl2sql_query"  # "换成处方量" reads as one number, but it carries a grouping
             notes.append("route nl2sql_query: the follow-up carries a grouping")
         compiled = self.compiler.compile(intent)
-        citations.append(Citation(source=f"catalog:metric/{metric.name}", text=metric.definition(result.parsed.lang)))
+        source = f"catalog:metric/{metric.name}@{self.catalog.model_version}"
+        citations.append(Citation(source=source, text=metric.definition(result.parsed.lang)))
         notes.append(f"model_version {self.catalog.model_version_for(intent)}")
         if preference is not None:
             notes.append(f"remembered: {preference.text}")
@@ -235,7 +236,7 @@ class RulePlanner:
         count = len(asked.options)
         prefix = f"请从这 {count} 个选项里选一个：" if zh else f"Please pick one of the {count} options: "
         notes.append(f"the reply {reply!r} picks none of the options; the question is still waiting")
-        chosen = parse_forced_route(route) if route is not None else classify_route(_pending_question(pending))
+        chosen = parse_forced_route(route) if route is not None else classify_route(_pending_question(pending), parser=self.parser)
         return Plan(
             status="needs_clarification",
             route=chosen,
@@ -394,11 +395,11 @@ class RulePlanner:
             paragraphs.append(f"「{term}」可能指：{labels}。" if lang == "zh" else f"'{term}' can mean {labels}.")
         for name in metrics:
             metric = self.catalog.metric(name)
-            citations.append(Citation(source=f"catalog:metric/{name}", text=metric.definition(lang)))
+            citations.append(Citation(source=f"catalog:metric/{name}@{self.catalog.model_version}", text=metric.definition(lang)))
             paragraphs.append(metric.definition(lang))
         for name in dimensions:
             dimension = self.catalog.dimension(name)
-            citations.append(Citation(source=f"catalog:dimension/{name}", text=dimension.definition(lang)))
+            citations.append(Citation(source=f"catalog:dimension/{name}@{self.catalog.model_version}", text=dimension.definition(lang)))
             paragraphs.append(dimension.definition(lang))
         for item in self._relevant_knowledge(context, metrics, dimensions):
             citations.append(Citation(source=item.source, text=item.text))

@@ -294,7 +294,7 @@ def tenant_model(tenant: str | None = None):  # -> TenantModel: the model in for
     stored = _stored_model(tenant) if tenant else None
     if stored is not None:
         label = f"{stored.model.name or 'model'} {stored.model_version} (stored v{stored.version})"
-        catalog = stored.model.model_copy(update={"model_version": f"{stored.model_version}@v{stored.version}"})
+        catalog = stored.model.model_copy(update={"model_version": f"{stored.model_version}+v{stored.version}"})
         return _per_key(("model", tenant, stored.memory_id, stored.version), lambda: TenantModel(catalog, label, "stored", stored.version))
     entry = tenants().get(tenant) if tenant else None
     if entry is not None:

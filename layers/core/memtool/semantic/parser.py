@@ -266,6 +266,14 @@ def term_pattern(term: str) -> re.Pattern[str]:
     return re.compile(re.escape(term), re.IGNORECASE)
 
 
+def _probe(term: str) -> str:
+    """A literal every match of ``term_pattern(term)`` contains (lower case): its longest part."""
+    term = normalize(term).lower()
+    if re.search(r"[a-z]", term):
+        return max((part for part in re.split(r"[\s\-_]+", term) if part), key=len, default=term)
+    return term
+
+
 def _find(pattern: re.Pattern[str], text: str) -> Iterable[re.Match[str]]:
     return (m for m in pattern.finditer(text) if m.end() > m.start())
 
@@ -279,7 +287,10 @@ class QuestionParser:
         self._metric_terms = [(term_pattern(t), m.name) for m in catalog.metrics for t in {*m.synonyms_zh, *m.synonyms_en, m.zh, m.en}]
         self._ambiguous = [(term_pattern(a.term), a.term, a.candidates) for a in catalog.ambiguous_terms]
         self._unsupported = [(term_pattern(t), t) for t in catalog.unsupported_terms]
-        self._entity_terms = [(term_pattern(name), name) for name in {n for e in entities.values for n in e.names}]
+        # Entity names can be many (every customer's): each is tried only when its longest literal part
+        # is in the question, and its pattern is compiled on first use.
+        self._entity_terms = [(_probe(name), name) for name in {n for e in entities.values for n in e.names}]
+        self._entity_patterns: dict[str, re.Pattern[str]] = {}
         self._outside = [(term_pattern(o.name), o) for o in entities.outside]
         nouns: list[tuple[str, str]] = []
         for dim in catalog.attribute_dimensions:
@@ -379,7 +390,12 @@ class QuestionParser:
         for pattern, metric in self._metric_terms:
             for m in _find(pattern, text):
                 add(m, "metric", metric, 4)
-        for pattern, name in self._entity_terms:
+        lowered = text.lower()
+        for probe, name in self._entity_terms:
+            if probe not in lowered:
+                continue
+            found = self._entity_patterns.get(name)
+            pattern = found if found is not None else self._entity_patterns.setdefault(name, term_pattern(name))
             for m in _find(pattern, text):
                 add(m, "entity", self.entities.lookup(name), 4)
         for pattern, term, candidates in self._ambiguous:
