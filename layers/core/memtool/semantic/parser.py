@@ -394,8 +394,8 @@ class QuestionParser:
         for probe, name in self._entity_terms:
             if probe not in lowered:
                 continue
-            found = self._entity_patterns.get(name)
-            pattern = found if found is not None else self._entity_patterns.setdefault(name, term_pattern(name))
+            compiled = self._entity_patterns.get(name)
+            pattern = compiled if compiled is not None else self._entity_patterns.setdefault(name, term_pattern(name))
             for m in _find(pattern, text):
                 add(m, "entity", self.entities.lookup(name), 4)
         for pattern, term, candidates in self._ambiguous:
