@@ -87,6 +87,12 @@ def _queue_arn(url: str) -> str:
     return f"arn:aws:sqs:{REGION}:{account}:{name}"
 
 
+def _secret_arn(secret_id: str) -> str:
+    """A secret named, not given by ARN, is authorized as the ARN of that name (found or not: a
+    grant on ``secret:<prefix>*`` covers both it and the found secret's ``<name>-AbCdEf``)."""
+    return secret_id if secret_id.startswith("arn:") else f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:{secret_id}"
+
+
 def bedrock_requests(action: str, model_id: str) -> list[IamRequest]:
     """What IAM authorizes for an invocation of ``model_id`` (a model id, a profile id or an ARN)."""
     if model_id.startswith("arn:"):
@@ -129,7 +135,7 @@ def iam_requests(service: str, operation: str, params: dict[str, Any]) -> list[I
         if "executionArn" in params:
             return [IamRequest(f"states:{operation}", params["executionArn"])]
     if service == "secretsmanager" and "SecretId" in params:
-        return [IamRequest(f"secretsmanager:{operation}", params["SecretId"])]
+        return [IamRequest(f"secretsmanager:{operation}", _secret_arn(params["SecretId"]))]
     if service == "bedrock-runtime":
         action = {
             "InvokeModel": "bedrock:InvokeModel",

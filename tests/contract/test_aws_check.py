@@ -25,6 +25,7 @@ EVERYTHING = [
     "OpenSearchEndpoint=https://abc123.us-east-1.aoss.amazonaws.com",
     "OpenSearchResourceArn=arn:aws:aoss:us-east-1:123456789012:collection/abc123",
     "RedshiftSecretArn=arn:aws:secretsmanager:us-east-1:123456789012:secret:redshift-AbCdEf",
+    "TenantRedshiftSecretPrefix=memtool/prod/tenants/",
     "E2BApiKeySecretArn=arn:aws:secretsmanager:us-east-1:123456789012:secret:e2b-AbCdEf",
     "AlarmTopicArn=arn:aws:sns:us-east-1:123456789012:memtool-alarms",
 ]

@@ -26,11 +26,13 @@ COGNITO = {"CognitoUserPoolArn": "arn:aws:cognito-idp:us-east-1:123456789012:use
 ENDPOINT = "https://abc123.us-east-1.aoss.amazonaws.com"
 COLLECTION = "arn:aws:aoss:us-east-1:123456789012:collection/abc123"
 REDSHIFT = "arn:aws:secretsmanager:us-east-1:123456789012:secret:redshift-AbCdEf"
+TENANT_SECRETS = "memtool/prod/tenants/"
 EVERYTHING = {
     **COGNITO,
     "OpenSearchEndpoint": ENDPOINT,
     "OpenSearchResourceArn": COLLECTION,
     "RedshiftSecretArn": REDSHIFT,
+    "TenantRedshiftSecretPrefix": TENANT_SECRETS,
     "E2BApiKeySecretArn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:e2b-AbCdEf",
     "AlarmTopicArn": "arn:aws:sns:us-east-1:123456789012:memtool-alarms",
 }
@@ -135,6 +137,49 @@ def test_the_opensearch_endpoint_and_arn_come_together(given: dict[str, str], fa
     if fails:
         (problem,) = problems
         assert "OpenSearchEndpointAndResourceArnTogether" in problem and "set together" in problem
+
+
+@pytest.mark.parametrize(
+    ("given", "fails"),
+    [
+        ({}, False),
+        ({"RedshiftSecretArn": REDSHIFT}, False),
+        ({"RedshiftSecretArn": REDSHIFT, "TenantRedshiftSecretPrefix": TENANT_SECRETS}, False),
+        ({"TenantRedshiftSecretPrefix": TENANT_SECRETS}, True),
+    ],
+    ids=["neither", "stack-secret-only", "both", "prefix-only"],
+)
+def test_tenant_redshift_secrets_need_the_stacks_secret(given: dict[str, str], fails: bool) -> None:
+    """A tenant without a secret of its own falls back to the stack's: a prefix alone would leave it none."""
+    template = load_template(TEMPLATE_PATH)
+    values = {n: str(p.get("Default", "")) for n, p in template["Parameters"].items()} | COGNITO | given
+
+    problems = rule_problems(template, values)
+
+    assert bool(problems) is fails, problems
+    if fails:
+        (problem,) = problems
+        assert "TenantRedshiftSecretsNeedTheStackSecret" in problem and "needs RedshiftSecretArn" in problem
+
+
+def test_the_functions_that_read_redshift_may_read_the_tenants_secrets(defaults: Deployment, everything: Deployment) -> None:
+    """Each function whose role reads the stack's Redshift secret also gets the tenants' prefix and
+    may read the secrets under it, and no other function does; with the defaults, none."""
+    readers = {f for f in everything.functions() if any(s.name == "ReadRedshiftSecret" for s in everything.role_statements(f))}
+    tenant_readers = {
+        f for f in everything.functions() if any(s.name == "ReadTenantRedshiftSecrets" for s in everything.role_statements(f))
+    }
+    prefixed = {f for f in everything.functions() if everything.environment(f).get("MEMTOOL_TENANT_REDSHIFT_SECRET_PREFIX")}
+
+    assert readers == tenant_readers == prefixed == {"FeedbackFunction", "MemoryWriteFunction", "DiagnoseFunction", "FlowStepsFunction"}
+    for function in readers:
+        (statement,) = [s for s in everything.role_statements(function) if s.name == "ReadTenantRedshiftSecrets"]
+        assert statement.actions == ("secretsmanager:GetSecretValue",)
+        assert statement.resources == (f"arn:aws:secretsmanager:us-east-1:123456789012:secret:{TENANT_SECRETS}*",)
+        assert everything.environment(function)["MEMTOOL_TENANT_REDSHIFT_SECRET_PREFIX"] == TENANT_SECRETS
+    for function in defaults.functions():
+        assert not [s for s in defaults.role_statements(function) if "secretsmanager:GetSecretValue" in s.actions], function
+        assert not defaults.environment(function).get("MEMTOOL_TENANT_REDSHIFT_SECRET_PREFIX"), function
 
 
 def test_the_sam_translator_keeps_the_rules_for_cloudformation() -> None:

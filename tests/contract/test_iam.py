@@ -2,8 +2,9 @@
 
 The statements come from template.yaml through the SAM translator (``memtool.deploy.iam``), for two
 parameter sets: the defaults (no OpenSearch, no Redshift, no E2B, a plain Bedrock model id) and
-"everything configured" (an OpenSearch Serverless collection, a Redshift secret, an E2B secret,
-the planner through the ``us.`` cross-region inference profile).
+"everything configured" (an OpenSearch Serverless collection, a Redshift secret with tenants'
+secrets under a name prefix beside it, an E2B secret, the planner through the ``us.``
+cross-region inference profile).
 
 For each set, one moto session holds the template's tables and queue and, in moto's IAM, a role
 per function whose inline policy is that function's derived statements. Each handler
@@ -66,6 +67,8 @@ TODAY = date(2026, 11, 29)
 POOL = f"arn:aws:cognito-idp:{REGION}:{ACCOUNT}:userpool/{REGION}_EXAMPLE"
 REDSHIFT_SECRET = f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:memtool/redshift-AbCdEf"
 E2B_SECRET = f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:memtool/e2b-AbCdEf"
+TENANT_SECRETS = "memtool/tenants/"  # TenantRedshiftSecretPrefix
+OWN_SECRET_TENANT = "initech"  # has a Redshift secret of its own; the events' tenant (acme-pharma) has none
 COLLECTION = "memtoolproof"
 DOMAIN = "memtool"
 
@@ -77,6 +80,7 @@ PARAMETER_SETS: dict[str, dict[str, str]] = {
         "OpenSearchService": "aoss",
         "OpenSearchResourceArn": f"arn:aws:aoss:{REGION}:{ACCOUNT}:collection/{COLLECTION}",
         "RedshiftSecretArn": REDSHIFT_SECRET,
+        "TenantRedshiftSecretPrefix": TENANT_SECRETS,
         "E2BApiKeySecretArn": E2B_SECRET,
         "BedrockPlannerModelId": "us.anthropic.claude-3-5-sonnet-20240620-v1:0",
     },
@@ -262,6 +266,9 @@ class Harness:
                 name = arn.split(":secret:", 1)[1].rsplit("-", 1)[0]
                 secrets.create_secret(Name=name, SecretString=json.dumps(value))
                 _pin_secret_arn(name, arn)
+        if params.get("TenantRedshiftSecretPrefix"):
+            own = {"host": "127.0.0.2", "port": 9, "dbname": OWN_SECRET_TENANT, "username": "reader", "password": "y"}
+            secrets.create_secret(Name=params["TenantRedshiftSecretPrefix"] + OWN_SECRET_TENANT, SecretString=json.dumps(own))
         self.grant(policies or self.deployed.policies)
 
     def grant(self, policies: dict[str, list[Statement]]) -> None:
@@ -457,6 +464,11 @@ def run_paths(harness: Harness) -> None:
     with harness.as_role("MemoryWriteFunction"):
         harness.invoke("MemoryWriteFunction", "memory_write", "PUT /model", api_event("model_put.json"))
         harness.invoke("MemoryWriteFunction", "memory_write", "GET /model", api_event("model_put.json") | {"httpMethod": "GET", "body": None})
+    if harness.deployment.parameters.get("TenantRedshiftSecretPrefix"):  # checked on the tenant's own warehouse
+        with harness.as_role("MemoryWriteFunction"):
+            own = api_event("model_put.json")
+            own["requestContext"]["authorizer"]["claims"]["custom:tenant_id"] = OWN_SECRET_TENANT
+            harness.invoke("MemoryWriteFunction", "memory_write", "PUT /model (a tenant with its own Redshift secret)", own)
 
     # Explicit memories: create, list, read, edit, search, forget, end a session.
     with harness.as_role("MemoryWriteFunction"):
@@ -860,6 +872,7 @@ EXPECTED_OUTCOMES: dict[str, dict[str, Any]] = {
     },
     "configured": {
         "PUT /model": 201,
+        "PUT /model (a tenant with its own Redshift secret)": 201,
         "GET /model": 200,
         "POST /memories": 201,
         "POST /memories (a correction)": 201,
@@ -927,3 +940,23 @@ def test_the_planner_may_invoke_its_model_and_no_other(set_name: str, model: str
     assert all(evaluate(statements, r.action, r.resource, r.context_dict) for r in requests)
     other = bedrock_requests("bedrock:InvokeModel", model.replace("sonnet", "opus"))
     assert not any(evaluate(statements, r.action, r.resource, r.context_dict) for r in other)
+
+
+def test_a_tenant_with_its_own_secret_reads_it_and_the_others_the_stacks(proofs: dict[str, Proof]) -> None:
+    """TenantRedshiftSecretPrefix: a tenant's secret is looked up by name, then read by its ARN; a
+    tenant without one is looked up (not found) and reads the stack's RedshiftSecretArn."""
+    proof = proofs["configured"]
+
+    def secret_reads(path: str) -> list[tuple[str, str]]:
+        return [
+            (call.operation, request.resource)
+            for call in proof.calls("MemoryWriteFunction")
+            if call.path == f"MemoryWriteFunction {path}" and call.service == "secretsmanager"
+            for request in call.requests
+        ]
+
+    named = f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:{TENANT_SECRETS}"
+    own = secret_reads("PUT /model (a tenant with its own Redshift secret)")
+    assert own[0] == ("GetSecretValue", named + OWN_SECRET_TENANT)
+    assert len(own) == 2 and re.fullmatch(re.escape(named + OWN_SECRET_TENANT) + r"-\w{6}", own[1][1]), own
+    assert secret_reads("PUT /model") == [("GetSecretValue", named + "acme-pharma"), ("GetSecretValue", REDSHIFT_SECRET)]

@@ -148,6 +148,11 @@ class Settings(BaseSettings):
         25.0, gt=0, le=900, description="Read timeout of StartSyncExecution: longer than AskFlow's TimeoutSeconds (23)."
     )
     redshift_secret_arn: str | None = None
+    tenant_redshift_secret_prefix: str | None = Field(
+        None,
+        description="With MEMTOOL_WAREHOUSE=redshift: tenant T reads the Redshift user in the Secrets Manager secret named "
+        "<prefix>T; a tenant without one uses MEMTOOL_REDSHIFT_SECRET_ARN.",
+    )
     e2b_secret_arn: str | None = None
     bedrock_planner_model_id: str = "anthropic.claude-3-5-sonnet-20240620-v1:0"
     bedrock_embedding_model_id: str = "amazon.titan-embed-text-v2:0"

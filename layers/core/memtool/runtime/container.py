@@ -266,10 +266,11 @@ def tenants():  # -> dict[str, TenantEntry]: the tenants file's entries (none wi
     return load_tenants(path) if path is not None else {}
 
 
-def warehouse(tenant: str | None = None):  # -> Warehouse: the tenant's (its tenants-file entry), else the process's
+def warehouse(tenant: str | None = None):  # -> Warehouse: the tenant's (tenants-file entry or own secret), else the process's
     entry = tenants().get(tenant) if tenant else None
     if entry is None:
-        return default_warehouse()
+        own = _tenant_redshift(tenant)
+        return own if own is not None else default_warehouse()
     url = entry.warehouse
 
     def build():  # -> Warehouse
@@ -278,6 +279,86 @@ def warehouse(tenant: str | None = None):  # -> Warehouse: the tenant's (its ten
         return open_warehouse(url)
 
     return _per_key(("warehouse", url), build)
+
+
+# A tenant without a secret of its own is asked about again after this long, not on every request
+# (each would be a Secrets Manager call): a secret created for it is used within five minutes.
+TENANT_SECRET_RECHECK_SECONDS = 300.0
+
+
+def _tenant_redshift(tenant: str | None):  # -> Warehouse | None: Redshift from the tenant's own secret, when it has one
+    """In AWS (TenantRedshiftSecretPrefix), tenant T's warehouse is the Redshift user in the secret named <prefix>T."""
+    settings = get_settings()
+    prefix = settings.tenant_redshift_secret_prefix
+    if settings.warehouse != "redshift" or not prefix or not tenant:
+        return None
+    name = prefix + _secret_name_part(tenant)
+    return _per_key(("tenant-redshift-secret", name), lambda: TenantRedshiftSecret(name)).warehouse()
+
+
+def _secret_name_part(tenant: str) -> str:
+    """Tenant ids are checked where they enter; a secret name allows more (``/`` would reach another
+    tenant's path under the prefix), so anything but letters, digits, _ . - stops here."""
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", tenant):
+        from memtool.errors import ValidationFailed
+
+        raise ValidationFailed("the tenant id must be letters, digits, _ . - (at most 64)", field="tenant")
+    return tenant
+
+
+class TenantRedshiftSecret:
+    """One tenant's secret as Secrets Manager last answered: its warehouse (kept), or none (asked
+    again after TENANT_SECRET_RECHECK_SECONDS)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._found: Any = None
+        self._missing_until = 0.0  # a timestamp of the container's clock
+        self._lock = threading.Lock()
+
+    def warehouse(self):  # -> Warehouse | None
+        with self._lock:
+            if self._found is not None:
+                return self._found
+            now = clock().now().timestamp()
+            if now < self._missing_until:
+                return None
+            from memtool.runtime.aws import client
+
+            secrets = client("secretsmanager", get_settings())
+            arn = self._lookup(secrets)
+            if arn is None:
+                self._missing_until = now + TENANT_SECRET_RECHECK_SECONDS
+                return None
+            from memtool.sql.redshift_warehouse import redshift_from_secret
+
+            # By its ARN, so a later read (after a password rotation) is of this very secret.
+            self._found = guarded_warehouse(redshift_from_secret(arn, secrets))
+            return self._found
+
+    def _lookup(self, secrets: Any) -> str | None:
+        """The secret's ARN, or None when no secret has this name."""
+        from botocore.exceptions import ClientError
+
+        from memtool.sql.warehouse import WarehouseError
+
+        try:
+            found = secrets.get_secret_value(SecretId=self.name)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code == "ResourceNotFoundException":
+                return None
+            raise WarehouseError(
+                f"the tenant's Redshift secret {self.name} could not be read ({code}); the stack's role may read only "
+                "secrets named with TenantRedshiftSecretPrefix",
+                code="unavailable",
+            ) from None
+        if found.get("Name") != self.name:  # Secrets Manager also resolves partial ARNs: only this very name counts
+            logger.warning("secret %s answered as %s: not the tenant's", self.name, found.get("Name"))
+            return None
+        return str(found["ARN"])
 
 
 MODEL_MISSING = (
