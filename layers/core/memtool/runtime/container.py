@@ -433,9 +433,22 @@ def _default_model_tables() -> tuple[str, ...]:
 def planner(tenant: str | None = None):  # -> Planner (memtool.planning.port) over the tenant's model and warehouse
     """Built on the first step that plans for the tenant, never at cold start; rebuilt when its model changes."""
     model = tenant_model(tenant)
-    entry = tenants().get(tenant) if tenant else None
-    key = ("planner", entry.warehouse if entry else "", model.label, id(model.catalog) if model.origin != "stored" else model.version)
+    # Tenants share a planner only when they read the same warehouse with the same model: its
+    # entity values come from that warehouse, so equal models on two warehouses never share one.
+    key = ("planner", _warehouse_identity(tenant), model.label, id(model.catalog) if model.origin != "stored" else model.version)
     return _per_key(key, lambda: _build_planner(model.catalog, lambda: warehouse(tenant)))
+
+
+def _warehouse_identity(tenant: str | None) -> str:
+    """A stable name of the warehouse ``warehouse(tenant)`` reads: its URL, its own secret, or the default."""
+    entry = tenants().get(tenant) if tenant else None
+    if entry is not None:
+        return f"url:{entry.warehouse}"
+    try:
+        own = _tenant_redshift(tenant)
+    except Exception:  # noqa: BLE001 - an unreadable secret is the planner's problem to report, not the key's
+        return f"unreadable:{tenant}"
+    return f"secret:{tenant}" if own is not None else "default"
 
 
 def _build_planner(catalog, open_warehouse):  # -> Planner
