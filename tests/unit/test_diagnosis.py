@@ -294,6 +294,35 @@ def test_a_repair_the_guard_refuses_is_never_run():
     assert [t.result for t in report.hypotheses] == ["blocked"] and warehouse.ran == []
 
 
+def test_a_repair_reading_another_tenants_table_is_never_run_even_when_the_warehouse_has_it():
+    # One warehouse holds this tenant's tables and another tenant's ``lineitem``.
+    shared = LiveSchema.from_rows([*((t, c, k) for t, cols in WAREHOUSE_SCHEMA.items() for c, k in cols.items()), ("lineitem", "l_quantity", "DECIMAL")])
+    sql_only = Subject(question="q", intent=None, sql="SELECT x FROM nowhere")
+
+    class Proposes:
+        def propose(self, failure, subject, facts, lessons):
+            from memtool.diagnosis.model import Hypothesis
+
+            return [
+                Hypothesis(id="", cause="other", root_cause="r", repairs=(Repair(kind="replace_sql", sql="SELECT SUM(l_quantity) FROM lineitem"),)),
+                Hypothesis(id="", cause="other", root_cause="r", repairs=(Repair(kind="replace_sql", sql="SELECT COUNT(*) FROM dim_region"),)),
+            ]
+
+    def diagnose(foreign: frozenset[str]) -> tuple[list[str], list[str]]:
+        warehouse = FakeWarehouse(shared)
+        report = Diagnoser(
+            warehouse=warehouse, compiler=COMPILER, budget=Budget(5, 10, 5, 0.001), llm=Proposes(), foreign_tables=foreign
+        ).diagnose(Failure(kind="syntax_error", origin="execution"), sql_only, episode_id="ep", stop_at_verified=False)
+        return [t.result for t in report.hypotheses], [sql for sql, _, _ in warehouse.ran]
+
+    results, ran = diagnose(frozenset({"lineitem"}))
+    assert results[0] == "blocked" and not any("lineitem" in sql for sql in ran)
+    assert any("dim_region" in sql for sql in ran)  # its own tables are still probed
+    # and not only because the table is foreign: a table no model names is refused too while nothing drifted
+    results, ran = diagnose(frozenset())
+    assert results[0] == "blocked" and not any("lineitem" in sql for sql in ran)
+
+
 def test_a_failing_repair_is_reported_failed_and_the_next_one_tried():
     warehouse = FakeWarehouse(DRIFTED, fail="dim_sales_channel")
     intent = Intent(metric="gross_revenue", dimensions=("channel",), time_window=OCTOBER)

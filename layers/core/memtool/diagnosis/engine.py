@@ -65,11 +65,13 @@ class Diagnoser:
         compiler: IntentCompiler,
         budget: Budget,
         llm: HypothesisSource | None = None,
+        foreign_tables: frozenset[str] = frozenset(),  # other tenants' tables: never read, not even by a probe
     ) -> None:
         self._warehouse = warehouse
         self._compiler = compiler
         self._budget = budget
         self._llm = llm
+        self._foreign_tables = foreign_tables
 
     def diagnose(
         self,
@@ -87,7 +89,15 @@ class Diagnoser:
             episode_id=episode_id, failure=failure.public(), verified=False, expected=expected, budget=self._budget.executions
         )
         schema = self._describe(refresh=failure.kind in ("undefined_column", "undefined_table"))
-        policy = GuardPolicy.from_live_schema(schema, max_rows=self._budget.row_cap, timeout_seconds=self._budget.timeout_seconds)
+        # The tenant's model's tables as the warehouse has them now; when one is gone (drift), the
+        # tables no other tenant's model names, so a renamed table can be tried.
+        policy = GuardPolicy.for_model(
+            schema,
+            self._compiler.catalog,
+            foreign_tables=self._foreign_tables,
+            max_rows=self._budget.row_cap,
+            timeout_seconds=self._budget.timeout_seconds,
+        )
         spent = [0]
         deadline = time.monotonic() + self._budget.deadline_seconds
 

@@ -49,6 +49,7 @@ class DiagnosisService:
         compiler: Callable[..., Any],  # (tenant) -> IntentCompiler over the tenant's model
         llm: Callable[[], HypothesisSource | None] | None = None,
         queue: Callable[[], Any] | None = None,  # -> DiagnosisQueue
+        foreign_tables: Callable[[str | None], frozenset[str]] | None = None,  # (tenant) -> other tenants' tables
     ) -> None:
         self._store = store
         self._memories = memories
@@ -58,6 +59,7 @@ class DiagnosisService:
         self._compiler = compiler
         self._llm = llm
         self._queue = queue
+        self._foreign_tables = foreign_tables
         self.lessons = LessonBook(store)
 
     def diagnoser(self, deadline_seconds: float | None = None, *, tenant: str | None = None) -> Diagnoser:
@@ -73,6 +75,7 @@ class DiagnosisService:
                 s.diagnosis_deadline_seconds if deadline_seconds is None else min(deadline_seconds, s.diagnosis_deadline_seconds),
             ),
             llm=self._llm() if self._llm is not None else None,
+            foreign_tables=self._foreign_tables(tenant) if self._foreign_tables is not None else frozenset(),
         )
 
     # ---- in the ask flow --------------------------------------------------------------------

@@ -589,6 +589,7 @@ def diagnosis_service():  # -> DiagnosisService
         compiler=intent_compiler,
         llm=diagnosis_llm,
         queue=diagnosis_queue,
+        foreign_tables=foreign_tables,
     )
 
 
