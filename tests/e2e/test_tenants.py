@@ -99,6 +99,12 @@ def each_tenant_answers_from_its_own_warehouse_and_model(served: Served) -> None
     rows = tpch.get("rows") or tpch["data"]["rows"]
     assert sorted((r[0], float(r[1])) for r in rows) == sorted((r[0], float(r[1])) for r in expected)
 
+    # a historical data set: "last month" is its last full month, and a later period is said to have no data
+    last_month = ask(served.client("tpch"), "Revenue last month")
+    assert last_month["status"] == "answered" and "1998-07-01" in last_month["sql"], last_month
+    later = ask(served.client("tpch"), "2020年的收入")
+    assert "the data set ends on 1998-08-02: 2020年 has no data" in later["notes"], later["notes"]
+
 
 def a_tenant_never_gets_the_other_tenants_tables(served: Served) -> None:
     # the TPC-H tenant asks a demo question: its model has no channel and no net revenue

@@ -17,7 +17,7 @@ import random
 import re
 import time
 from collections.abc import Callable
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from memtool.clock import Clock
@@ -224,8 +224,13 @@ class AskSteps:
 
     def step_plan(self, state: AskState) -> AskState:
         plan = self._planner(state.caller.tenant).plan(state.input.question, route=state.route, context=state.plan_context())
-        if self._model is not None and plan.status in ("planned", "answered"):
-            plan.notes.append(f"semantic model: {self._model(state.caller.tenant).label}")
+        if self._model is not None and plan.status in ("planned", "answered", "needs_clarification"):
+            model = self._model(state.caller.tenant)
+            plan.notes.append(f"semantic model: {model.label}")
+            window = plan.intent.time_window if plan.intent is not None else None
+            if model.catalog.as_of is not None and window is not None and window.start >= model.catalog.as_of:
+                last = model.catalog.as_of - timedelta(days=1)
+                plan.notes.append(f"the data set ends on {last.isoformat()}: {window.label} has no data")
         state.plan = plan
         state.plan_status = plan.status if plan.status in ("needs_clarification", "remembered") else "ready"
         state.sql = plan.sql
@@ -504,7 +509,7 @@ class AskSteps:
             kinds, words = ["anomaly"], [""]
             state.note("no analysis was named: the series was scanned for anomalies")
         intent = state.plan.intent if state.plan is not None else None
-        today = self._today()
+        today = self._today_for(state.caller.tenant)
         recognised = self._planner(state.caller.tenant).rules.parser.recognise(state.input.question, today=today)
         windows = analysis_windows(recognised.times if recognised is not None else [], today)
         named = list(recognised.metrics) if recognised is not None else []
@@ -668,6 +673,17 @@ class AskSteps:
         if len(kept) < len(rows) and note:
             state.note(f"the partial period {', '.join(sorted(p[:7] for p in partial))} is left out of the analysis (it is not over yet)")
         return columns, kept
+
+    def _today_for(self, tenant: str) -> date:
+        """The day periods are read as of: a historical data set's end (its model's as_of), else today."""
+        if self._model is not None:
+            try:
+                as_of = self._model(tenant).catalog.as_of
+            except Exception:  # noqa: BLE001 - no model: Plan has already said so; today stands
+                as_of = None
+            if as_of is not None:
+                return as_of
+        return self._today()
 
     def _parser_for(self, tenant: str) -> Any:
         """The tenant's question parser, when the planner has rules (a scripted planner has none)."""
@@ -840,7 +856,7 @@ class AskSteps:
         if state.input.conditions.get("chart") not in (None, "kpi_card"):
             return self._visualize_result(state)
         intent = state.plan.intent if state.plan is not None else None
-        buckets = partial_buckets(intent, self._today()) if intent else []
+        buckets = partial_buckets(intent, self._today_for(state.caller.tenant)) if intent else []
         card = kpi_card(
             result.columns, result.rows, hints=_shape_hints(state.plan, state.input.question), partial=[b.label for b in buckets]
         )
@@ -902,7 +918,7 @@ class AskSteps:
 
         result = state.result or QueryRows()
         intent = state.plan.intent if state.plan is not None else None
-        buckets = partial_buckets(intent, self._today()) if intent else []
+        buckets = partial_buckets(intent, self._today_for(state.caller.tenant)) if intent else []
         chart = recommend_chart(
             result.columns,
             result.rows,

@@ -460,7 +460,9 @@ def _build_planner(catalog, open_warehouse):  # -> Planner
         entities = EntityIndex.from_warehouse(open_warehouse(), catalog)
     except Exception:  # noqa: BLE001 - the model's own values still resolve names
         entities = EntityIndex.static(catalog)
-    rules = RulePlanner(catalog, entities, today=today)
+    as_of = catalog.as_of
+    today_source = (lambda: as_of) if as_of is not None else today  # a historical data set is read as of its end
+    rules = RulePlanner(catalog, entities, today=today_source)
     if settings.planner == "bedrock":
         from memtool.planning.bedrock_planner import BedrockPlanner
         from memtool.runtime.aws import client
@@ -470,7 +472,7 @@ def _build_planner(catalog, open_warehouse):  # -> Planner
             model_id=settings.bedrock_planner_model_id,
             catalog=catalog,
             entities=entities,
-            today=today,
+            today=today_source,
             fallback=rules,
         )
     return rules

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from dataclasses import dataclass
+from datetime import date
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -309,6 +310,11 @@ class Catalog(BaseModel):
     outside_values: tuple[OutsideValue, ...] = ()
     clarify_dimensions: tuple[str, ...] = Field((), description="dimensions offered when a question has a word memtool does not know")
     filler_words: tuple[str, ...] = Field((), description="words of this domain that name nothing to compute (购买, 'placed')")
+    as_of: date | None = Field(
+        None,
+        description="a historical data set's day after its last row: relative periods (上个月, last year), default windows "
+        "and partial periods are read as of this day, not today",
+    )
     default_window: Literal["recent", "all"] = Field(
         "recent",
         description="the period of a question that names none: recent (the last full month, or the last 12 months for a month "

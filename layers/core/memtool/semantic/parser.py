@@ -266,6 +266,13 @@ def term_pattern(term: str) -> re.Pattern[str]:
     return re.compile(re.escape(term), re.IGNORECASE)
 
 
+# Statistics a question may ask for that no metric of the model computes unless it says so.
+_STATISTIC_EN = frozenset({"average", "avg", "mean", "median", "maximum", "minimum", "max", "min", "percentile", "variance", "stddev"})
+_STATISTIC_ZH = frozenset({"平均", "平均值", "均值", "中位数", "最大值", "最小值", "方差"})
+# "by <word>", "per <word> <word>": the words a grouping names (the recognised ones are masked out by then).
+_AFTER_GROUP_WORD = re.compile(r"(?<![A-Za-z])(?:by|per|each|every)\s+(?:[A-Za-z'\-]+\s+){0,2}$", re.IGNORECASE)
+
+
 def _probe(term: str) -> str:
     """A literal every match of ``term_pattern(term)`` contains (lower case): its longest part."""
     term = normalize(term).lower()
@@ -333,6 +340,20 @@ class QuestionParser:
         self._filler_zh = re.compile("|".join(re.escape(f) for f in sorted({*_FILLER_ZH, *extra_zh}, key=len, reverse=True)))
         self._filler_en = _FILLER_EN | {part.lower() for w in model_words if w.isascii() for part in w.split()}
         self._noun_needs_marker = frozenset(d.name for d in catalog.attribute_dimensions if not d.bare_noun_groups)
+        def words_of(phrases: Iterable[str]) -> frozenset[str]:
+            return frozenset(
+                w
+                for phrase in phrases
+                if phrase.isascii() and " " in phrase.strip()
+                for w in re.findall(r"[a-z][a-z'\-]+", phrase.lower())
+                if w not in self._filler_en and len(w) >= 4
+            )
+
+        # The words of the model's multi-word phrases, per metric and for the rest (nouns, aliases).
+        self._metric_words = {m.name: words_of((*m.synonyms_en, m.en)) for m in catalog.metrics}
+        self._phrase_words = words_of(
+            [*(n for d in catalog.dimensions for n in d.nouns_en), *(a for e in catalog.entity_aliases for a in e.aliases)]
+        )
         self._grain_noun = {n.lower(): d.name for d in catalog.time_dimensions for n in (*d.nouns_zh, *d.nouns_en, d.zh, d.en)}
         grain_alt = "|".join(re.escape(n) for n in sorted(self._grain_noun, key=len, reverse=True)) or r"(?!x)x"
         self._grain_after_group = re.compile(
@@ -587,8 +608,24 @@ class QuestionParser:
             sentence_start = not before or before[-1] in ".?!。？！:：\"'“"
             if (word.isupper() and len(word) >= 2) or (word[0].isupper() and not sentence_start):
                 _add_unique(parsed.unknown_terms, word)
+            elif self._changes_the_answer(lower, residual[: match.start()], parsed):
+                _add_unique(parsed.unknown_terms, word)  # asked about, never dropped: it would change the number
             else:
                 _add_unique(parsed.ignored_words, lower)
+
+    def _changes_the_answer(self, word: str, before: str, parsed: ParsedQuestion) -> bool:
+        """An English word memtool does not know that would change the answer if dropped: a statistic
+        ("average"), a word right after by/per/each (what to group by), or a word of one of the model's
+        own phrases that the question did not say whole ("returned" of "revenue lost to returned items"),
+        unless it belongs to a metric the question names or may mean ("gross or net? revenue")."""
+        if word in _STATISTIC_EN or word.rstrip("s") in _STATISTIC_EN:
+            return True
+        if _AFTER_GROUP_WORD.search(before):
+            return True
+        named = {*parsed.metrics, *(c for _, candidates in parsed.ambiguous for c in candidates)}
+        words = set(self._phrase_words).union(*(w for m, w in self._metric_words.items() if m not in named))
+        words -= set().union(*(self._metric_words.get(m, frozenset()) for m in named))
+        return word in words or word.rstrip("s") in words
 
     # ---- intent ---------------------------------------------------------------------------
 
@@ -763,6 +800,14 @@ class QuestionParser:
             # With no metric, ask about the word most likely to be the metric: Chinese puts it last
             # ("魔都上个月的单子数"), English first; the other word is asked about next.
             term = parsed.unknown_terms[-1] if zh and not parsed.metrics else parsed.unknown_terms[0]
+            if parsed.metrics and (term.lower() in _STATISTIC_EN or term in _STATISTIC_ZH):
+                metric = self.catalog.metric(parsed.metrics[0])
+                question = (
+                    f"指标目录里没有「{metric.zh}」的{term}。你想看哪个指标？"
+                    if zh
+                    else f"The catalog has no {term.lower()} of {metric.en}. Which metric do you mean?"
+                )
+                return ClarificationNeed(question, term, metric_options, "unknown_term")
             if parsed.metrics:
                 offered = [self.catalog.dimension(name) for name in self.catalog.clarify_dimensions]
                 options = [label for dim in offered for label in self.entities.labels(dim.name, parsed.lang)]
