@@ -184,3 +184,37 @@ def test_a_bad_tenants_file_stops_the_start_with_the_entry_named(tmp_path: Path)
         runtime.start()
     runtime.stop()
     shutil.rmtree(tmp_path / "home", ignore_errors=True)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"warehouse": "mysql://x@y/z", "model": str(TPCH_MODEL)}, r"tenant tpch: not a warehouse URL"),
+        ({"warehouse": "duckdb://x.duckdb", "model": "broken.yaml"}, r"tenant tpch: its model is not valid: .*broken.yaml:\d+: metrics\[0\]"),
+    ],
+)
+def test_a_tenants_file_entry_that_cannot_work_stops_the_start_naming_it(tmp_path: Path, entry: dict, message: str) -> None:
+    from memtool.errors import ValidationFailed
+
+    broken = yaml.safe_load(TPCH_MODEL.read_text(encoding="utf-8"))
+    broken["metrics"][0]["source"] = "nowhere"
+    (tmp_path / "broken.yaml").write_text(yaml.safe_dump(broken, allow_unicode=True), encoding="utf-8")
+    tenants = tmp_path / "tenants.yaml"
+    tenants.write_text(yaml.safe_dump({"tpch": entry}), encoding="utf-8")
+    runtime = LocalRuntime(home=tmp_path / "home", port=0, root=ROOT, warehouse_scale=0.02, tenants_file=tenants)
+    with pytest.raises(ValidationFailed, match=message):
+        runtime.start()
+    runtime.stop()
+
+
+def test_a_tenant_whose_warehouse_is_down_does_not_stop_the_others(tmp_path: Path) -> None:
+    tenants = tmp_path / "tenants.yaml"
+    tenants.write_text(yaml.safe_dump({"tpch": {"warehouse": "duckdb://not-there.duckdb", "model": str(TPCH_MODEL)}}), encoding="utf-8")
+    lines: list[str] = []
+    with LocalRuntime(home=tmp_path / "home", port=0, root=ROOT, warehouse_scale=0.02, tenants_file=tenants, progress=lines.append) as runtime:
+        assert any(line.startswith("WARNING tenant tpch: the warehouse cannot be read now") for line in lines), lines
+        served = Served(runtime, tmp_path / "not-there.duckdb", tmp_path)
+        assert ask(served.client("acme"), "上个月各渠道净收入")["status"] == "answered"
+        down = ask(served.client("tpch"), "1995年的总收入是多少？")
+        assert down["status"] == "failed" and down["error"]["error"] in ("warehouse_error", "warehouse_unavailable"), down
+        assert down["error"]["step"] in ("Guard", "Execute", "Plan"), down["error"]

@@ -64,3 +64,31 @@ def test_unreadable_input_is_exit_2_with_one_line(tmp_path: Path, capsys: pytest
     assert "YAML syntax error" in capsys.readouterr().err
     assert main(["model", "validate", str(DEMO_MODEL), "--warehouse", "mysql://nowhere"]) == 2
     assert "not a warehouse URL" in capsys.readouterr().err
+
+
+def test_an_unreachable_warehouse_is_one_line_and_exit_2_not_a_problem_per_metric(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["model", "validate", str(DEMO_MODEL), "--warehouse", f"duckdb://{tmp_path}/missing.duckdb"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
+
+
+def test_a_warehouse_without_the_models_tables_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import duckdb
+
+    other = tmp_path / "other.duckdb"
+    with duckdb.connect(str(other)) as con:
+        con.execute("CREATE TABLE something_else (x INTEGER)")
+    assert main(["model", "validate", str(DEMO_MODEL), "--warehouse", f"duckdb://{other}"]) == 1
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and "has no table" in out[0] and "fact_order_line" in out[0]
+
+
+def test_model_init_never_writes_over_an_existing_file(warehouse_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    curated = tmp_path / "model.yaml"
+    curated.write_text("# curated by hand\n", encoding="utf-8")
+    assert main(["model", "init", "--warehouse", warehouse_url, "-o", str(curated)]) == 2
+    assert curated.read_text(encoding="utf-8") == "# curated by hand\n" and "--force" in capsys.readouterr().err
+    assert main(["model", "init", "--warehouse", warehouse_url, "-o", str(curated), "--force"]) == 0
+    assert curated.read_text(encoding="utf-8").startswith("# A DRAFT semantic model")

@@ -74,3 +74,25 @@ def test_money_is_in_the_models_currency(tpch: RulePlanner) -> None:
 def test_citations_name_the_model_version(tpch: RulePlanner) -> None:
     plan = tpch.plan("收入怎么算？")
     assert plan.status == "answered" and [c.source for c in plan.citations] == ["catalog:metric/revenue@2026.12.1"]
+
+
+@pytest.mark.parametrize(
+    ("question", "dimension"),
+    [
+        ("1995年德国供应商的收入", "supplier_nation"),
+        ("Revenue from German suppliers in 1995", "supplier_nation"),
+        ("1995年德国客户的收入", "customer_nation"),
+        ("Revenue from customers in GERMANY by supplier nation in 1995", "customer_nation"),
+        ("1994年亚洲各国客户的收入", "customer_region"),
+    ],
+)
+def test_a_value_of_two_roles_is_read_by_the_dimension_named_next_to_it(tpch: RulePlanner, question: str, dimension: str) -> None:
+    plan = tpch.plan(question)
+    assert plan.status == "planned" and plan.intent is not None, plan.clarification
+    assert [f.dimension for f in plan.intent.filters] == [dimension]
+
+
+def test_a_value_of_two_roles_alone_is_asked_about(tpch: RulePlanner) -> None:
+    plan = tpch.plan("Revenue from GERMANY in 1995")
+    assert plan.status == "needs_clarification" and plan.clarification is not None
+    assert plan.clarification.reason == "ambiguous_value" and len(plan.clarification.options) == 2

@@ -39,7 +39,8 @@ def register(model_subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         help="a text column with at most this many distinct values is a dimension; its values are kept (default 50)",
     )
     p_init.add_argument("--name", help="the model's name (default: the schema, or the database or file name)")
-    p_init.add_argument("-o", "--output", metavar="FILE", help="write the YAML here instead of stdout")
+    p_init.add_argument("-o", "--output", metavar="FILE", help="write the YAML here instead of stdout (never over an existing file)")
+    p_init.add_argument("--force", action="store_true", help="with -o: replace FILE if it exists (a curated model would be lost)")
     p_init.set_defaults(func=model_init_command)
 
     p_validate = model_subparsers.add_parser(
@@ -68,6 +69,9 @@ def model_init_command(args: argparse.Namespace) -> int:
 
     if args.max_values < 1:
         print(f"{_PROG}: --max-values must be at least 1", file=sys.stderr)
+        return 2
+    if args.output and Path(args.output).exists() and not args.force:
+        print(f"{_PROG}: {args.output} exists; a draft would replace what was curated there (add --force to replace it)", file=sys.stderr)
         return 2
     started = time.perf_counter()
     warehouse = None
@@ -126,6 +130,11 @@ def model_validate_command(args: argparse.Namespace) -> int:
     if model is not None and not problems and args.warehouse:
         try:
             warehouse = open_warehouse(args.warehouse)
+            live = warehouse.describe()  # reachable at all: else one line and exit 2, not a problem per metric
+            missing = [t for t in model.physical_tables if t not in live.tables]
+            if missing:
+                print(f"{args.file}: the warehouse {redact_url(args.warehouse)} has no table {', '.join(missing)} that the model reads")
+                return 1
             print(f"{prog}: running every metric and dimension on {redact_url(args.warehouse)} (LIMIT 0)", file=sys.stderr)
             problems = warehouse_problems(model, warehouse)
             checked = "the format and the warehouse"

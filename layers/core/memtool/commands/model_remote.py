@@ -146,8 +146,9 @@ def _push(args: argparse.Namespace, api: _Client) -> int:
         return REFUSED
     if reply.status == 409 and body.get("current_version") is not None:
         print(f"{args.file}: {body.get('message')}", file=sys.stderr)
-        print(f"  stored version is {body['current_version']}: check `memtool model diff {args.file}`, then push with "
-              f"--expected-version {body['current_version']}", file=sys.stderr)  # fmt: skip
+        who = " ".join(f"--{k} {v}" for k, v in (("tenant", args.tenant), ("user", args.user)) if v)
+        print(f"  stored version is {body['current_version']}: check `memtool model diff {args.file}{' ' + who if who else ''}`, "
+              f"then push with --expected-version {body['current_version']}", file=sys.stderr)  # fmt: skip
         return REFUSED
     return _refused(reply)
 
@@ -180,6 +181,8 @@ def _diff(args: argparse.Namespace, api: _Client) -> int:
         )
     )
     sys.stdout.writelines(lines)
+    if not lines:
+        print(f"no differences: {args.file} is stored v{reply.body['version']} ({reply.body['model_version']})")
     return REFUSED if lines else OK
 
 

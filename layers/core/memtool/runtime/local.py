@@ -262,17 +262,29 @@ class LocalRuntime:
         container.flow_runner().arn("AskFlow")
 
     def _read_tenants(self) -> dict[str, Any]:
-        """The tenants file's entries, each warehouse opened and each model read now: a bad entry stops the start."""
+        """The tenants file's entries: each model checked now (a bad one stops the start, with its
+        lines), each warehouse opened (one that cannot be reached is a warning: that tenant's
+        questions fail until it can be, the other tenants are served)."""
+        from memtool.errors import ValidationFailed
         from memtool.runtime import container
+        from memtool.sql.warehouse import WarehouseError
 
         entries = container.tenants()
         for tenant, entry in entries.items():
+            self._check_model_file(tenant, entry.model)
             model = container.tenant_model(tenant)
-            schema = container.warehouse(tenant).describe()
+            try:
+                schema = container.warehouse(tenant).describe()
+            except ValueError as exc:  # not a warehouse URL at all
+                raise ValidationFailed(f"tenant {tenant}: {exc}", field="tenants") from None
+            except WarehouseError as exc:
+                line = f"tenant {tenant}: the warehouse cannot be read now ({exc}); its questions fail until it can"
+                logging.getLogger("memtool.local").warning(line)
+                if self.progress:
+                    self.progress(f"WARNING {line}")
+                continue
             missing = [t for t in model.catalog.physical_tables if t not in schema.tables]
             if missing:
-                from memtool.errors import ValidationFailed
-
                 raise ValidationFailed(
                     f"tenant {tenant}: the warehouse {entry.warehouse} has no table {', '.join(missing)} that its model "
                     f"{entry.model} reads",
@@ -281,6 +293,28 @@ class LocalRuntime:
             if self.progress:
                 self.progress(f"tenant {tenant}: {model.label} on {entry.warehouse}")
         return dict(entries)
+
+    @staticmethod
+    def _check_model_file(tenant: str, path: Path) -> None:
+        """The tenant's model file, checked as `memtool model validate` checks it: problems with their lines."""
+        import yaml
+
+        from memtool.errors import ValidationFailed
+        from memtool.semantic.validation import parse_for_checks, with_lines
+
+        text = path.read_text(encoding="utf-8")
+        try:
+            document = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+            problem = getattr(exc, "problem", None) or exc
+            raise ValidationFailed(f"tenant {tenant}: {where}: YAML syntax error: {problem}", field="tenants") from None
+        _, problems = parse_for_checks(document)
+        if problems:
+            shown = [f"{path}:{p.line or '?'}: {p.path}: {p.message}" for p in with_lines(problems, text)]
+            more = f" (and {len(shown) - 5} more)" if len(shown) > 5 else ""
+            raise ValidationFailed(f"tenant {tenant}: its model is not valid: " + "; ".join(shown[:5]) + more, field="tenants")
 
     def _ensure_warehouse(self) -> None:
         from datetime import date

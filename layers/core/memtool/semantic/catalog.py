@@ -396,6 +396,23 @@ class Catalog(BaseModel):
                     queue.append((join.right, [*path, join]))
         raise KeyError(f"no join path from {start} to {goal} in the model")
 
+    def reached_through(self, dimension: str, table: str) -> bool:
+        """Whether some fact reaches ``dimension``'s table through model table ``table`` (a nation
+        value next to "供应商" is the supplier's nation: its path runs through the supplier)."""
+        target = self.dimension(dimension).table
+        if target is None:
+            return False
+        if target == table:
+            return True
+        for source in self.sources:
+            try:
+                path = self.join_path(source.table, target)
+            except KeyError:
+                continue
+            if any(j.left == table for j in path):
+                return True
+        return False
+
     def model_version_for(self, intent: Intent) -> str:
         """The version string for the cache key: the catalog's, the metric's and each dimension's."""
         parts = [self.model_version, f"{intent.metric}@{self.metric(intent.metric).model_version}"]

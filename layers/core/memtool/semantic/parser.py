@@ -502,6 +502,9 @@ class QuestionParser:
                 values: list[EntityValue] = span.payload
                 dims = {v.dimension for v in values}
                 if len(dims) > 1:
+                    values = self._by_neighbour(parsed.text, spans, index, values)
+                    dims = {v.dimension for v in values}
+                if len(dims) > 1:
                     parsed.entity_conflicts.append((span.text, values))
                     continue
                 entity = values[0]
@@ -563,6 +566,26 @@ class QuestionParser:
             elif kind == "chart":
                 parsed.chart = parsed.chart or span.payload
         mark_incompatible(parsed, self.catalog)
+
+    def _by_neighbour(self, text: str, spans: list[Span], index: int, values: list[EntityValue]) -> list[EntityValue]:
+        """A value two dimensions hold (GERMANY: the customer's nation, the supplier's), read by the
+        dimension named right next to it ("德国供应商", "customers in GERMANY"): the one reached
+        through that dimension's table. Unchanged when no neighbour tells them apart."""
+        neighbours = []
+        for other in (index - 1, index + 1):  # "customers in FRANCE by supplier nation": the nearer description first
+            if 0 <= other < len(spans) and spans[other].kind in ("noun", "group"):
+                start, end = sorted((spans[index].end, spans[other].start) if other > index else (spans[other].end, spans[index].start))
+                if re.fullmatch(r"[\s的]*(?:in|from|of|at)?[\s的]*", text[start:end], re.IGNORECASE):
+                    neighbours.append(spans[other].payload)
+        for name in neighbours:
+            if not self.catalog.has_dimension(name) or self.catalog.dimension(name).table is None:
+                continue
+            table = self.catalog.dimension(name).table
+            assert table is not None
+            chosen = [v for v in values if self.catalog.has_dimension(v.dimension) and self.catalog.reached_through(v.dimension, table)]
+            if chosen and len({v.dimension for v in chosen}) == 1:
+                return chosen
+        return values
 
     @staticmethod
     def _after_top_n(text: str, spans: list[Span], index: int) -> bool:
