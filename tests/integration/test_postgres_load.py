@@ -102,6 +102,24 @@ def test_aggregates_equal_duckdbs(demo_file: Path, postgres_database: str, loade
     assert actual == expected
 
 
+def test_primary_keys_arrive_too(tmp_path: Path, postgres: PostgresServer) -> None:
+    source = tmp_path / "keys.duckdb"
+    with duckdb.connect(str(source)) as con:
+        con.execute("CREATE TABLE orders (o_orderkey BIGINT PRIMARY KEY, o_total DECIMAL(12,2))")
+        con.execute("CREATE TABLE lines (l_orderkey BIGINT, l_line INTEGER, qty INTEGER, PRIMARY KEY (l_orderkey, l_line))")
+        con.execute("INSERT INTO orders VALUES (1, 10.5), (2, 3)")
+        con.execute("INSERT INTO lines VALUES (1, 1, 5), (1, 2, 6), (2, 1, 7)")
+    url = postgres.create_database("keys")
+    copy_duckdb_into_postgres(source, url)
+    with psycopg.connect(url) as connection:
+        keys = connection.execute(
+            "SELECT tc.table_name, string_agg(k.column_name, ',' ORDER BY k.ordinal_position) FROM information_schema.table_constraints tc "
+            "JOIN information_schema.key_column_usage k ON k.constraint_name = tc.constraint_name AND k.table_name = tc.table_name "
+            "WHERE tc.constraint_type = 'PRIMARY KEY' AND tc.table_schema = current_schema() GROUP BY 1 ORDER BY 1"
+        ).fetchall()
+    assert keys == [("lines", "l_orderkey,l_line"), ("orders", "o_orderkey")]
+
+
 def test_loading_again_replaces_the_tables(demo_file: Path, postgres: PostgresServer) -> None:
     url = postgres.create_database()
     try:

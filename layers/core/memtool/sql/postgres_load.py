@@ -101,6 +101,15 @@ def copy_duckdb_into_postgres(
                     counts[table] = _copy_rows(duck, target, sql, table, columns)
                     report(f"{table}: {counts[table]:,} rows")
                 with target.cursor() as cursor:
+                    # The source's primary keys, added once the rows are in (faster than row by row), so
+                    # `memtool model init` on the copy reads the same keys as on the DuckDB file.
+                    for table, key in _primary_keys(duck).items():
+                        if table in tables:
+                            cursor.execute(
+                                sql.SQL("ALTER TABLE {} ADD PRIMARY KEY ({})").format(
+                                    sql.Identifier(table), sql.SQL(", ").join(sql.Identifier(c) for c in key)
+                                )
+                            )
                     for table in tables:
                         cursor.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
         except psycopg.Error as error:
@@ -145,6 +154,15 @@ def _source_tables(duck: Any) -> dict[str, list[SourceColumn]]:
             except ValueError as unmapped:
                 raise ValueError(f"table {table!r}: {unmapped}") from None
     return tables
+
+
+def _primary_keys(duck: Any) -> dict[str, list[str]]:
+    """table -> its primary key's columns, as the DuckDB file declares them (main schema)."""
+    rows = duck.execute(
+        "SELECT table_name, constraint_column_names FROM duckdb_constraints() "
+        "WHERE constraint_type = 'PRIMARY KEY' AND schema_name = 'main'"
+    ).fetchall()
+    return {str(table): [str(c) for c in columns] for table, columns in rows}
 
 
 def _create_table(target: Any, sql: Any, table: str, columns: Sequence[SourceColumn], *, replace: bool) -> None:
