@@ -26,7 +26,7 @@ from memtool.sql.live_schema import (
     SchemaCache,
     information_schema_sql,
 )
-from memtool.sql.warehouse import QueryResult, WarehouseError, json_value
+from memtool.sql.warehouse import QueryResult, WarehouseError, json_value, sqlglot_error_text
 
 # After an interrupt, how long to wait for DuckDB to unwind before giving up on the worker.
 _INTERRUPT_GRACE_SECONDS = 2.0
@@ -199,7 +199,7 @@ def to_duckdb_sql(sql: str) -> str:
     try:
         statements = [s for s in sqlglot.parse(sql, read="redshift") if s is not None]
     except SqlglotError as exc:
-        raise WarehouseError(f"cannot parse the SQL: {_parse_error_text(exc)}", code="syntax_error", sql=sql) from exc
+        raise WarehouseError(f"cannot parse the SQL: {sqlglot_error_text(exc)}", code="syntax_error", sql=sql) from exc
     if not statements:
         raise WarehouseError("no SQL statement to run", code="syntax_error", sql=sql)
     if len(statements) > 1:
@@ -218,18 +218,6 @@ def to_duckdb_sql(sql: str) -> str:
         raise WarehouseError(f"cannot express the SQL in DuckDB: {exc}", code="syntax_error", sql=sql) from exc
 
 
-def _parse_error_text(exc: Exception) -> str:
-    """sqlglot's first error without the terminal underline codes it puts around the culprit."""
-    errors = getattr(exc, "errors", None) or []
-    if errors and errors[0].get("description"):
-        first = errors[0]
-        where = f" at line {first.get('line')}, column {first.get('col')}" if first.get("line") else ""
-        near = f" near {first['highlight']!r}" if first.get("highlight") else ""
-        return f"{first['description']}{where}{near}"
-    return _ANSI.sub("", str(exc))
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 _UNDEFINED_COLUMN = re.compile(

@@ -35,7 +35,7 @@ from memtool.sql.live_schema import (
     information_schema_sql,
 )
 from memtool.sql.redshift_warehouse import SQLSTATE_CODES as REDSHIFT_SQLSTATE_CODES
-from memtool.sql.warehouse import QueryResult, WarehouseError, json_value
+from memtool.sql.warehouse import QueryResult, WarehouseError, json_value, sqlglot_error_text
 
 # The adapter has no schema setting: it reads what the login's search_path puts first.
 SCHEMA_SQL = information_schema_sql("current_schema()")
@@ -254,7 +254,7 @@ def to_postgres_sql(sql: str, params: Sequence[Any] | None = None) -> tuple[str,
     try:
         statements = [s for s in sqlglot.parse(sql, read="redshift") if s is not None]
     except SqlglotError as exc:
-        raise WarehouseError(f"cannot parse the SQL: {_parse_error_text(exc)}", code="syntax_error", sql=sql) from exc
+        raise WarehouseError(f"cannot parse the SQL: {sqlglot_error_text(exc)}", code="syntax_error", sql=sql) from exc
     if not statements:
         raise WarehouseError("no SQL statement to run", code="syntax_error", sql=sql)
     if len(statements) > 1:
@@ -378,17 +378,6 @@ def _bind_markers(text: str, marker: str, order: list[str], params: list[Any], s
             raise WarehouseError(f"the SQL refers to value ${index + 1} but {len(params)} were given", code="syntax_error", sql=sql)
         bound.append(params[index])
     return re.sub(re.escape(marker) + r"(p[0-9a-f]{8}|n\d+)", "%s", text), bound
-
-
-def _parse_error_text(exc: Exception) -> str:
-    """sqlglot's first error without the terminal underline codes it puts around the culprit."""
-    errors = getattr(exc, "errors", None) or []
-    if errors and errors[0].get("description"):
-        first = errors[0]
-        where = f" at line {first.get('line')}, column {first.get('col')}" if first.get("line") else ""
-        near = f" near {first['highlight']!r}" if first.get("highlight") else ""
-        return f"{first['description']}{where}{near}"
-    return re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
 
 
 # --------------------------------------------------------------------------- errors

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -70,3 +71,17 @@ def json_value(value: Any) -> Any:
     if isinstance(value, (list, tuple, set, frozenset)):
         return [json_value(item) for item in value]
     return str(value)
+
+
+def sqlglot_error_text(exc: Exception) -> str:
+    """sqlglot's first parse error without the terminal underline codes it puts around the culprit."""
+    errors = getattr(exc, "errors", None) or []
+    if errors and errors[0].get("description"):
+        first = errors[0]
+        where = f" at line {first.get('line')}, column {first.get('col')}" if first.get("line") else ""
+        near = f" near {first['highlight']!r}" if first.get("highlight") else ""
+        return f"{first['description']}{where}{near}"
+    return _ANSI.sub("", str(exc))
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
