@@ -54,7 +54,7 @@ from memtool.api.resolver import caller, json_response, make_resolver
 from memtool.memory.records import MemoryScope
 from memtool.observability import instrumented, metrics, tracer
 from memtool.retrieval.recall import RecallRequest
-from memtool.runtime import container, models
+from memtool.runtime import container
 from memtool.runtime.api_writes import idempotent_write
 
 app = make_resolver()
@@ -247,7 +247,7 @@ def _model_operation(summary: str, *, ok: dict, errors: tuple[int, ...], descrip
 )
 @tracer.capture_method
 def get_model(version: ModelVersionParam = None):
-    active = models.model_flow().get(caller(app), version)
+    active = container.model_flow().get(caller(app), version)
     return json_response(200, model_read(active).model_dump(mode="json"))
 
 
@@ -262,7 +262,7 @@ def get_model(version: ModelVersionParam = None):
 )
 @tracer.capture_method
 def get_model_history():
-    items = models.model_flow().history(caller(app))
+    items = container.model_flow().history(caller(app))
     return json_response(200, model_history(items).model_dump(mode="json"))
 
 
@@ -279,7 +279,7 @@ def get_model_history():
 )
 @tracer.capture_method
 def put_model(body: Annotated[PutModelBody, Body()]):
-    put = models.model_flow().put(caller(app), body.model, body.expected_version)
+    put = container.model_flow().put(caller(app), body.model, body.expected_version)
     metrics.add_metric(name="ModelVersionsStored", unit=MetricUnit.Count, value=1)
     return json_response(201 if put.model.version == 1 else 200, model_written(put).model_dump(mode="json"))
 

@@ -401,11 +401,45 @@ def tenant_model(tenant: str | None = None):  # -> TenantModel: the model in for
 
 
 def _stored_model(tenant: str):  # -> ActiveModel | None
-    try:
-        from memtool.runtime.models import model_store
-    except ImportError:  # the model store is not built yet (older package)
-        return None
     return model_store().active(tenant)
+
+
+# ---- semantic models: the store of each tenant's model and its flow (PUT/GET /model) -------------
+
+_model_store_held: list[tuple[object, Any]] = []
+
+
+class _ContainerClock:
+    """The container's clock at each call (``use_clock`` may change it later)."""
+
+    def now(self):  # -> datetime
+        return clock().now()
+
+
+def model_store():  # -> ModelStore: the tenant models on the process's record store, one per store
+    """Its parsed-model cache lives as long as the store it reads: a new store (reset(), new
+    settings) gets a new one."""
+    from memtool.semantic.model_store import ModelStore
+
+    store = memory_store()
+    with _building:
+        if _model_store_held and _model_store_held[0][0] is store:
+            return _model_store_held[0][1]
+        built = ModelStore(store, _ContainerClock())
+        _model_store_held[:] = [(store, built)]
+        return built
+
+
+def model_check_warehouse(tenant: str):  # -> Warehouse | None: where a tenant's model is checked; None without one
+    if get_settings().warehouse == "none" and tenants().get(tenant) is None:
+        return None
+    return warehouse(tenant)
+
+
+def model_flow():  # -> ModelFlow
+    from memtool.flows.model import ModelFlow
+
+    return ModelFlow(model_store(), model_check_warehouse)
 
 
 def foreign_tables(tenant: str | None) -> frozenset[str]:
