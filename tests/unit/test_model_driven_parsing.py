@@ -69,6 +69,9 @@ def test_the_demos_vocabulary_is_not_the_parsers(tpch: RulePlanner) -> None:
 def test_money_is_in_the_models_currency(tpch: RulePlanner) -> None:
     plan = tpch.plan("1995年的总收入是多少？")
     assert "unit USD from the model" in plan.notes and plan.intent is not None and plan.intent.unit is None
+    scaled = tpch.plan("1995年的总收入是多少万元？")  # a yuan scale on a dollar model: not applied, said so
+    assert scaled.intent is not None and scaled.intent.unit is None and scaled.sql is not None and "10000" not in scaled.sql
+    assert "unit 万元 ignored: this model's money is in USD" in scaled.notes
 
 
 def test_citations_name_the_model_version(tpch: RulePlanner) -> None:

@@ -148,8 +148,11 @@ class RulePlanner:
         if metric.kind == "money":
             unit, source = self._unit(intent.unit, context, preference)
             intent = intent.model_copy(update={"unit": None if unit == "元" else unit})
-            if self.catalog.currency != "元" and intent.unit is None:
-                unit = self.catalog.currency  # the yuan units (元, 万元, 分) are the demo's; this model keeps its own
+            if self.catalog.currency != "元":
+                if intent.unit is not None:
+                    notes.append(f"unit {intent.unit} ignored: this model's money is in {self.catalog.currency}")
+                    intent = intent.model_copy(update={"unit": None})
+                unit = self.catalog.currency  # 元, 万元 and 分 are the yuan's; this model keeps its own currency
             notes.append(f"unit {unit} from {source if unit != self.catalog.currency or source != 'the default' else 'the model'}")
             if source == "the profile" and "unit" in context.profile_sources:
                 applied.append(_applied_source(context.profile_sources["unit"], "profile", f"unit {unit}"))

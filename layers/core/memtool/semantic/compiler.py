@@ -153,7 +153,9 @@ class IntentCompiler:
                 raise CompileError(f"cannot filter on the time grain {f.dimension!r}")
         if self._detail_side(intent) and metric.by_detail is None:
             raise CompileError(f"no SQL for metric {metric.name} by an attribute of its details")
-        unit = (intent.unit or self.catalog.currency) if metric.kind == "money" else None
+        # 万元 and 分 are scales of the yuan: a model in another currency shows its own unit, unscaled.
+        yuan_scale = intent.unit if self.catalog.currency == "元" else None
+        unit = (yuan_scale or self.catalog.currency) if metric.kind == "money" else None
         value_column = metric.name + (_UNIT_SUFFIX.get(unit, "") if unit else "")
         dim_columns = [d.name for d in dims]
         if self._refunds_by_refund_date(metric) and not self.refunds_by_refund_date_expressible(intent):
