@@ -218,3 +218,25 @@ def test_a_tenant_whose_warehouse_is_down_does_not_stop_the_others(tmp_path: Pat
         down = ask(served.client("tpch"), "1995年的总收入是多少？")
         assert down["status"] == "failed" and down["error"]["error"] in ("warehouse_error", "warehouse_unavailable"), down
         assert down["error"]["step"] in ("Guard", "Execute", "Plan"), down["error"]
+
+
+def test_on_a_warehouse_of_its_own_a_tenant_without_a_model_is_told_how_to_make_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memtool.datasets.tpch import build_tpch_warehouse
+
+    warehouse = tmp_path / "tpch.duckdb"
+    build_tpch_warehouse(warehouse, scale=0.01)
+    monkeypatch.setenv("MEMTOOL_WAREHOUSE_URL", f"duckdb://{warehouse}")
+    with LocalRuntime(home=tmp_path / "home", port=0, root=ROOT) as runtime:
+        api = ApiClient(runtime.api_url or "", "newco", "li")
+        answer = ask(api, "1995年的总收入是多少？")
+        assert answer["status"] == "failed" and answer["error"]["error"] == "model_missing", answer
+        assert "memtool model init --warehouse URL" in answer["error"]["message"]
+
+        curator = ApiClient(runtime.api_url or "", "newco", "wang")
+        curator.headers["X-Memtool-Roles"] = "curator"
+        stored = curator.call("PUT", "/model", {"model": load_catalog(TPCH_MODEL).model_dump(mode="json"), "expected_version": None})
+        assert stored.status == 201, stored.body
+        answered = ask(api, "1995年的总收入是多少？")
+        assert answered["status"] == "answered" and "semantic model: tpch 2026.12.1 (stored v1)" in answered["notes"], answered

@@ -258,6 +258,9 @@ def classify_failure(raw_error: str | None, raw_cause: str | None, *, step: str 
         return AskError(error=code, message=message, step=step or _EXECUTE)
     if error_type == "ValidationFailed" and _clean(detail):
         return AskError(error="validation_error", message=_clean(detail), step=step)
+    if error_type == "ModelMissing" and _clean(detail, limit=600):
+        # the tenant has no semantic model: the message says how to draft, curate and store one
+        return AskError(error="model_missing", message=_clean(detail, limit=600), step=step)
     if error_type in _INTERNAL or error_type.startswith(_INTERNAL_PREFIXES) or not error_type:
         return AskError(
             error="internal_error",
