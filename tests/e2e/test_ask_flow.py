@@ -520,3 +520,24 @@ def test_two_asks_in_one_session_through_the_api_both_answer(api, aws, monkeypat
     assert [a["status"] for a in answers] == ["answered", "answered"], answers
     working = api.call("GET", "/memories", query={"kind": "working"}).json()["items"]
     assert {t["episode_id"] for t in working[0]["value"]["turns"]} == {a["episode_id"] for a in answers}
+
+
+def test_an_answer_is_read_after_the_engine_has_written_it(api, aws, monkeypatch):
+    # moto marks an execution SUCCEEDED a moment before it sets its output; a runner that read the
+    # execution in between answered route None, status failed (seen under load). Widen the gap.
+    import time
+
+    from moto.stepfunctions.parser.backend import execution as engine
+
+    original = engine.BaseExecutionWorkerCommunication._reflect_execution_status
+
+    def status_first_then_output(self):
+        original(self)
+        if self.execution.exec_status == engine.ExecutionStatus.SUCCEEDED:
+            output, self.execution.output = self.execution.output, None
+            time.sleep(0.5)
+            self.execution.output = output
+
+    monkeypatch.setattr(engine.BaseExecutionWorkerCommunication, "_reflect_execution_status", status_first_then_output)
+    answer = ask(api, "上个月各渠道的净收入")
+    assert answer["status"] == "answered" and answer["route"] == "nl2sql_query", answer

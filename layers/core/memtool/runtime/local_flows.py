@@ -170,6 +170,17 @@ def _running(execution_arn: str) -> bool:
     return get_backend(ACCOUNT, REGION).describe_execution(execution_arn).status == "RUNNING"
 
 
+# How long a SUCCEEDED execution may still be without its output (moto sets the status first).
+OUTPUT_SETTLE_SECONDS = 5.0
+
+
+def _succeeded_without_output(execution_arn: str) -> bool:
+    from moto.stepfunctions.responses import get_backend
+
+    execution = get_backend(ACCOUNT, REGION).describe_execution(execution_arn)
+    return execution.status == "SUCCEEDED" and getattr(execution, "output", None) is None
+
+
 def _forget_execution(machine_arn: str, execution_arn: str) -> None:
     """Drop a finished execution from moto's backend: it keeps every one (and scans them all on
     each describe), which made memory and latency grow with every ask."""
@@ -239,6 +250,11 @@ class LocalFlowRunner:
                 self.sfn.stop_execution(executionArn=execution_arn, error="memtool.Timeout")
                 _forget_execution(machine_arn, execution_arn)
                 return FlowExecution("TIMED_OUT", None, "States.Timeout", "the local flow ran too long")
+            time.sleep(self.poll_seconds)
+        # moto marks an execution SUCCEEDED a moment before it sets its output
+        # (stepfunctions/parser/backend/execution.py): read the answer once it is there.
+        settled = time.monotonic() + OUTPUT_SETTLE_SECONDS
+        while _succeeded_without_output(execution_arn) and time.monotonic() < settled:
             time.sleep(self.poll_seconds)
         described = self.sfn.describe_execution(executionArn=execution_arn)
         _forget_execution(machine_arn, execution_arn)
