@@ -10,6 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from memtool.memory.sqlite_store import SQLiteMemoryStore
+from memtool.memory.store import MemoryStore
+from memtool.runtime import container
 from tests.postgres_server import PostgresServer, postgres_server
 
 
@@ -32,3 +35,14 @@ def postgres_database(postgres: PostgresServer) -> Iterator[str]:
     url = postgres.create_database()
     yield url
     postgres.drop_database(url)
+
+
+@pytest.fixture(params=["dynamodb", "sqlite"])
+def store(request: pytest.FixtureRequest, clock, tmp_path) -> MemoryStore:  # noqa: ANN001 - the root conftest's fixtures
+    """Both record stores: DynamoDB on moto (the ``aws`` settings) and SQLite. A test module may define its own."""
+    if request.param == "dynamodb":
+        request.getfixturevalue("aws")
+        return container.memory_store()
+    sqlite = SQLiteMemoryStore(tmp_path / "memtool.sqlite3")
+    request.addfinalizer(sqlite.close)
+    return sqlite

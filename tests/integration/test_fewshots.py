@@ -15,15 +15,13 @@ import pytest
 from memtool.cache.fewshots import FewshotLibrary, NotPendingReview, slot_key
 from memtool.errors import Forbidden, NotFound, ValidationFailed, VersionConflict
 from memtool.memory.records import MemoryKind, MemoryPatch, MemoryScope, MemoryStatus, Trigger
-from memtool.memory.sqlite_store import SQLiteMemoryStore
-from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition
+from memtool.memory.store import TENANT_OWNER, Partition
 from memtool.retrieval.embedders import HashingEmbedder
-from memtool.runtime import container
-from memtool.settings import Settings
 from memtool.semantic.catalog import load_catalog
 from memtool.semantic.entities import EntityIndex
 from memtool.semantic.masking import mask_question
 from memtool.semantic.parser import QuestionParser
+from memtool.settings import Settings
 
 TODAY = date(2026, 11, 29)
 AUTHOR, REVIEWER = "li", "wang"
@@ -40,16 +38,6 @@ EXAMPLE_INTENT = {
 def parser() -> QuestionParser:
     catalog = load_catalog()
     return QuestionParser(catalog, EntityIndex.static(catalog))
-
-
-@pytest.fixture(params=["dynamodb", "sqlite"])
-def store(request: pytest.FixtureRequest, clock, tmp_path) -> MemoryStore:
-    if request.param == "dynamodb":
-        request.getfixturevalue("aws")
-        return container.memory_store()
-    sqlite = SQLiteMemoryStore(tmp_path / "memtool.sqlite3")
-    request.addfinalizer(sqlite.close)
-    return sqlite
 
 
 @pytest.fixture

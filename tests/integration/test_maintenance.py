@@ -22,7 +22,6 @@ from memtool.clock import FrozenClock
 from memtool.flows.indexing import MemoryIndexer
 from memtool.flows.maintenance import IndexReconciler, MaintenanceStepFailed
 from memtool.memory.records import IndexState, MemoryDraft, MemoryKind
-from memtool.memory.sqlite_store import SQLiteMemoryStore
 from memtool.memory.store import MemoryStore, Partition
 from memtool.retrieval.embedded_index import EmbeddedIndex
 from memtool.retrieval.embedders import HashingEmbedder
@@ -31,16 +30,6 @@ from memtool.runtime import container
 
 LI = Partition("acme", "li")
 WANG = Partition("beta", "wang")
-
-
-@pytest.fixture(params=["dynamodb", "sqlite"])
-def store(request: pytest.FixtureRequest, clock: FrozenClock, tmp_path: Path) -> MemoryStore:
-    if request.param == "dynamodb":
-        request.getfixturevalue("aws")
-        return container.memory_store()
-    sqlite = SQLiteMemoryStore(tmp_path / "memtool.sqlite3")
-    request.addfinalizer(sqlite.close)
-    return sqlite
 
 
 @pytest.fixture

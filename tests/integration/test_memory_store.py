@@ -34,8 +34,6 @@ from memtool.memory.records import (
 )
 from memtool.memory.sqlite_store import SQLiteMemoryStore
 from memtool.memory.store import MemoryStore, Partition, UndecodableRecord
-from memtool.runtime import container
-
 from tests.integration.stores import DynamoState, SQLiteState, StoredState, stream_records
 from tests.support import table_items
 
@@ -48,16 +46,6 @@ MOTO_NOT_ISOLATED = pytest.mark.skip(
     "so a pass or a failure there proves nothing (DESIGN.md: prove what moto cannot); DynamoDB "
     "itself serialises them, and the SQLite store is proven here"
 )
-
-
-@pytest.fixture(params=["dynamodb", "sqlite"])
-def store(request: pytest.FixtureRequest, clock, tmp_path) -> MemoryStore:
-    if request.param == "dynamodb":
-        request.getfixturevalue("aws")
-        return container.memory_store()
-    sqlite = SQLiteMemoryStore(tmp_path / "memtool.sqlite3")
-    request.addfinalizer(sqlite.close)
-    return sqlite
 
 
 @pytest.fixture

@@ -20,20 +20,9 @@ from memtool.runtime import container
 from memtool.semantic.catalog import load_catalog
 from memtool.semantic.model_store import MODEL_KEY, ModelStore
 from memtool.semantic.validation import MODEL_MAX_BYTES, ModelProblem, ModelRejected, stored_size
-
 from tests.support import table_items
 
 DYNAMODB_ITEM_LIMIT = 400 * 1024
-
-
-@pytest.fixture(params=["dynamodb", "sqlite"])
-def store(request: pytest.FixtureRequest, clock, tmp_path) -> MemoryStore:
-    if request.param == "dynamodb":
-        request.getfixturevalue("aws")
-        return container.memory_store()
-    sqlite = SQLiteMemoryStore(tmp_path / "memtool.sqlite3")
-    request.addfinalizer(sqlite.close)
-    return sqlite
 
 
 @pytest.fixture

@@ -21,20 +21,9 @@ from memtool.memory.records import MemoryDraft, MemoryKind
 from memtool.memory.slots import SESSION_TURNS, episode_key
 from memtool.memory.sqlite_store import SQLiteMemoryStore
 from memtool.memory.store import MemoryStore, Partition
-from memtool.runtime import container
 from memtool.settings import Settings, get_settings
 
 LI = Partition("acme-retry", "li")
-
-
-@pytest.fixture(params=["dynamodb", "sqlite"])
-def store(request: pytest.FixtureRequest, clock, tmp_path) -> MemoryStore:
-    if request.param == "dynamodb":
-        request.getfixturevalue("aws")
-        return container.memory_store()
-    sqlite = SQLiteMemoryStore(tmp_path / "memtool.sqlite3")
-    request.addfinalizer(sqlite.close)
-    return sqlite
 
 
 class RecordingQueue:

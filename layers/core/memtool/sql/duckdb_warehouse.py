@@ -26,7 +26,7 @@ from memtool.sql.live_schema import (
     SchemaCache,
     information_schema_sql,
 )
-from memtool.sql.warehouse import QueryResult, WarehouseError, json_value, sqlglot_error_text
+from memtool.sql.warehouse import QueryResult, WarehouseError, json_value, live_schema_of, sqlglot_error_text
 
 # After an interrupt, how long to wait for DuckDB to unwind before giving up on the worker.
 _INTERRUPT_GRACE_SECONDS = 2.0
@@ -78,13 +78,7 @@ class DuckDBWarehouse:
         result = self._execute(
             _SCHEMA_SQL, _SCHEMA_SQL, ["main"], max_rows=MAX_SCHEMA_COLUMNS, timeout_seconds=SCHEMA_TIMEOUT_SECONDS
         )
-        if result.truncated:
-            raise WarehouseError(
-                f"the schema has more than {MAX_SCHEMA_COLUMNS:,} columns; refusing a partial picture",
-                code="database_error",
-                sql=_SCHEMA_SQL,
-            )
-        return LiveSchema.from_rows(result.rows)
+        return live_schema_of(result, _SCHEMA_SQL)
 
     def _execute(
         self, statement: str, sql: str, params: Sequence[Any] | None, *, max_rows: int, timeout_seconds: float

@@ -35,7 +35,7 @@ from memtool.sql.live_schema import (
     information_schema_sql,
 )
 from memtool.sql.redshift_warehouse import SQLSTATE_CODES as REDSHIFT_SQLSTATE_CODES
-from memtool.sql.warehouse import QueryResult, WarehouseError, json_value, sqlglot_error_text
+from memtool.sql.warehouse import QueryResult, WarehouseError, json_value, live_schema_of, sqlglot_error_text
 
 # The adapter has no schema setting: it reads what the login's search_path puts first.
 SCHEMA_SQL = information_schema_sql("current_schema()")
@@ -122,13 +122,7 @@ class PostgresWarehouse:
         # Internal, fixed SQL: it skips the transpiler but keeps the read-only transaction, the
         # timeout and the error classification of generated queries.
         result = self._execute(SCHEMA_SQL, SCHEMA_SQL, None, max_rows=MAX_SCHEMA_COLUMNS, timeout_seconds=SCHEMA_TIMEOUT_SECONDS)
-        if result.truncated:
-            raise WarehouseError(
-                f"the schema has more than {MAX_SCHEMA_COLUMNS:,} columns; refusing a partial picture",
-                code="database_error",
-                sql=SCHEMA_SQL,
-            )
-        return LiveSchema.from_rows(result.rows)
+        return live_schema_of(result, SCHEMA_SQL)
 
     def _connect(self) -> Any:
         import psycopg

@@ -26,7 +26,7 @@ from memtool.sql.live_schema import (
     SchemaCache,
     information_schema_sql,
 )
-from memtool.sql.warehouse import QueryResult, WarehouseError, json_value
+from memtool.sql.warehouse import QueryResult, WarehouseError, json_value, live_schema_of
 
 DEFAULT_PORT = 5439
 # The adapter has no schema setting: it reads what the login's search_path puts first.
@@ -117,13 +117,7 @@ class RedshiftWarehouse:
 
     def _read_live_schema(self) -> LiveSchema:
         result = self.run(SCHEMA_SQL, max_rows=MAX_SCHEMA_COLUMNS, timeout_seconds=SCHEMA_TIMEOUT_SECONDS)
-        if result.truncated:
-            raise WarehouseError(
-                f"the schema has more than {MAX_SCHEMA_COLUMNS:,} columns; refusing a partial picture",
-                code="database_error",
-                sql=SCHEMA_SQL,
-            )
-        return LiveSchema.from_rows(result.rows)
+        return live_schema_of(result, SCHEMA_SQL)
 
     def _run_read_only(
         self, connection: DbApiConnection, sql: str, *, max_rows: int, timeout_ms: int, params: Sequence[Any] | None

@@ -73,6 +73,17 @@ def json_value(value: Any) -> Any:
     return str(value)
 
 
+def live_schema_of(result: QueryResult, sql: str) -> LiveSchema:
+    """The live schema from an adapter's information_schema query; a capped (partial) answer is refused."""
+    from memtool.sql.live_schema import MAX_SCHEMA_COLUMNS
+
+    if result.truncated:
+        raise WarehouseError(
+            f"the schema has more than {MAX_SCHEMA_COLUMNS:,} columns; refusing a partial picture", code="database_error", sql=sql
+        )
+    return LiveSchema.from_rows(result.rows)
+
+
 def sqlglot_error_text(exc: Exception) -> str:
     """sqlglot's first parse error without the terminal underline codes it puts around the culprit."""
     errors = getattr(exc, "errors", None) or []
