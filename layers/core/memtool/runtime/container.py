@@ -374,9 +374,13 @@ def tenant_model(tenant: str | None = None):  # -> TenantModel: the model in for
 
     stored = _stored_model(tenant) if tenant else None
     if stored is not None:
-        label = f"{stored.model.name or 'model'} {stored.model_version} (stored v{stored.version})"
-        catalog = stored.model.model_copy(update={"model_version": f"{stored.model_version}+v{stored.version}"})
-        return _per_key(("model", tenant, stored.memory_id, stored.version), lambda: TenantModel(catalog, label, "stored", stored.version))
+
+        def from_store():  # -> TenantModel, once per stored version: its version in the model's, for cache keys and citations
+            label = f"{stored.model.name or 'model'} {stored.model_version} (stored v{stored.version})"
+            catalog = stored.model.model_copy(update={"model_version": f"{stored.model_version}+v{stored.version}"})
+            return TenantModel(catalog, label, "stored", stored.version)
+
+        return _per_key(("model", tenant, stored.memory_id, stored.version), from_store)
     entry = tenants().get(tenant) if tenant else None
     if entry is not None:
         path = entry.model
@@ -389,8 +393,7 @@ def tenant_model(tenant: str | None = None):  # -> TenantModel: the model in for
             return TenantModel(catalog, f"{catalog.name or path.stem} {catalog.model_version} (file {path.name})", "file")
 
         return _per_key(("model-file", str(path), mtime), from_file)
-    settings = get_settings()
-    if settings.warehouse == "duckdb" and not settings.warehouse_url:
+    if _built_in_model_applies():
         from memtool.semantic.catalog import load_catalog
 
         catalog = load_catalog()
@@ -455,9 +458,14 @@ def foreign_tables(tenant: str | None) -> frozenset[str]:
     return frozenset(others - own)
 
 
-def _default_model_tables() -> tuple[str, ...]:
+def _built_in_model_applies() -> bool:
+    """The demo model serves tenants without one only on the local demo warehouse."""
     settings = get_settings()
-    if settings.warehouse == "duckdb" and not settings.warehouse_url:
+    return settings.warehouse == "duckdb" and not settings.warehouse_url
+
+
+def _default_model_tables() -> tuple[str, ...]:
+    if _built_in_model_applies():
         from memtool.semantic.catalog import load_catalog
 
         return load_catalog().physical_tables
