@@ -70,14 +70,19 @@ def get_episode(id: MemoryIdParam):  # noqa: A002 - the path parameter's name
         idempotent=True,
     ),
 )
-def share_lesson(id: MemoryIdParam, body: Annotated[ShareBody | None, Body(description="whose lesson (optional)")] = None):  # noqa: A002
+def share_lesson(
+    id: MemoryIdParam,  # noqa: A002
+    body: Annotated[ShareBody | None, Body(description="whose lesson, and whether its context goes with it (optional)")] = None,
+):
     owner = body.owner if body is not None else None
+    include_context = body.include_context if body is not None else False
 
     def perform(who: Identity) -> dict[str, Any]:
-        record = container.diagnosis_service().share(who, id, owner=owner)
+        record = container.diagnosis_service().share(who, id, owner=owner, include_context=include_context)
         return {"status_code": 201, "body": MemoryRead(memory=record).model_dump(mode="json")}
 
-    return idempotent_write(app, caller(app), "share_lesson", {"id": id, "owner": owner}, perform)
+    request = {"id": id, "owner": owner, "include_context": include_context}
+    return idempotent_write(app, caller(app), "share_lesson", request, perform)
 
 
 def _run_request(request):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from memtool.api.identity import IDENTIFIER_PATTERN
 from memtool.api.limits import PlainText
@@ -25,12 +25,18 @@ class DiagnoseBody(BaseModel):
 
 
 class ShareBody(BaseModel):
-    """POST /lessons/{id}/share: whose lesson it is (a curator may share any user's in the tenant)."""
+    """POST /lessons/{id}/share: whose lesson it is (a curator may share any user's in the tenant),
+    and whether its author shares their question, comment and expected value with it."""
 
     model_config = ConfigDict(extra="forbid")
 
     owner: Annotated[StrictStr, Field(pattern=IDENTIFIER_PATTERN)] | None = Field(
         None, description="the user whose lesson it is; default: the caller"
+    )
+    include_context: StrictBool = Field(
+        False,
+        description="the copy keeps the question, the comment and the expected value too; "
+        "only for the caller's own lesson (default: the cause, the repair and the evidence only)",
     )
 
 

@@ -5,11 +5,17 @@ repairs become rules for the compiler and the SQL: a column or table mapping rew
 that reads the old name; a metric's time column, an exclusion, a window edge or a join type
 recompile any question on that metric; a filter value replaces that value wherever it is asked.
 Unverified diagnoses (``pending_review``) are never lessons.
+
+A lesson shared with the tenant (``shared_lesson``) keeps the cause, the repair and the evidence,
+and drops what was its author's own: the question, the comment and the expected value, unless the
+author shares them.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,6 +32,32 @@ from memtool.semantic.intent import Intent
 logger = logging.getLogger("memtool.diagnosis")
 
 LESSONS_READ = 200  # active lessons read per partition for one ask
+
+# What a tenant copy of a lesson keeps of its value (causal.py describes each): the cause, the
+# repair and the evidence. A part added to causal memories later stays the author's until it is
+# named here.
+SHARED_PARTS = (
+    "scenario",  # the resolved intent and the route, without the question (SCENARIO_SHARED)
+    "initial_state",  # the SQL that failed, the schema facts, the lessons already applied
+    "trajectory",  # every test with its result
+    "feedback",  # why it was diagnosed, without the comment and the expected value (FEEDBACK_SHARED)
+    "failure",
+    "cause",
+    "root_cause",
+    "repair",  # the rules and the repaired SQL
+    "repaired_output",
+    "verified",
+    "evidence",
+    "executions",
+    "budget",
+    "lesson",
+    "episode_id",  # as in the provenance: the author's episode, which only the author reads
+    "diagnosed_by",
+)
+SCENARIO_SHARED = ("intent", "route")
+FEEDBACK_SHARED = ("reason",)
+# The expected value quoted in a test's result ("… matches the expected 1,234.5000 within 1.00%").
+_EXPECTED_QUOTED = re.compile(r"\bthe expected -?\d[\d,]*(?:\.\d+)?")
 
 
 @dataclass(frozen=True)
@@ -84,6 +116,41 @@ def lesson_of(record: MemoryRecord, now: datetime | None = None) -> Lesson | Non
         repairs=repairs,
         text=str(value.get("lesson") or record.content),
     )
+
+
+@dataclass(frozen=True)
+class SharedLesson:
+    """What the tenant copy of a lesson holds (its value also gets ``shared_from``)."""
+
+    content: str
+    source_text: str | None
+    value: dict[str, Any]
+
+
+def shared_lesson(record: MemoryRecord, *, include_context: bool = False) -> SharedLesson:
+    """The tenant copy of a verified lesson: its cause, repair and evidence (the SQL before and
+    after, every test and its result), without its author's question, comment and expected value
+    (quoted in the test results too) unless ``include_context``, the author sharing them."""
+    value = copy.deepcopy(record.value) if isinstance(record.value, dict) else {}
+    if include_context:
+        return SharedLesson(content=record.content, source_text=record.source_text, value=value)
+    kept: dict[str, Any] = {part: value[part] for part in SHARED_PARTS if part in value}
+    for part, shared in (("scenario", SCENARIO_SHARED), ("feedback", FEEDBACK_SHARED)):
+        if isinstance(kept.get(part), dict):
+            kept[part] = {k: v for k, v in kept[part].items() if k in shared}
+    if isinstance(kept.get("evidence"), str):
+        kept["evidence"] = _unquote_expected(kept["evidence"])
+    for step in kept.get("trajectory") or []:
+        output = step.get("output") if isinstance(step, dict) else None
+        if isinstance(output, dict) and isinstance(output.get("detail"), str):
+            output["detail"] = _unquote_expected(output["detail"])
+    # the content is the question and the root cause ("<question> — <root cause>"): the root cause
+    headline = str(value.get("root_cause") or value.get("lesson") or "a verified lesson")
+    return SharedLesson(content=headline, source_text=None, value=kept)
+
+
+def _unquote_expected(text: str) -> str:
+    return _EXPECTED_QUOTED.sub("the expected value", text)
 
 
 class LessonBook:

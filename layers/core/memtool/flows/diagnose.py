@@ -19,7 +19,7 @@ from memtool.diagnosis.apply import Subject, options_from
 from memtool.diagnosis.causal import causal_content, causal_value, clip, fit
 from memtool.diagnosis.engine import Budget, Diagnoser, HypothesisSource
 from memtool.diagnosis.failures import guard_failure, logical_failure
-from memtool.diagnosis.lessons import LessonBook, lesson_of
+from memtool.diagnosis.lessons import LessonBook, lesson_of, shared_lesson
 from memtool.diagnosis.model import DiagnosisReport, Failure, Repair
 from memtool.diagnosis.requests import DiagnoseRequest, Expected
 from memtool.errors import Forbidden, NotFound, ValidationFailed, VersionConflict
@@ -207,13 +207,20 @@ class DiagnosisService:
         diagnoses.sort(key=lambda r: r.created_at)
         return {"episode": episode, "diagnoses": diagnoses}
 
-    def share(self, who: Identity, memory_id: str, owner: str | None = None) -> MemoryRecord:
+    def share(self, who: Identity, memory_id: str, owner: str | None = None, *, include_context: bool = False) -> MemoryRecord:
         """A curator shares a verified lesson with the tenant: a tenant copy citing the original.
 
         The lesson is the curator's own, or ``owner``'s in the same tenant (a curator reviews the
-        lessons of the tenant's users; the copy names who shared it)."""
+        lessons of the tenant's users; the copy names who shared it). The copy keeps the cause, the
+        repair and the evidence, not the author's question, comment and expected value: those only
+        the author shares (``include_context``, sharing a lesson of one's own)."""
         if not who.is_curator:
             raise Forbidden("lessons are shared with the tenant by curators", field="id")
+        if include_context and owner not in (None, who.user):
+            raise Forbidden(
+                "only the lesson's author shares its question, comment and expected value (share it without include_context)",
+                field="include_context",
+            )
         now = self._clock.now()
         try:
             record = self._store.get(Partition(who.tenant, owner or who.user), memory_id, now)
@@ -231,21 +238,24 @@ class DiagnosisService:
                 and isinstance(shared, dict)
                 and shared.get("id") == record.id
                 and shared.get("version") == record.version
+                and shared.get("context", True) is include_context  # a copy from before scrubbing had it all
             ):
                 return copy  # shared already: the same copy, not a second one
+        lesson = shared_lesson(record, include_context=include_context)
+        shared_from = {"id": record.id, "version": record.version, "by": who.user, "context": include_context}
         body = NewMemory(
             kind=MemoryKind.CAUSAL,
             scope=MemoryScope.TENANT,
-            content=record.content,
-            source_text=record.source_text,
-            value={**(record.value or {}), "shared_from": {"id": record.id, "version": record.version, "by": who.user}},
+            content=lesson.content,
+            source_text=lesson.source_text,
+            value={**lesson.value, "shared_from": shared_from},
             confidence=record.confidence,
             trigger=Trigger.DIAGNOSIS,
             episode_id=record.provenance.episode_id,
             sources=[SourceRef(id=record.id, version=record.version)],
         )
         copy = self._memories.remember(who, body, system=True).record
-        self._supersede(tenant, copy, [])
+        self._supersede(tenant, copy, [])  # the lesson's earlier copy, with or without the context, goes
         return copy
 
     # ---- pieces ------------------------------------------------------------------------------
