@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from memtool.api.json_body import BodyTooLarge
 from memtool.errors import (
     Forbidden,
     IdempotencyInProgress,
@@ -23,6 +24,7 @@ from memtool.errors import (
 
 STATUS_BY_ERROR: dict[type[MemtoolError], int] = {
     ValidationFailed: 400,
+    BodyTooLarge: 413,
     Unauthenticated: 401,
     Forbidden: 403,
     NotFound: 404,

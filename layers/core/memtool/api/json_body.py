@@ -17,6 +17,7 @@ from typing import Any
 
 from memtool.errors import ValidationFailed
 
+# Every route's body limit but the ones named in ``body_limit``.
 MAX_BODY_BYTES = 64 * 1024
 # Containers inside containers, counted from the body object (1). ``value`` has its own, lower
 # limit (api/limits.py); this one keeps the walk and pydantic away from pathological nesting.
@@ -32,6 +33,33 @@ MAX_FLOAT_MAGNITUDE = 1e126
 _FORBIDDEN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 # The same rule as a JSON Schema (ECMA 262) pattern for the OpenAPI document.
 PLAIN_TEXT_PATTERN = r"^[^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]*$"
+
+
+class BodyTooLarge(ValidationFailed):
+    """A body over its route's limit: a 413, from the local server before the body is read and from
+    the handler in Lambda (API Gateway's own limit is 10 MB, so there the handler is the check)."""
+
+    code = "payload_too_large"
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"request body is larger than {limit:,} bytes (it is {size:,} bytes)", field="body")
+        self.limit = limit
+
+
+def body_limit(method: str, resource: str) -> int:
+    """The largest body ``method`` on ``resource`` (the template's path: /memories/{id}) takes.
+
+    PUT /model carries a semantic model, which may be up to ``MODEL_MAX_BYTES`` as stored (compact
+    JSON, non-ASCII escaped); its body gets that plus the 64 KiB any body gets, for the envelope
+    (``expected_version``) and the spaces a client's JSON puts where the stored form has none. The
+    model's own size check runs on the parsed document, so this limit only keeps bodies bounded.
+    """
+    if method.upper() == "PUT" and resource == "/model":
+        # imported here: only this route pays for the semantic package at a cold start
+        from memtool.semantic.validation import MODEL_MAX_BYTES
+
+        return MODEL_MAX_BYTES + MAX_BODY_BYTES
+    return MAX_BODY_BYTES
 
 
 def text_problem(text: str) -> str | None:
@@ -154,6 +182,7 @@ def read_body(body: str | None, *, base64_encoded: bool = False, max_bytes: int 
     """An API Gateway proxy body as a JSON object, or None when the request has no body.
 
     The body is JSON whatever the Content-Type says (``curl -d`` sends form encoding by default).
+    ``max_bytes`` is the route's limit (``body_limit``); over it is ``BodyTooLarge``, a 413.
     """
     if body is None:
         return None
@@ -163,13 +192,13 @@ def read_body(body: str | None, *, base64_encoded: bool = False, max_bytes: int 
         except (binascii.Error, ValueError) as exc:
             raise ValidationFailed("request body is not valid base64", field="body") from exc
         if len(raw) > max_bytes:
-            raise ValidationFailed(f"request body is larger than {max_bytes} bytes", field="body")
+            raise BodyTooLarge(len(raw), max_bytes)
         try:
             body = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ValidationFailed(f"request body is not valid UTF-8 (byte {exc.start})", field="body") from exc
-    elif len(body.encode("utf-8", "surrogatepass")) > max_bytes:
-        raise ValidationFailed(f"request body is larger than {max_bytes} bytes", field="body")
+    elif (size := len(body.encode("utf-8", "surrogatepass"))) > max_bytes:
+        raise BodyTooLarge(size, max_bytes)
     if body.strip() == "":
         return None
     value = parse_json(body)

@@ -18,7 +18,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 
 from memtool.api.http import status_for, validation_failed
 from memtool.api.identity import Identity, identity_from_event
-from memtool.api.json_body import read_body
+from memtool.api.json_body import body_limit, read_body
 from memtool.errors import MemtoolError, ValidationFailed
 from memtool.observability import logger
 from memtool.settings import get_settings
@@ -52,7 +52,8 @@ class _StrictJsonValidation(OpenAPIRequestValidationMiddleware):
 
     def _get_body(self, app: Any) -> Any:
         event = app.current_event
-        return read_body(event.body, base64_encoded=bool(event.is_base64_encoded))
+        limit = body_limit(event.http_method, event.resource)  # per route: PUT /model takes a model
+        return read_body(event.body, base64_encoded=bool(event.is_base64_encoded), max_bytes=limit)
 
 
 def make_resolver() -> APIGatewayRestResolver:
