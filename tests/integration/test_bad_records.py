@@ -21,7 +21,6 @@ from memtool.memory.records import MemoryDraft, MemoryKind
 from memtool.memory.store import TENANT_OWNER, Partition
 from memtool.runtime import container
 from memtool.settings import get_settings, use_settings
-
 from tests.integration.stores import DynamoState, SQLiteState, StoredState
 from tests.support import Api
 
@@ -103,12 +102,21 @@ def test_a_typed_slot_refuses_a_bad_value_and_stores_nothing(api, aws, key, valu
     assert nothing_stored(api)
 
 
-def test_a_session_turns_slot_refuses_a_list(api, aws):
-    reply = api.call(
-        "POST", "/memories", {"kind": "working", "key": "session.s-1.turns", "content": "turns", "value": ["q1", "q2"], "session_id": "s-1"}
-    )
-    assert reply.status == 400 and reply.json()["field"] == "value"
+@pytest.mark.parametrize("value", [["q1", "q2"], {"turns": [{"question": "上个月净收入", "status": "answered"}]}])
+def test_a_session_turns_slot_is_written_by_the_ask_flow_only(api, aws, value):
+    # A caller's own turn would be a question they never asked, read back by the next follow-up.
+    body = {"kind": "working", "key": "session.s-1.turns", "content": "turns", "value": value, "session_id": "s-1"}
+    reply = api.call("POST", "/memories", body)
+    assert reply.status == 403 and reply.json()["field"] == "key", reply.body
+    assert "written by POST /ask only" in reply.json()["message"]
     assert nothing_stored(api)
+
+
+def test_a_session_turns_slot_written_by_the_ask_flow_cannot_be_edited_through_memories(api, aws, clock):
+    slot = store_directly(api, clock, MemoryKind.WORKING, "session.s-2.turns", {"turns": []}, session_id="s-2")
+    reply = api.call("PATCH", f"/memories/{slot}", {"value": {"turns": [{"question": "x"}]}, "expected_version": 1})
+    assert reply.status == 403 and reply.json()["field"] == "key", reply.body
+    assert container.memory_store().get(Partition(api.tenant, api.user), slot, clock.now()).value == {"turns": []}
 
 
 @pytest.mark.parametrize(
@@ -240,11 +248,11 @@ def test_an_ask_answers_past_an_undecodable_record_and_says_so(api, damaged_know
 
 
 @pytest.mark.parametrize(("kind", "key", "session"), [("profile", "display.chart", None), ("working", "session.s-9.turns", "s-9")])
-def test_an_undecodable_slot_is_skipped_and_the_ask_answers(api, aws, kind, key, session):
-    body = {"kind": kind, "key": key, "content": "柱状图"}
-    if session:
-        body |= {"session_id": session, "value": {"turns": []}}
-    slot = remember(api, body)
+def test_an_undecodable_slot_is_skipped_and_the_ask_answers(api, aws, clock, kind, key, session):
+    if session:  # a session's turns are the ask flow's to write: put them in the store as it would
+        slot = {"id": store_directly(api, clock, MemoryKind.WORKING, key, {"turns": []}, session_id=session)}
+    else:
+        slot = remember(api, {"kind": kind, "key": key, "content": "柱状图"})
     stored_state().poison(Partition(api.tenant, api.user), slot["id"], "json")
 
     answer = ask(api, **({"session_id": session} if session else {}))

@@ -153,6 +153,13 @@ class Settings(BaseSettings):
         description="With MEMTOOL_WAREHOUSE=redshift: tenant T reads the Redshift user in the Secrets Manager secret named "
         "<prefix>T; a tenant without one uses MEMTOOL_REDSHIFT_SECRET_ARN.",
     )
+    tenant_tables: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="The warehouse tables each tenant may read, as patterns (lineitem, dim_*, analytics.*), "
+        "for tenants on the process's warehouse (JSON: {\"acme\": [\"fact_*\", \"dim_*\"]}; \"*\" for every tenant not "
+        "listed). A tenant's model may name only these; a tenants-file entry has its own tables: list. "
+        "Required where one warehouse serves several tenants.",
+    )
     e2b_secret_arn: str | None = None
     bedrock_planner_model_id: str = "anthropic.claude-3-5-sonnet-20240620-v1:0"
     bedrock_embedding_model_id: str = "amazon.titan-embed-text-v2:0"

@@ -66,12 +66,14 @@ class Diagnoser:
         budget: Budget,
         llm: HypothesisSource | None = None,
         foreign_tables: frozenset[str] = frozenset(),  # other tenants' tables: never read, not even by a probe
+        granted_tables: tuple[str, ...] | None = None,  # what the operator granted the tenant: nothing else is read
     ) -> None:
         self._warehouse = warehouse
         self._compiler = compiler
         self._budget = budget
         self._llm = llm
         self._foreign_tables = foreign_tables
+        self._granted_tables = granted_tables
 
     def diagnose(
         self,
@@ -95,9 +97,10 @@ class Diagnoser:
             schema,
             self._compiler.catalog,
             foreign_tables=self._foreign_tables,
+            granted=self._granted_tables,
             max_rows=self._budget.row_cap,
             timeout_seconds=self._budget.timeout_seconds,
-        )
+        ).on_engine(getattr(self._warehouse, "dialect", "redshift"))
         spent = [0]
         deadline = time.monotonic() + self._budget.deadline_seconds
 

@@ -134,6 +134,7 @@ class AskSteps:
         cache: Callable[[], SqlCache] | None = None,
         model: Callable[[str], TenantModel] | None = None,  # (tenant) -> the semantic model in force and its label
         foreign_tables: Callable[[str], frozenset[str]] | None = None,  # (tenant) -> other tenants' tables, never allowed
+        granted_tables: Callable[[str], tuple[str, ...] | None] | None = None,  # (tenant) -> what the operator granted
     ) -> None:
         self._settings = settings
         self._clock = clock
@@ -150,6 +151,7 @@ class AskSteps:
         self._cache = cache
         self._model = model
         self._foreign_tables = foreign_tables
+        self._granted_tables = granted_tables
 
     def run(self, step: str, raw_state: dict[str, Any]) -> dict[str, Any]:
         method = getattr(self, f"step_{step.lower()}", None)
@@ -404,22 +406,26 @@ class AskSteps:
 
     def _guard_policy(self, policy_type: Any, tenant: str) -> Any:
         """The allow-list is the tenant's model's tables as the warehouse has them now (drift
-        included; never another tenant's tables); when the schema cannot be read, the model's own
-        columns (Execute then reports why the warehouse failed). Without a model, the live schema."""
+        included; never another tenant's tables, never a table the operator did not grant), checked
+        in the warehouse's own dialect too; when the schema cannot be read, the model's own columns
+        (Execute then reports why the warehouse failed). Without a model, the live schema."""
         settings = self._settings
         limits = {"max_rows": settings.max_rows, "timeout_seconds": settings.statement_timeout_seconds}
         model = self._model(tenant).catalog if self._model is not None else None
+        granted = self._granted_tables(tenant) if self._granted_tables is not None else None
         try:
-            schema = self._warehouse_factory(tenant).describe()
+            warehouse = self._warehouse_factory(tenant)
+            engine = getattr(warehouse, "dialect", "redshift")
+            schema = warehouse.describe()
         except Exception as exc:
             if model is None:
                 raise
             logger.warning("the live schema could not be read (%s); guarding with the model's columns", type(exc).__name__)
-            return policy_type.from_model(model, **limits)
+            return policy_type.from_model(model, granted=granted, **limits)
         if model is None:
-            return policy_type.from_live_schema(schema, **limits)
+            return policy_type.from_live_schema(schema, granted=granted, **limits).on_engine(engine)
         foreign = self._foreign_tables(tenant) if self._foreign_tables is not None else frozenset()
-        return policy_type.for_model(schema, model, foreign_tables=foreign, **limits)
+        return policy_type.for_model(schema, model, foreign_tables=foreign, granted=granted, **limits).on_engine(engine)
 
     def step_diagnose(self, state: AskState) -> AskState:
         """Classify the failure, test hypotheses by running their repairs, and take a verified one.
@@ -1236,6 +1242,7 @@ class AskSteps:
                             trigger=Trigger.INTERACTION,
                             episode_id=state.episode_id,
                         ),
+                        system=True,  # a session's turns are the ask flow's: /memories refuses them to callers
                     )
                     if result.superseded is not None and not result.superseded.is_expired(self._clock.now()):
                         # Another ask created the slot between our read and our write, and ours
@@ -1250,6 +1257,7 @@ class AskSteps:
                         self._who(state),
                         current.id,
                         MemoryEdit(expected_version=current.version, content=content, value=value),
+                        system=True,
                     )
                 return
             except VersionConflict as exc:

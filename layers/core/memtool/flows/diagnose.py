@@ -50,6 +50,7 @@ class DiagnosisService:
         llm: Callable[[], HypothesisSource | None] | None = None,
         queue: Callable[[], Any] | None = None,  # -> DiagnosisQueue
         foreign_tables: Callable[[str | None], frozenset[str]] | None = None,  # (tenant) -> other tenants' tables
+        granted_tables: Callable[[str | None], tuple[str, ...] | None] | None = None,  # (tenant) -> the operator's grant
     ) -> None:
         self._store = store
         self._memories = memories
@@ -60,6 +61,7 @@ class DiagnosisService:
         self._llm = llm
         self._queue = queue
         self._foreign_tables = foreign_tables
+        self._granted_tables = granted_tables
         self.lessons = LessonBook(store)
 
     def diagnoser(self, deadline_seconds: float | None = None, *, tenant: str | None = None) -> Diagnoser:
@@ -76,6 +78,7 @@ class DiagnosisService:
             ),
             llm=self._llm() if self._llm is not None else None,
             foreign_tables=self._foreign_tables(tenant) if self._foreign_tables is not None else frozenset(),
+            granted_tables=self._granted_tables(tenant) if self._granted_tables is not None else None,
         )
 
     # ---- in the ask flow --------------------------------------------------------------------

@@ -35,7 +35,9 @@ from memtool.settings import Settings
 
 PII_KINDS = ("phone", "email", "cn_id", "bank_card")
 # Slots that only memtool writes: an episode is the record of what happened (feedback trusts it).
-SYSTEM_KEY_PREFIXES = ("episode.",)
+# Slots only the ask flow writes: an episode's record, and a session's turns (a follow-up reads its
+# filters back, so a turn a caller could write would be a question they never asked).
+SYSTEM_KEY_PREFIXES = ("episode.", "session.")
 # Kinds that hold other users' questions: read through /memories by admins only.
 _ADMIN_READ = frozenset({MemoryKind.FEWSHOT, MemoryKind.CACHE})
 
@@ -107,10 +109,12 @@ class MemoryService:
         outcome = self._store.create(where, draft, self._clock.now())
         return MemoryWriteResult(outcome.record, outcome.created, outcome.superseded, outcome.unchanged, counts)
 
-    def revise(self, who: Identity, memory_id: str, edit: MemoryEdit) -> MemoryWriteResult:
+    def revise(self, who: Identity, memory_id: str, edit: MemoryEdit, *, system: bool = False) -> MemoryWriteResult:
+        """Change a memory; ``system`` is memtool itself (the ask flow appending a session's turn)."""
         where, current = self._locate(who, memory_id)
         self._require_write_access(who, current.scope)
-        self._refuse_reserved(current.kind, current.key)
+        if not system:
+            self._refuse_reserved(current.kind, current.key)
         if edit.status is not None and edit.status not in policy_for(current.kind).allowed_statuses:
             allowed = ", ".join(sorted(s.value for s in policy_for(current.kind).allowed_statuses))
             raise ValidationFailed(f"{current.kind.value} memories take status {allowed}", field="status")
@@ -250,8 +254,14 @@ class MemoryService:
             raise Forbidden("the SQL cache is written by the ask flow only", field="kind")
         if kind is MemoryKind.CAUSAL:
             raise Forbidden("causal memories are made by diagnosis (POST /diagnose) and shared at /lessons/{id}/share", field="kind")
-        if key is not None and key.startswith(SYSTEM_KEY_PREFIXES):
+        if key is not None and key.startswith("episode."):
             raise Forbidden("keys starting with 'episode.' hold the ask flow's record of what happened", field="key")
+        if key is not None and key.startswith(SYSTEM_KEY_PREFIXES):
+            raise Forbidden(
+                "keys starting with 'session.' hold a session's turns, written by POST /ask only (end a session with "
+                "DELETE /sessions/{id})",
+                field="key",
+            )
         if kind is MemoryKind.KNOWLEDGE and key == MODEL_KEY:
             raise Forbidden("the semantic model is written at PUT /model (memtool model push), where it is validated", field="key")
 

@@ -7,13 +7,14 @@ its dimensions); without one only the structure is checked, and the answer says 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memtool.identity import Identity
 from memtool.semantic.catalog import Catalog
 from memtool.semantic.model_store import ActiveModel, ModelStore, ModelVersionInfo
+from memtool.semantic.reach import reach_problems
 from memtool.semantic.validation import WAREHOUSE_CHECK_SECONDS, WAREHOUSE_QUERY_SECONDS, ModelProblem, warehouse_problems
 
 if TYPE_CHECKING:
@@ -37,9 +38,11 @@ class ModelFlow:
         *,
         query_seconds: float = WAREHOUSE_QUERY_SECONDS,
         budget_seconds: float = WAREHOUSE_CHECK_SECONDS,
+        granted_for: Callable[[str], Sequence[str] | None] | None = None,  # (tenant) -> the tables the operator granted
     ) -> None:
         self._models = models
         self._warehouse_for = warehouse_for
+        self._granted_for = granted_for
         self._query_seconds = query_seconds
         self._budget_seconds = budget_seconds
 
@@ -60,6 +63,12 @@ class ModelFlow:
                 unreachable = f"the warehouse could not be opened to check the model: {type(exc).__name__}: {exc}"
 
         def validate(model: Catalog) -> list[ModelProblem]:
+            # What the model's SQL reaches comes first, without a warehouse: an expression with a
+            # subquery or a table function, or a table the tenant was not granted, is never run.
+            granted = self._granted_for(who.tenant) if self._granted_for is not None else None
+            reach = reach_problems(model, granted)
+            if reach:
+                return reach
             if unreachable is not None:
                 return [ModelProblem("", unreachable)]
             if warehouse is None:

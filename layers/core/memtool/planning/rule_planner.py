@@ -102,7 +102,7 @@ class RulePlanner:
         if chosen == "business_knowledge_qa":
             chosen = "nl2sql_query"
         preference = self.standing_preference(question, today)
-        previous = self._previous_intent(context, before=pending)
+        previous = self._previous_intent(context, notes, before=pending)
         choices = [*earlier, choice] if choice is not None else None
         result = self.parser.parse(asked, today=today, route=chosen, corrections=corrections, previous=previous, choice=choices)
         if preference is not None and not _asks_for_data(self.parser.recognise(question, today=today, corrections=corrections)):
@@ -164,6 +164,30 @@ class RulePlanner:
         if chosen == "kpi_lookup" and intent.dimensions and result.carried_over:
             chosen = "nl2sql_query"  # "换成处方量" reads as one number, but it carries a grouping
             notes.append("route nl2sql_query: the follow-up carries a grouping")
+        unheld = self._value_not_held(intent)
+        if unheld is not None:  # a net under every path a value takes (turns, options, corrections, examples)
+            dimension, value = unheld
+            spec = self.catalog.dimension(dimension)
+            lang = result.parsed.lang
+            notes.append(f"clarification needed: {value[:40]!r} is not a {dimension} of the data")
+            options = self.entities.labels(dimension, lang)[:5]
+            return Plan(
+                status="needs_clarification",
+                route=chosen,
+                clarification=Clarification(
+                    question=f"数据里没有{spec.label(lang)}「{value[:40]}」。你指的是哪一个？"
+                    if lang == "zh"
+                    else f"The data has no {spec.label(lang)} called '{value[:40]}'. Which {spec.label(lang)} do you mean?",
+                    term=value[:40],
+                    options=options,
+                    reason="unknown_value",
+                    targets=[ChoiceTarget(dimension=dimension, value=e.value).as_json() for e in self.entities.of(dimension)[:5]],
+                ),
+                citations=citations,
+                planner=self.name,
+                notes=notes,
+                applied=applied,
+            )
         compiled = self.compiler.compile(intent)
         source = f"catalog:metric/{metric.name}@{self.catalog.model_version}"
         citations.append(Citation(source=source, text=metric.definition(result.parsed.lang)))
@@ -188,20 +212,63 @@ class RulePlanner:
 
     # ---- conversation ---------------------------------------------------------------------
 
-    @staticmethod
-    def _previous_intent(context: PlanContext, before: PreviousTurn | None = None) -> Intent | None:
-        """The intent of the session's latest answered turn (before the pending one, if any)."""
+    def _previous_intent(self, context: PlanContext, notes: list[str], before: PreviousTurn | None = None) -> Intent | None:
+        """The intent of the session's latest answered turn (before the pending one, if any).
+
+        A turn is stored state: it is read back only when everything in it is something this model
+        and this warehouse know (``stored_intent_problem``), so a follow-up never carries a value
+        nobody asked for into the SQL."""
         turns = list(context.turns)
         if before is not None and turns and turns[-1] is before:
             turns = turns[:-1]
         for turn in reversed(turns):
             if turn.intent:
                 try:
-                    return Intent.model_validate(turn.intent)
+                    intent = Intent.model_validate(turn.intent)
                 except ValueError:
                     return None
+                problem = self.stored_intent_problem(intent)
+                if problem is not None:
+                    notes.append(f"the session's previous question was not carried over: {problem}")
+                    return None
+                return intent
             if turn.status == "answered":
                 return None  # an answered turn without an intent (a knowledge answer) ends the thread
+        return None
+
+    def stored_intent_problem(self, intent: Intent) -> str | None:
+        """Why an intent read back from stored state cannot be used, or None: an unknown metric or
+        dimension, a dimension the metric lacks, or a filter value the warehouse does not hold."""
+        if not self.catalog.has_metric(intent.metric):
+            return f"unknown metric {intent.metric!r}"
+        metric = self.catalog.metric(intent.metric)
+        for name in [*intent.dimensions, *(f.dimension for f in intent.filters)]:
+            if not self.catalog.has_dimension(name) or name not in metric.dimensions:
+                return f"{metric.name} has no dimension {name!r}"
+        for item in intent.filters:
+            if self.catalog.dimension(item.dimension).kind != "attribute":
+                return f"{item.dimension} is not an attribute"
+            for value in item.values:
+                if not self.entities.holds(item.dimension, value):
+                    return f"{value[:40]!r} is not a {item.dimension} of the data"
+        return None
+
+    def _value_not_held(self, intent: Intent) -> tuple[str, str] | None:
+        """The first (dimension, value) of the intent's filters that the warehouse does not hold."""
+        for item in intent.filters:
+            for value in item.values:
+                if not self.entities.holds(item.dimension, value):
+                    return item.dimension, value
+        return None
+
+    def target_problem(self, target: ChoiceTarget) -> str | None:
+        """Why a stored clarification option cannot be applied, or None (see ``stored_intent_problem``)."""
+        if target.metric is not None and not self.catalog.has_metric(target.metric):
+            return f"unknown metric {target.metric!r}"
+        if target.dimension is not None and not self.catalog.has_dimension(target.dimension):
+            return f"unknown dimension {target.dimension!r}"
+        if target.value is not None and (target.dimension is None or not self.entities.holds(target.dimension, target.value)):
+            return f"{target.value[:40]!r} is not a {target.dimension or 'value'} of the data"
         return None
 
     def _clarification_reply(
@@ -230,6 +297,8 @@ class RulePlanner:
             return last, None
         target = targets[index]
         assert target is not None
+        if self.target_problem(target) is not None:  # a stored option is read back only when the data has it
+            return last, None
         return last, Choice(reason=str(asked.get("reason") or ""), term=asked.get("term"), target=target)
 
     def _ask_again(self, reply: str, pending: PreviousTurn, route: Route | str | None, notes: list[str]) -> Plan:

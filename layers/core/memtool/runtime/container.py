@@ -292,8 +292,12 @@ def _tenant_redshift(tenant: str | None):  # -> Warehouse | None: Redshift from 
     prefix = settings.tenant_redshift_secret_prefix
     if settings.warehouse != "redshift" or not prefix or not tenant:
         return None
+    return _tenant_secret(prefix, tenant).warehouse()
+
+
+def _tenant_secret(prefix: str, tenant: str) -> TenantRedshiftSecret:
     name = prefix + _secret_name_part(tenant)
-    return _per_key(("tenant-redshift-secret", name), lambda: TenantRedshiftSecret(name)).warehouse()
+    return _per_key(("tenant-redshift-secret", name), lambda: TenantRedshiftSecret(name))
 
 
 def _secret_name_part(tenant: str) -> str:
@@ -315,6 +319,7 @@ class TenantRedshiftSecret:
     def __init__(self, name: str) -> None:
         self.name = name
         self._found: Any = None
+        self.tables: tuple[str, ...] | None = None  # what the secret grants ({"tables": [...]}), when it says
         self._missing_until = 0.0  # a timestamp of the container's clock
         self._lock = threading.Lock()
 
@@ -358,7 +363,57 @@ class TenantRedshiftSecret:
         if found.get("Name") != self.name:  # Secrets Manager also resolves partial ARNs: only this very name counts
             logger.warning("secret %s answered as %s: not the tenant's", self.name, found.get("Name"))
             return None
+        self.tables = _secret_tables(found.get("SecretString"), self.name)
         return str(found["ARN"])
+
+
+def _secret_tables(secret_string: Any, name: str) -> tuple[str, ...] | None:
+    """The ``tables`` a tenant's secret grants (``{"tables": ["fact_*", ...], ...}``), or None."""
+    import json
+
+    from memtool.sql.grants import normalized_patterns
+
+    try:
+        document = json.loads(secret_string) if isinstance(secret_string, str) else None
+    except ValueError:
+        return None
+    raw = document.get("tables") if isinstance(document, dict) else None
+    if raw is None:
+        return None
+    from memtool.sql.warehouse import WarehouseError
+
+    if not isinstance(raw, list) or not raw:
+        raise WarehouseError(f"the tenant's secret {name}: tables must be a list of table names or patterns", code="unavailable")
+    try:
+        return normalized_patterns(str(p) for p in raw)
+    except ValueError as exc:
+        raise WarehouseError(f"the tenant's secret {name}: tables: {exc}", code="unavailable") from None
+
+
+def granted_tables(tenant: str | None) -> tuple[str, ...] | None:
+    """The warehouse tables an operator granted the tenant (patterns), or None where nothing is configured.
+
+    A tenants-file entry's ``tables:``; else, for a tenant with its own Redshift secret, the secret's
+    ``tables``; else MEMTOOL_TENANT_TABLES (the tenant's entry, or ``*``). None means the warehouse
+    is the tenant's own, or the built-in demo: the model's tables are then the wall.
+    """
+    entry = tenants().get(tenant) if tenant else None
+    if entry is not None:
+        return entry.tables
+    settings = get_settings()
+    if settings.warehouse == "redshift" and settings.tenant_redshift_secret_prefix and tenant:
+        secret = _tenant_secret(settings.tenant_redshift_secret_prefix, tenant)
+        if secret.warehouse() is not None and secret.tables is not None:
+            return secret.tables
+    configured = settings.tenant_tables
+    patterns = configured.get(tenant or "") if tenant else None
+    if patterns is None:
+        patterns = configured.get("*")
+    if patterns is None:
+        return None
+    from memtool.sql.grants import normalized_patterns
+
+    return normalized_patterns(patterns)
 
 
 MODEL_MISSING = (
@@ -442,7 +497,7 @@ def model_check_warehouse(tenant: str):  # -> Warehouse | None: where a tenant's
 def model_flow():  # -> ModelFlow
     from memtool.flows.model import ModelFlow
 
-    return ModelFlow(model_store(), model_check_warehouse)
+    return ModelFlow(model_store(), model_check_warehouse, granted_for=granted_tables)
 
 
 def foreign_tables(tenant: str | None) -> frozenset[str]:
@@ -581,6 +636,7 @@ def ask_steps():  # -> AskSteps
         cache=sql_cache,
         model=tenant_model,
         foreign_tables=foreign_tables,
+        granted_tables=granted_tables,
     )
 
 
@@ -634,6 +690,7 @@ def diagnosis_service():  # -> DiagnosisService
         llm=diagnosis_llm,
         queue=diagnosis_queue,
         foreign_tables=foreign_tables,
+        granted_tables=granted_tables,
     )
 
 

@@ -45,6 +45,7 @@ from typing import Literal
 from memtool.semantic.catalog import Catalog, DetailSpec, DimensionSpec, JoinSpec, MetricSpec, SourceSpec, load_catalog
 from memtool.semantic.intent import Filter, Intent, TimeWindow
 from memtool.semantic.time_expressions import window_offset
+from memtool.sql.literals import date_literal, in_list, string_literal
 
 # Money units with a column suffix and a scale; any other unit (the model's currency) is as stored.
 _UNIT_SUFFIX = {"万元": "_10k_yuan", "分": "_fen"}
@@ -213,7 +214,7 @@ class IntentCompiler:
             if shift is not None:
                 unit, amount = shift
                 column = f"DATEADD({unit}, {amount}, {column})"
-            return f"CAST(DATE_TRUNC('{dim.grain}', {column}) AS DATE)"
+            return f"CAST(DATE_TRUNC({string_literal(dim.grain)}, {column}) AS DATE)"
         assert dim.table is not None
         return f"{self._alias(dim.table)}.{dim.column}"
 
@@ -285,13 +286,13 @@ class IntentCompiler:
         column = self._time_ref(metric)[1]
         start = window.start + timedelta(days=1) if self.options.window_start_exclusive else window.start
         end = window.end + timedelta(days=1) if self.options.window_end_inclusive else window.end
-        return f"{column} >= CAST('{start.isoformat()}' AS DATE) AND {column} < CAST('{end.isoformat()}' AS DATE)"
+        return f"{column} >= {date_literal(start)} AND {column} < {date_literal(end)}"
 
     def _filter_sql(self, f: Filter) -> str:
         spec = self.catalog.dimension(f.dimension)
         assert spec.table is not None
         column = f"{self._alias(spec.table)}.{spec.column}"
-        values = ", ".join(_literal(v) for v in f.values)
+        values = in_list(f.values)
         return f"{column} {'NOT IN' if f.op == 'not_in' else 'IN'} ({values})"
 
     @staticmethod
@@ -330,8 +331,7 @@ class IntentCompiler:
         lines = [f"  SELECT {keys}, SUM({detail.amount}) AS {detail.amount}", f"  FROM {self.catalog.table(detail.table).physical}"]
         if window is not None and detail.time_column:
             column = detail.time_column
-            start, end = window.start.isoformat(), window.end.isoformat()
-            lines.append(f"  WHERE {column} >= CAST('{start}' AS DATE) AND {column} < CAST('{end}' AS DATE)")
+            lines.append(f"  WHERE {column} >= {date_literal(window.start)} AND {column} < {date_literal(window.end)}")
         lines.append(f"  GROUP BY {keys}")
         return f"{detail.name} AS (\n" + "\n".join(lines) + "\n)"
 
@@ -411,7 +411,7 @@ class IntentCompiler:
         conditions = []
         for f in intent.filters:
             if self._on_detail(f.dimension, metric):
-                values = ", ".join(_literal(v) for v in f.values)
+                values = in_list(f.values)
                 conditions.append(f"{self.catalog.dimension(f.dimension).column} {'NOT IN' if f.op == 'not_in' else 'IN'} ({values})")
         if conditions:
             lines.append("  WHERE " + "\n    AND ".join(conditions))
@@ -536,7 +536,3 @@ def compile_intent(intent: Intent, catalog: Catalog | None = None, options: Comp
 def _cte(name: str, body: str) -> str:
     indented = "\n".join("  " + line for line in body.splitlines())
     return f"{name} AS (\n{indented}\n)"
-
-
-def _literal(value: str) -> str:
-    return "'" + str(value).replace("'", "''") + "'"

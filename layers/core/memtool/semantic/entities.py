@@ -13,7 +13,7 @@ aliases (其他原因, "other reasons"): on its own it would turn "其他渠道"
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from memtool.semantic.catalog import Catalog, Lang
@@ -39,15 +39,24 @@ class OutsideName:
     name: str
 
 
+# (dimension, value) -> whether the warehouse holds the value, for dimensions whose values are not indexed.
+ValueProbe = Callable[[str, str], bool]
+
+
 @dataclass
 class EntityIndex:
     values: list[EntityValue]
     outside: list[OutsideName] = field(default_factory=list)
     source: str = "static"  # "warehouse" | "static"
+    probe: ValueProbe | None = None  # asks the warehouse about a value of a dimension that is not indexed
+    capped: frozenset[str] = frozenset()  # dimensions with more values than were indexed (max_values)
 
     def __post_init__(self) -> None:
+        self._probed: dict[tuple[str, str], bool] = {}
         self._by_name: dict[str, list[EntityValue]] = {}
+        self._values_of: dict[str, set[str]] = {}
         for entity in self.values:
+            self._values_of.setdefault(entity.dimension, set()).add(entity.value)
             for name in (entity.value, *entity.names):  # the value itself always resolves, even when not a surface form
                 bucket = self._by_name.setdefault(_key(name), [])
                 if entity not in bucket:
@@ -60,6 +69,7 @@ class EntityIndex:
         """Distinct values of every attribute dimension, read from the warehouse (Chinese + English),
         at most the dimension's ``max_values`` of each."""
         raw: list[tuple[str, str, str | None]] = []
+        capped: set[str] = set()
         for dimension in catalog.attribute_dimensions:
             if not dimension.index_values:
                 continue
@@ -69,12 +79,24 @@ class EntityIndex:
             cap = dimension.max_values
             sql = f"SELECT DISTINCT {columns} FROM {table} WHERE {dimension.column} IS NOT NULL ORDER BY 1 LIMIT {cap}"
             result = warehouse.run(sql, max_rows=cap, timeout_seconds=timeout_seconds)
+            if len(result.rows) >= cap or result.truncated:
+                capped.add(dimension.name)
             for row in result.rows:
                 value = str(row[0]).strip()
                 english = str(row[1]).strip() if len(row) > 1 and row[1] is not None else None
                 if value:
                     raw.append((dimension.name, value, english or None))
-        return cls._assemble(raw, catalog, source="warehouse")
+        def probe(dimension: str, value: str) -> bool:
+            spec = catalog.dimension(dimension)
+            assert spec.table is not None and spec.column is not None
+            table = catalog.table(spec.table).physical
+            # the value is bound by the adapter (%s), never formatted into the text
+            sql = f"SELECT 1 FROM {table} WHERE {spec.column} = %s LIMIT 1"
+            return bool(warehouse.run(sql, max_rows=1, timeout_seconds=timeout_seconds, params=[value]).rows)
+
+        index = cls._assemble(raw, catalog, source="warehouse")
+        index.probe, index.capped = probe, frozenset(capped)
+        return index
 
     @classmethod
     def static(cls, catalog: Catalog) -> EntityIndex:
@@ -126,6 +148,28 @@ class EntityIndex:
     def resolve(self, dimension: str, name: str) -> EntityValue | None:
         """The value of ``dimension`` that ``name`` names, or None."""
         return next((e for e in self.lookup(name) if e.dimension == dimension), None)
+
+    def holds(self, dimension: str, value: str) -> bool:
+        """Whether ``value`` is a value of ``dimension`` as the warehouse has it (exactly, as a filter
+        compares it): from the index, or, for a dimension whose values are not indexed, by asking the
+        warehouse (once per value). A value read back from stored state (a session's turn, a
+        clarification's option, a correction) is used in SQL only when this holds."""
+        if not isinstance(value, str) or not value:
+            return False
+        indexed = self._values_of.get(dimension)
+        if indexed is not None and (value in indexed or dimension not in self.capped):
+            return value in indexed
+        if self.probe is None:
+            return False
+        key = (dimension, value)
+        if key not in self._probed:
+            try:
+                self._probed[key] = self.probe(dimension, value)
+            except Exception:  # noqa: BLE001 - a value that cannot be confirmed is not used
+                return False
+            if len(self._probed) > 4096:
+                self._probed.pop(next(iter(self._probed)))
+        return self._probed[key]
 
     def of(self, dimension: str) -> list[EntityValue]:
         return [e for e in self.values if e.dimension == dimension]

@@ -16,6 +16,8 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from memtool.sql.grants import table_granted
+
 if TYPE_CHECKING:  # sqlglot is imported lazily: a Lambda cold start that never guards SQL skips it
     from sqlglot import exp
 
@@ -30,31 +32,60 @@ MAX_SQL_CHARS = 20_000
 SYSTEM_TABLE_PREFIXES = ("pg_", "stl_", "stv_", "svl_", "svv_", "svcs_", "stcs_", "sys_")
 SYSTEM_SCHEMAS = frozenset({"pg_catalog", "information_schema", "pg_internal", "pg_automv", "sys"})
 
-# Functions that sleep, read files, reach other databases, change settings, end sessions or
-# fingerprint the server. Any function whose name starts with one of the prefixes is refused too.
+# What generated SQL may call is an allow-list, not a deny-list: a function is allowed when sqlglot
+# reads it as one of these classes (scalar, conditional, date, string and aggregate functions and
+# the window functions), or, for the few it reads as anonymous, when its name is listed for the
+# engine's dialect. Everything else is refused: table functions in any position (FROM, LATERAL, a
+# subquery, a CTE: query(), read_text(), duckdb_tables(), unnest, generate_series), functions that
+# read settings, sessions or the server (current_setting, version, current_user), and any function
+# nobody listed, because what nobody listed nobody checked.
+ALLOWED_FUNCTION_CLASSES = frozenset(
+    {
+        # connectives and conditionals
+        "And", "Or", "Xor", "Case", "If", "Coalesce", "Nullif", "Nvl2", "Greatest", "Least", "DecodeCase", "Decode",
+        # casts
+        "Cast", "TryCast",
+        # numbers
+        "Abs", "Ceil", "Floor", "Round", "Trunc", "Sign", "Sqrt", "Cbrt", "Pow", "Exp", "Ln", "Log", "SafeDivide",
+        # text
+        "Lower", "Upper", "Initcap", "Trim", "Length", "Substring", "Left", "Right", "Concat", "ConcatWs", "Replace",
+        "StrPosition", "SplitPart", "Pad", "Reverse", "Repeat", "Translate", "Chr", "Ascii", "RegexpLike",
+        "RegexpReplace", "RegexpExtract", "StartsWith", "EndsWith", "Contains",
+        # dates and times
+        "CurrentDate", "CurrentTimestamp", "CurrentTime", "Date", "Extract", "DateTrunc", "TimestampTrunc", "DatetimeTrunc",
+        "TimeTrunc", "DateAdd", "DateSub", "DateDiff", "TsOrDsAdd", "TsOrDsDiff", "TsOrDsToDate", "AddMonths", "LastDay",
+        "MonthsBetween", "Year", "Quarter", "Month", "Week", "WeekOfYear", "Day", "DayOfWeek", "DayOfWeekIso", "DayOfMonth",
+        "DayOfYear", "Hour", "Minute", "Second", "TimeToStr", "ToChar", "StrToDate", "StrToTime", "TimeStrToDate",
+        "TimestampAdd", "TimestampDiff", "TimestampSub", "DateStrToDate", "TimeToUnix", "ConvertTimezone",
+        # aggregates
+        "Sum", "Count", "Avg", "Min", "Max", "CountIf", "ApproxDistinct", "Median", "PercentileCont", "PercentileDisc",
+        "Stddev", "StddevPop", "StddevSamp", "Variance", "VariancePop", "Corr", "CovarPop", "CovarSamp", "AnyValue",
+        "GroupConcat", "LogicalAnd", "LogicalOr", "RegrSlope", "RegrIntercept", "RegrR2", "RegrCount",
+        # window functions
+        "RowNumber", "Rank", "DenseRank", "PercentRank", "CumeDist", "Ntile", "Lag", "Lead", "FirstValue", "LastValue",
+        "NthValue",
+        # EXISTS (subquery): its subquery is checked like any other
+        "Exists",
+    }
+)  # fmt: skip
+# Functions sqlglot reads as anonymous calls, per engine dialect (the names that engine has).
+ALLOWED_ANONYMOUS_FUNCTIONS: Mapping[str, frozenset[str]] = {
+    "redshift": frozenset({"isnull", "ratio_to_report", "nvl2"}),
+    "postgres": frozenset({"isnull", "getdate", "date_part"}),
+    "duckdb": frozenset({"isnull", "date_part", "dateadd", "to_date", "btrim", "now", "getdate"}),
+}
+# Names refused whatever a dialect's parser makes of them (a second net under the allow-list):
+# they sleep, read files, reach other databases, change settings or end sessions.
 FORBIDDEN_FUNCTIONS = frozenset(
     {
-        "pg_sleep",
-        "pg_read_file",
-        "pg_read_binary_file",
-        "pg_ls_dir",
-        "pg_stat_file",
-        "pg_terminate_backend",
-        "pg_cancel_backend",
-        "lo_import",
-        "lo_export",
-        "lo_unlink",
-        "dblink",
-        "dblink_exec",
-        "current_setting",
-        "set_config",
-        "sleep",
-        "version",
-        "current_version",
-        "txid_current",
+        "pg_sleep", "pg_read_file", "pg_read_binary_file", "pg_ls_dir", "pg_stat_file", "pg_terminate_backend",
+        "pg_cancel_backend", "lo_import", "lo_export", "lo_unlink", "dblink", "dblink_exec", "current_setting",
+        "set_config", "sleep", "version", "current_version", "txid_current", "query", "query_table", "read_text",
+        "read_blob", "read_csv", "read_csv_auto", "read_parquet", "read_json", "read_json_auto", "glob", "getenv",
     }
-)
-FORBIDDEN_FUNCTION_PREFIXES = ("pg_", "lo_", "dblink")
+)  # fmt: skip
+FORBIDDEN_FUNCTION_PREFIXES = ("pg_", "lo_", "dblink", "duckdb_", "pragma_", "sqlite_")
+ENGINE_DIALECTS = frozenset(ALLOWED_ANONYMOUS_FUNCTIONS)
 
 
 @dataclass(frozen=True)
@@ -69,8 +100,11 @@ class GuardPolicy:
     max_rows: int = 1000
     timeout_seconds: float = 30
     max_sql_chars: int = MAX_SQL_CHARS
+    engine: str = DIALECT  # the dialect the warehouse runs (the SQL is checked in it too): redshift, postgres, duckdb
 
     def __post_init__(self) -> None:
+        if self.engine not in ENGINE_DIALECTS:
+            raise ValueError(f"engine must be one of {', '.join(sorted(ENGINE_DIALECTS))}")
         if self.max_rows < 1:
             raise ValueError("max_rows must be at least 1")
         if self.timeout_seconds <= 0:
@@ -79,11 +113,15 @@ class GuardPolicy:
         object.__setattr__(self, "allowed", normalized)
 
     @classmethod
-    def from_model(cls, model: Catalog, *, max_rows: int = 1000, timeout_seconds: float = 30) -> GuardPolicy:
-        """The tables and columns the semantic model declares (when the live schema cannot be read)."""
+    def from_model(
+        cls, model: Catalog, *, granted: Collection[str] | None = None, max_rows: int = 1000, timeout_seconds: float = 30
+    ) -> GuardPolicy:
+        """The tables and columns the semantic model declares (when the live schema cannot be read),
+        those the operator granted (``granted`` patterns) only."""
         allowed: dict[str, list[str]] = {}
         for table in model.tables:
-            allowed.setdefault(table.physical, []).extend(table.columns)
+            if granted is None or table_granted(table.physical, tuple(granted)):
+                allowed.setdefault(table.physical, []).extend(table.columns)
         return cls(allowed, max_rows, timeout_seconds)
 
     @classmethod
@@ -93,33 +131,53 @@ class GuardPolicy:
         model: Catalog,
         *,
         foreign_tables: Collection[str] = (),
+        granted: Collection[str] | None = None,
         max_rows: int = 1000,
         timeout_seconds: float = 30,
     ) -> GuardPolicy:
         """The live tables the tenant's model reads, with the columns they have now.
 
-        When a table of the model is gone from the warehouse (renamed under it), the live tables
-        no model claims are allowed too, so a diagnosis can try the new name; a table of another
-        tenant's model (``foreign_tables``) is never allowed.
+        With ``granted`` (what the operator gave the tenant: table patterns), no other table is
+        allowed, whatever the model names: a curator writes the model, the operator the grant. When a
+        table of the model is gone from the warehouse (renamed under it), the live tables no other
+        model claims are allowed too (within the grant), so a diagnosis can try the new name; a table
+        of another tenant's model (``foreign_tables``) is never allowed that way.
         """
+        patterns = tuple(p.lower() for p in granted) if granted is not None else None
         own = {t.lower() for t in model.physical_tables}
         live = schema.guard_allowlist()
+        if patterns is not None:
+            own = {t for t in own if table_granted(t, patterns)}
+            live = {t: cols for t, cols in live.items() if table_granted(t, patterns)}
         foreign = {t.lower() for t in foreign_tables} - own
         drifted = any(table not in live for table in own)
         allowed = {t: cols for t, cols in live.items() if t in own or (drifted and t not in foreign)}
         return cls(allowed, max_rows, timeout_seconds)
 
     @classmethod
-    def from_live_schema(cls, schema: LiveSchema, *, max_rows: int = 1000, timeout_seconds: float = 30) -> GuardPolicy:
-        """Every table and column the warehouse has now, so a drifted name is refused before it runs.
+    def from_live_schema(
+        cls, schema: LiveSchema, *, granted: Collection[str] | None = None, max_rows: int = 1000, timeout_seconds: float = 30
+    ) -> GuardPolicy:
+        """Every table and column the warehouse has now (within the grant), so a drifted name is
+        refused before it runs.
 
         The warehouse user's grants already bound what information_schema shows, so the live
         schema is the widest allow-list that can run at all.
         """
-        return cls(schema.guard_allowlist(), max_rows, timeout_seconds)
+        live = schema.guard_allowlist()
+        if granted is not None:
+            patterns = tuple(p.lower() for p in granted)
+            live = {t: cols for t, cols in live.items() if table_granted(t, patterns)}
+        return cls(live, max_rows, timeout_seconds)
 
     def columns_of(self, table_key: str) -> tuple[str, ...]:
         return tuple(self.allowed[table_key])
+
+    def on_engine(self, engine: str) -> GuardPolicy:
+        """The same allow-list, checked in ``engine``'s dialect as well (the warehouse's ``dialect``)."""
+        from dataclasses import replace
+
+        return replace(self, engine=engine)
 
 
 @dataclass(frozen=True)
@@ -181,7 +239,7 @@ def _check(sql: str, policy: GuardPolicy) -> GuardVerdict:
     tree = statements[0]
     _check_read_only(tree)
     tables = _check_tables(tree, policy)
-    _check_functions(tree)
+    _check_functions(tree, DIALECT)
     _expand_stars(tree, policy)
     _check_columns(tree, policy)
     limit = _cap_rows(tree, policy.max_rows)
@@ -189,7 +247,29 @@ def _check(sql: str, policy: GuardPolicy) -> GuardVerdict:
         safe_sql = tree.sql(dialect=DIALECT, comments=False, unsupported_level=ErrorLevel.RAISE)
     except UnsupportedError as error:
         raise _Refusal("unsupported", f"The query uses syntax Redshift does not support: {_first_line(error)}") from error
+    if policy.engine != DIALECT:
+        _check_as_the_engine_reads_it(safe_sql, policy)
     return GuardVerdict(True, safe_sql, None, None, tables=tables, limit=limit)
+
+
+def _check_as_the_engine_reads_it(safe_sql: str, policy: GuardPolicy) -> None:
+    """The warehouse runs the SQL transpiled to its own dialect: read that text back the way the
+    engine's tokenizer reads it and check it again, so a literal or comment that two lexers read
+    differently cannot turn into a relation or a function the Redshift reading never saw."""
+    from sqlglot import parse, transpile
+    from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
+
+    try:
+        engine_sql = transpile(safe_sql, read=DIALECT, write=policy.engine, unsupported_level=ErrorLevel.RAISE)
+        statements = [s for sql in engine_sql for s in parse(sql, read=policy.engine) if s is not None]
+    except (ParseError, TokenError, UnsupportedError) as error:
+        raise _Refusal("unsupported", f"The query cannot be checked as {policy.engine} runs it: {_first_line(error)}") from error
+    if len(statements) != 1:
+        raise _Refusal("multiple_statements", f"As {policy.engine} reads it, the query holds {len(statements)} statements.")
+    tree = statements[0]
+    _check_read_only(tree)
+    _check_tables(tree, policy)
+    _check_functions(tree, policy.engine)
 
 
 # --------------------------------------------------------------------------- comments
@@ -340,17 +420,40 @@ def _function_names(node: exp.Func) -> set[str]:
     return {node.sql_name().lower(), type(node).key.lower()}
 
 
-def _check_functions(tree: exp.Expr) -> None:
+def function_refusal(tree: exp.Expr, dialect: str = DIALECT) -> str | None:
+    """Why ``tree`` calls something generated SQL may not (a table function, a function off the
+    allow-list), or None: the guard's own rule, for checks that are not of a whole statement."""
+    try:
+        _check_functions(tree, dialect)
+    except _Refusal as refusal:
+        return refusal.reason
+    return None
+
+
+def _check_functions(tree: exp.Expr, dialect: str) -> None:
+    """Every call is on the allow-list (``ALLOWED_FUNCTION_CLASSES``, or a listed anonymous name of
+    ``dialect``); no table-valued construct appears anywhere in the tree."""
     from sqlglot import exp
 
     for node in tree.find_all(exp.Dot):
         if isinstance(node.expression, exp.Func):
             call = node.sql(DIALECT)[:60]
             raise _Refusal("forbidden_function", f"Schema-qualified function calls are not allowed ({call}).")
+    for table_valued in tree.find_all(exp.UDTF, exp.SessionParameter):
+        what = table_valued.sql(DIALECT)[:60]
+        raise _Refusal("forbidden_function", f"Table functions, LATERAL, UNNEST and VALUES are not allowed: {what}.")
+    anonymous = ALLOWED_ANONYMOUS_FUNCTIONS.get(dialect, frozenset())
     for func in tree.find_all(exp.Func):
-        for name in _function_names(func):
+        names = _function_names(func)
+        for name in names:
             if name in FORBIDDEN_FUNCTIONS or name.startswith(FORBIDDEN_FUNCTION_PREFIXES):
                 raise _Refusal("forbidden_function", f"The function {name}() is not allowed in generated SQL.")
+        if isinstance(func, exp.Anonymous):
+            if func.name.lower() not in anonymous:
+                raise _Refusal("forbidden_function", f"The function {func.name.lower()}() is not one generated SQL may call.")
+        elif type(func).__name__ not in ALLOWED_FUNCTION_CLASSES:
+            shown = func.sql_name().lower() if hasattr(func, "sql_name") else type(func).__name__.lower()
+            raise _Refusal("forbidden_function", f"The function {shown}() is not one generated SQL may call.")
 
 
 # --------------------------------------------------------------------------- sources and columns
