@@ -495,3 +495,82 @@ def test_sqlglot_is_imported_only_when_a_query_is_checked() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
 
     assert out == "False"
+
+
+# --------------------------------------------------------------------------- the review's attacks, per engine
+
+# What got through before the guard became an allow-list: table functions after LATERAL, in a
+# subquery, in a CTE, and functions that read the server. Each is refused as Redshift reads it and
+# as the engine that runs it (DuckDB, PostgreSQL) reads the transpiled text.
+REVIEW_ATTACKS: dict[str, str] = {
+    "lateral_query": "SELECT city FROM dim_region, LATERAL query('SELECT c_name FROM customer') AS q(v)",
+    "lateral_query_chr": "SELECT (SELECT string_agg(v, ',') FROM LATERAL query(chr(83)||chr(69)||chr(76)) AS q(v)) AS x FROM dim_region",
+    "lateral_in_union": "SELECT city FROM dim_region UNION ALL SELECT v FROM dim_region, LATERAL query_table('customer') AS q(v)",
+    "query_table_in_from": "SELECT * FROM query_table('customer')",
+    "read_text_in_cte": "WITH f AS (SELECT * FROM read_text('/etc/hostname')) SELECT * FROM f",
+    "read_text_scalar": "SELECT (SELECT content FROM read_text('/etc/hostname')) AS c FROM dim_region",
+    "duckdb_tables": "SELECT * FROM duckdb_tables()",
+    "duckdb_settings_lateral": "SELECT city FROM dim_region, LATERAL duckdb_settings() AS s",
+    "duckdb_function_scalar": "SELECT city, duckdb_extensions() FROM dim_region",
+    "current_setting": "SELECT current_setting('memory_limit') FROM dim_region",
+    "version": "SELECT version() FROM dim_region",
+    "current_user": "SELECT current_user FROM dim_region",
+    "unnest": "SELECT city FROM dim_region CROSS JOIN UNNEST(ARRAY[1, 2]) AS u(x)",
+    "values_rows": "SELECT * FROM (VALUES (1), (2)) AS v(x)",
+    "generate_series": "SELECT * FROM generate_series(1, 10)",
+    "exists_table_function": "SELECT city FROM dim_region WHERE EXISTS (SELECT 1 FROM query_table('customer'))",
+    "an_unlisted_function": "SELECT md5(city) FROM dim_region",
+    "a_table_outside_the_model": "SELECT c_name FROM customer",
+    "a_catalog_table": "SELECT table_name FROM information_schema.tables",
+}
+
+
+@pytest.mark.parametrize("engine", ["redshift", "duckdb", "postgres"])
+@pytest.mark.parametrize("sql", list(REVIEW_ATTACKS.values()), ids=list(REVIEW_ATTACKS))
+def test_the_reviews_attacks_are_refused_on_every_engine(sql: str, engine: str) -> None:
+    verdict = check_sql(sql, DEMO.on_engine(engine))
+    assert not verdict.allowed and verdict.sql is None, (engine, verdict)
+    assert verdict.code in ("forbidden_function", "forbidden_table", "system_catalog"), verdict
+
+
+@pytest.mark.parametrize("engine", ["redshift", "duckdb", "postgres"])
+def test_what_the_compiler_and_planners_write_passes_on_every_engine(engine: str) -> None:
+    for sql, _ in PLANNER_QUERIES.values():
+        verdict = check_sql(sql, DEMO.on_engine(engine))
+        assert verdict.allowed, (engine, sql, verdict.reason)
+
+
+def test_a_value_ending_in_a_backslash_stays_one_literal_on_every_engine() -> None:
+    from memtool.sql.literals import string_literal
+
+    value = "x\\') UNION ALL SELECT c_name FROM customer --"
+    sql = f"SELECT city FROM dim_region WHERE city IN ({string_literal(value)})"
+    for engine in ("redshift", "duckdb", "postgres"):
+        verdict = check_sql(sql, DEMO.on_engine(engine))
+        assert verdict.allowed and verdict.sql is not None, (engine, verdict.reason)
+        tree = sqlglot.parse_one(verdict.sql, read="redshift")
+        assert [lit.this for lit in tree.find_all(exp.Literal) if lit.is_string] == [value]
+        assert not list(tree.find_all(exp.Union))
+        ran_as = sqlglot.transpile(verdict.sql, read="redshift", write=engine)[0]
+        assert [lit.this for lit in sqlglot.parse_one(ran_as, read=engine).find_all(exp.Literal) if lit.is_string] == [value]
+
+
+def test_the_old_quoting_is_what_let_the_value_out() -> None:
+    """The control: doubling quotes only, as the compiler did, turns the same value into a UNION."""
+    value = "x\\') UNION ALL SELECT city FROM dim_region --"
+    doubled = "'" + value.replace("'", "''") + "'"  # the old _literal
+    tree = sqlglot.parse_one(f"SELECT city FROM dim_region WHERE city IN ({doubled})", read="redshift")
+    assert list(tree.find_all(exp.Union))
+
+
+def test_a_grant_bounds_the_allow_list_whatever_the_model_names() -> None:
+    schema = LiveSchema({"dim_region": {"city": "varchar"}, "customer": {"c_name": "varchar"}, "payroll": {"salary": "varchar"}})
+
+    class Model:  # a curator's model that names another tenant's table
+        physical_tables = ("dim_region", "customer")
+
+    policy = GuardPolicy.for_model(schema, Model(), granted=("dim_*",))  # type: ignore[arg-type]
+    assert set(policy.allowed) == {"dim_region"}
+    assert check_sql("SELECT c_name FROM customer", policy).code == "forbidden_table"
+    ungranted = GuardPolicy.for_model(schema, Model())  # type: ignore[arg-type]
+    assert "customer" in ungranted.allowed  # without a grant, the model is the wall (a warehouse of its own)

@@ -858,39 +858,41 @@ def _load_facts(
     refunds: dict[str, np.ndarray],
     prescriptions: dict[str, np.ndarray],
 ) -> None:
-    start = calendar.start.isoformat()
+    start = calendar.start  # bound as a parameter (a DATE), never formatted into the text
     cents = "(CAST({} AS DECIMAL(18,0)) * 0.01)::DECIMAL(12,2)"
     con.register("order_arrays", orders)
     con.execute(
         f"""
         INSERT INTO fact_order_line
         SELECT order_id, line_id,
-               DATE '{start}' + order_day,
-               CASE WHEN paid_at < 0 THEN NULL ELSE TIMESTAMP '{start}' + to_seconds(paid_at) END,
+               CAST($1 AS DATE) + order_day,
+               CASE WHEN paid_at < 0 THEN NULL ELSE CAST($1 AS TIMESTAMP) + to_seconds(paid_at) END,
                product_id, region_id, channel_id, qty,
                {cents.format("gross_cents")}, {cents.format("discount_cents")}, is_test
         FROM order_arrays ORDER BY order_id, line_id
-        """
+        """,
+        [start],
     )
     con.unregister("order_arrays")
     con.register("refund_arrays", refunds)
     con.execute(
         f"""
         INSERT INTO fact_refund
-        SELECT refund_id, order_id, line_id, TIMESTAMP '{start}' + to_seconds(refunded_at),
-               {cents.format("refund_cents")}, (?::VARCHAR[])[reason_code + 1]
+        SELECT refund_id, order_id, line_id, CAST($1 AS TIMESTAMP) + to_seconds(refunded_at),
+               {cents.format("refund_cents")}, ($2::VARCHAR[])[reason_code + 1]
         FROM refund_arrays ORDER BY refund_id
         """,
-        [list(REFUND_REASONS)],
+        [start, list(REFUND_REASONS)],
     )
     con.unregister("refund_arrays")
     con.register("rx_arrays", prescriptions)
     con.execute(
-        f"""
-        INSERT INTO fact_prescription
-        SELECT rx_id, DATE '{start}' + rx_day, product_id, region_id, hospital_id, qty
-        FROM rx_arrays ORDER BY rx_id
         """
+        INSERT INTO fact_prescription
+        SELECT rx_id, CAST($1 AS DATE) + rx_day, product_id, region_id, hospital_id, qty
+        FROM rx_arrays ORDER BY rx_id
+        """,
+        [start],
     )
     con.unregister("rx_arrays")
 
