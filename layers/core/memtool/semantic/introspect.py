@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from memtool.sql.literals import quoted_identifier as q  # a warehouse's names may hold anything, quotes included
 from memtool.sql.warehouse import Warehouse, WarehouseError
 
 DEFAULT_DISTINCT_CAP = 50
@@ -217,7 +218,7 @@ def read_catalog_facts(
     report(f"declared keys: {sum(map(len, declared.values()))} primary key columns, {len(foreign)} foreign keys")
 
     def qualified(table: str) -> str:
-        return f'"{schema}"."{table}"' if schema else f'"{table}"'
+        return f"{q(schema)}.{q(table)}" if schema else q(table)
 
     tables: list[TableFacts] = []
     for table, spelled in columns.items():
@@ -229,7 +230,7 @@ def read_catalog_facts(
                 facts.append(ColumnFacts(column, data_type))
                 continue
             sample = run(
-                f'SELECT DISTINCT "{column}" FROM {source} WHERE "{column}" IS NOT NULL LIMIT {distinct_cap + 1}',
+                f"SELECT DISTINCT {q(column)} FROM {source} WHERE {q(column)} IS NOT NULL LIMIT {distinct_cap + 1}",
                 max_rows=distinct_cap + 1,
             )
             values = tuple(sorted(str(row[0]) for row in sample)) if len(sample) <= distinct_cap else ()
@@ -254,11 +255,11 @@ def _unique_key(run: Callable[..., list[list[Any]]], source: str, columns: Seque
     if not keys:
         return ()
     first = keys[0]
-    distinct, present = run(f'SELECT COUNT(DISTINCT "{first}"), COUNT("{first}") FROM {source}', max_rows=1)[0]
+    distinct, present = run(f"SELECT COUNT(DISTINCT {q(first)}), COUNT({q(first)}) FROM {source}", max_rows=1)[0]
     if distinct == row_count and present == row_count:
         return (first,)
     if len(columns) >= 2 and columns[0] == first and is_key_name(columns[1]):
-        pair = f'"{columns[0]}", "{columns[1]}"'
+        pair = f"{q(columns[0])}, {q(columns[1])}"
         distinct = run(f"SELECT COUNT(*) FROM (SELECT DISTINCT {pair} FROM {source}) AS keys", max_rows=1)[0][0]
         if distinct == row_count:
             return (columns[0], columns[1])

@@ -43,4 +43,12 @@ def in_list(values: object, *, dialect: str = DIALECT) -> str:
     return ", ".join(string_literal(v, dialect=dialect) for v in items)
 
 
-__all__ = ["DIALECT", "date_literal", "in_list", "string_literal"]
+def quoted_identifier(name: str, *, dialect: str = DIALECT) -> str:
+    """``name`` as one quoted identifier of ``dialect`` (a warehouse's own table or column name,
+    which may hold anything, quotes included)."""
+    from sqlglot import exp
+
+    return exp.to_identifier(str(name), quoted=True).sql(dialect=dialect)
+
+
+__all__ = ["DIALECT", "date_literal", "in_list", "quoted_identifier", "string_literal"]
