@@ -210,3 +210,54 @@ def test_without_the_prefix_every_tenant_uses_the_stacks_secret(deployment: Depl
 
 def _arn(deployment: Deployment, name: str) -> str:
     return str(deployment.admin.describe_secret(SecretId=name)["ARN"])
+
+
+# ---- what each tenant may read (docs/architecture.md, "Tenant walls") ----------------------------
+
+
+def test_a_tenants_secret_grants_its_tables_and_a_tenant_on_the_stacks_redshift_needs_a_grant(deployment: Deployment) -> None:
+    granted = f"granted-{uuid.uuid4().hex[:6]}"
+    secret = json.loads(redshift_secret("granted.example", "granted_dw", "granted_reader")) | {"tables": ["Sales_*", "dim_region"]}
+    deployment.admin.create_secret(Name=deployment.prefix + granted, SecretString=json.dumps(secret))
+
+    assert container.granted_tables(granted) == ("sales_*", "dim_region")
+    assert container.grant_missing(granted) is None
+    assert container.granted_tables(deployment.own) is None  # its own warehouse, no list: the model is the wall
+    assert container.grant_missing(deployment.own) is None
+    # a tenant on the stack's shared Redshift may not store a model until its tables are granted
+    missing = container.grant_missing(deployment.other)
+    assert missing is not None and "shared Redshift" in missing and "TenantTables" in missing
+
+    use_settings(container.get_settings().model_copy(update={"tenant_tables": {deployment.other: ["fact_*"], "*": ["public_*"]}}))
+    assert container.granted_tables(deployment.other) == ("fact_*",)
+    assert container.granted_tables("initech") == ("public_*",)  # "*": every tenant not listed
+    assert container.grant_missing(deployment.other) is None
+
+
+@pytest.mark.parametrize("tables", [[], "fact_*", ["*"], ["fact; DROP"]])
+def test_a_secret_whose_tables_are_not_a_list_of_names_is_an_error_naming_it(deployment: Deployment, tables: Any) -> None:
+    from memtool.sql.warehouse import WarehouseError
+
+    bad = f"bad-{uuid.uuid4().hex[:6]}"
+    secret = json.loads(redshift_secret("bad.example", "bad_dw", "bad_reader")) | {"tables": tables}
+    deployment.admin.create_secret(Name=deployment.prefix + bad, SecretString=json.dumps(secret))
+
+    with pytest.raises(WarehouseError, match=f"the tenant's secret {deployment.prefix}{bad}: tables"):
+        container.granted_tables(bad)
+
+
+def test_a_curator_on_the_stacks_shared_redshift_cannot_store_a_model_before_a_grant(deployment: Deployment) -> None:
+    from memtool.identity import Identity
+    from memtool.semantic.catalog import load_catalog
+    from memtool.semantic.model_store import StoredModelMissing
+    from memtool.semantic.validation import ModelRejected
+
+    use_settings(container.get_settings().model_copy(update={"store": "sqlite"}))  # a record store of its own
+    curator = Identity(deployment.other, "wang", frozenset({"curator"}))
+    model = load_catalog().model_dump(mode="json")
+    with pytest.raises(ModelRejected) as refused:
+        container.model_flow().put(curator, model, None)
+    assert [p.path for p in refused.value.problems] == ["tables"]
+    assert "grant it its tables first" in refused.value.problems[0].message
+    with pytest.raises(StoredModelMissing):
+        container.model_store().get(deployment.other)  # nothing was stored

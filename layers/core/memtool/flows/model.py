@@ -39,10 +39,12 @@ class ModelFlow:
         query_seconds: float = WAREHOUSE_QUERY_SECONDS,
         budget_seconds: float = WAREHOUSE_CHECK_SECONDS,
         granted_for: Callable[[str], Sequence[str] | None] | None = None,  # (tenant) -> the tables the operator granted
+        grant_missing: Callable[[str], str | None] | None = None,  # (tenant) -> why it needs a grant it lacks
     ) -> None:
         self._models = models
         self._warehouse_for = warehouse_for
         self._granted_for = granted_for
+        self._grant_missing = grant_missing
         self._query_seconds = query_seconds
         self._budget_seconds = budget_seconds
 
@@ -65,6 +67,9 @@ class ModelFlow:
         def validate(model: Catalog) -> list[ModelProblem]:
             # What the model's SQL reaches comes first, without a warehouse: an expression with a
             # subquery or a table function, or a table the tenant was not granted, is never run.
+            missing = self._grant_missing(who.tenant) if self._grant_missing is not None else None
+            if missing is not None:
+                return [ModelProblem("tables", missing)]
             granted = self._granted_for(who.tenant) if self._granted_for is not None else None
             reach = reach_problems(model, granted)
             if reach:

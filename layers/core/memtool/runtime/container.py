@@ -390,6 +390,21 @@ def _secret_tables(secret_string: Any, name: str) -> tuple[str, ...] | None:
         raise WarehouseError(f"the tenant's secret {name}: tables: {exc}", code="unavailable") from None
 
 
+def grant_missing(tenant: str | None) -> str | None:
+    """Why the tenant needs a grant it does not have, or None: on the stack's shared Redshift (a
+    tenant without a secret of its own), every tenant's tables must be granted before a curator may
+    store a model, or one curator's model could name another tenant's tables."""
+    settings = get_settings()
+    if settings.warehouse != "redshift" or granted_tables(tenant) is not None:
+        return None
+    if settings.tenant_redshift_secret_prefix and tenant and _tenant_redshift(tenant) is not None:
+        return None  # a warehouse of its own
+    return (
+        f"tenant {tenant} reads the stack's shared Redshift, which serves every tenant without a secret of its own: "
+        "grant it its tables first (the TenantTables parameter, MEMTOOL_TENANT_TABLES, or a tables list in its own secret)"
+    )
+
+
 def granted_tables(tenant: str | None) -> tuple[str, ...] | None:
     """The warehouse tables an operator granted the tenant (patterns), or None where nothing is configured.
 
@@ -497,7 +512,7 @@ def model_check_warehouse(tenant: str):  # -> Warehouse | None: where a tenant's
 def model_flow():  # -> ModelFlow
     from memtool.flows.model import ModelFlow
 
-    return ModelFlow(model_store(), model_check_warehouse, granted_for=granted_tables)
+    return ModelFlow(model_store(), model_check_warehouse, granted_for=granted_tables, grant_missing=grant_missing)
 
 
 def foreign_tables(tenant: str | None) -> frozenset[str]:
