@@ -205,6 +205,12 @@ class Settings(BaseSettings):
         15.0, gt=0, le=300, description="Wall clock of one code-interpreter run (the Analyze step gets 20 s)."
     )
     sandbox_memory_mb: int = Field(1024, ge=256, le=8192, description="Address-space limit of a local sandbox run.")
+    sandbox_workdir_mb: int = Field(
+        64, ge=1, le=4096, description="Bytes a local sandbox run may write in its working directory (MiB); past them it is stopped."
+    )
+    sandbox_workdir_files: int = Field(
+        1000, ge=16, le=100_000, description="Files and folders a local sandbox run may make in its working directory."
+    )
     analysis_code_rows: int = Field(
         200, ge=1, le=10_000, description="Results of at most this many rows go to the code interpreter; larger ones to the ML tools."
     )

@@ -18,17 +18,28 @@ runs before the policy. Order matters:
    when the parent says the Python installation is unreadable to that uid (pyenv under /root),
    is CAP_DAC_READ_SEARCH kept. Then ``PR_SET_NO_NEW_PRIVS``;
 4. preload numpy, pandas and matplotlib (Agg) as that uid;
-5. install the audit hook (PEP 578) built by ``_policy``: opens outside the Python installation
-   and the working directory, processes, signals, sockets, ctypes, mmap, sub-interpreters, gc
-   walks, trace functions and code replacement raise ``PermissionError("sandbox: ...")``. The hook
-   holds no state the script can reach or change (see ``_policy``);
-6. forget the installers, put a fresh ``__main__`` module in place of this one, and ``exec`` the
+5. without a private root, where the kernel has Landlock (Linux 5.13+): restrict this process to
+   reading the interpreter's import paths and to writing the working directory (``_restrict_files``).
+   It stands in for the private root as the file wall that native code meets too — sqlite's ATTACH
+   and VACUUM INTO, which open files no audit event sees, among them;
+6. on Linux in both modes, a seccomp filter (``_forbid_syscalls``): no mknod/mkfifo, hard link,
+   symlink or io_uring from here on. ``os.mkfifo`` and ``os.mknod`` raise no audit event, and a
+   fresh ``posix`` module (``_imp.create_builtin``) brings them back past any Python-level removal;
+7. install the audit hook (PEP 578) built by ``_policy``: opens outside the Python installation
+   and the working directory, sqlite database files, links, processes, signals, sockets, ctypes,
+   mmap, sub-interpreters, gc walks, trace functions and code replacement raise
+   ``PermissionError("sandbox: ...")``. The hook holds no state the script can reach or change (see
+   ``_policy``). ``sqlite3.connect`` hands out connections that refuse ATTACH and VACUUM INTO, and
+   ``os.mkfifo``/``os.mknod`` refuse with the same kind of error (``_refuse_special_files``);
+8. forget the installers, put a fresh ``__main__`` module in place of this one, and ``exec`` the
    script compiled as ``<sandbox>`` in it; its exception is written to stderr with its own frames
    only (no host paths) and mapped to an exit code the parent reads.
 
-An audit hook alone is not a security boundary (PEP 578 says so): the private root, the network
-namespace, the uid drop and the rlimits set by the parent are the walls; the hook gives clear
-errors and closes the doors Python opens most easily.
+An audit hook alone is not a security boundary (PEP 578 says so): the private root or Landlock,
+seccomp, the network namespace, the uid drop and the rlimits set by the parent are the walls; the
+hook gives clear errors and closes the doors Python opens most easily. Where no kernel file wall
+holds (macOS, kernels without Landlock), sqlite connections are refused altogether: ATTACH would
+otherwise read any file the sandbox uid can, the runtime's own state database included.
 """
 
 import errno
@@ -43,6 +54,7 @@ EXIT_SYSTEM_EXIT = 2
 EXIT_FORBIDDEN = 3
 EXIT_MEMORY = 4
 EXIT_FILE_TOO_LARGE = 5
+EXIT_DISK_FULL = 6
 EXIT_SETUP = 70
 ERROR_PREFIX = "sandbox-error: "
 
@@ -75,6 +87,9 @@ _OTHER_DENIED = {
     "fcntl.ioctl": "ioctl on file descriptors",
     "sqlite3.enable_load_extension": "loading sqlite extensions",
     "sqlite3.load_extension": "loading sqlite extensions",
+    # a link makes a host file look like one of the working directory's (or a path outside it one of ours)
+    "os.link": "hard-linking files",
+    "os.symlink": "creating symlinks",
     "_posixsubprocess.fork_exec": "starting a subprocess",
     # the ways from Python to the interpreter's own objects (and so to the hook)
     "gc.get_objects": "walking the garbage collector's objects",
@@ -96,12 +111,11 @@ _PATH_CHANGES = {
     "os.chown": "changing owners", "os.truncate": "truncating", "os.utime": "changing times", "os.chflags": "changing flags",
     "os.lchflags": "changing flags", "os.lchmod": "changing modes", "os.setxattr": "setting attributes",
     "os.removexattr": "removing attributes", "os.chdir": "changing directory", "shutil.rmtree": "deleting",
-    "sqlite3.connect": "opening a database",
 }
-_TWO_PATH_CHANGES = {"os.rename": "renaming", "os.link": "hard-linking", "shutil.move": "moving", "os.symlink": "creating a symlink at"}
+_TWO_PATH_CHANGES = {"os.rename": "renaming", "shutil.move": "moving"}
 _DIR_FD_ARGS = {
     "os.remove": (1,), "os.rmdir": (1,), "os.mkdir": (2,), "os.chmod": (2,), "os.chown": (3,), "os.utime": (3,),
-    "os.rename": (2, 3), "os.link": (2, 3), "os.symlink": (2,), "shutil.rmtree": (1,),
+    "os.rename": (2, 3), "shutil.rmtree": (1,),
 }
 _FD_ALLOWED = frozenset({"os.chdir", "os.truncate", "os.chmod", "os.chown", "os.utime"})
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
@@ -112,10 +126,38 @@ _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND, _MS_REC, _
 _MNT_DETACH = 2
 _SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "loongarch64": 41}
 
+# Landlock (linux/landlock.h): the syscalls have one number on every architecture
+_SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
+_LL_EXECUTE, _LL_WRITE_FILE, _LL_READ_FILE, _LL_READ_DIR = 1, 2, 4, 8
+_LL_MAKE_CHAR, _LL_MAKE_SOCK, _LL_MAKE_FIFO, _LL_MAKE_BLOCK, _LL_MAKE_SYM = 64, 512, 1024, 2048, 4096
+_LL_REFER, _LL_TRUNCATE, _LL_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+_LL_FILE_RIGHTS = _LL_EXECUTE | _LL_WRITE_FILE | _LL_READ_FILE | _LL_TRUNCATE | _LL_IOCTL_DEV  # what a rule on a file may grant
+# what C code outside the interpreter reads on its own: the shared libraries a lazily imported extension
+# links (libsqlite3, libffi ...) and the loader's cache, the time zone, the CPU count
+_LL_SYSTEM_READS = ("/lib", "/lib32", "/lib64", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/local/lib", "/etc/ld.so.cache",
+                    "/etc/localtime", "/sys/devices/system/cpu")
+
+# seccomp: the audit architecture and the syscalls no script needs that make files no path check sees
+# (mknod/mkfifo, hard links, symlinks) or do file operations no filter sees (io_uring)
+_SECCOMP_ARCHES = {
+    "x86_64": (0xC000003E, (86, 88, 133, 259, 265, 266, 425)),  # link symlink mknod mknodat linkat symlinkat io_uring_setup
+    "aarch64": (0xC00000B7, (33, 36, 37, 425)),  # mknodat symlinkat linkat io_uring_setup
+}
+_X32_SYSCALL_BIT = 0x40000000
+_SQLITE_ATTACH, _SQLITE_PRAGMA, _SQLITE_DENY, _SQLITE_OK = 24, 19, 1, 0
+_SQLITE_NOT_AUTHORIZED = (
+    "sandbox: sqlite refused the statement: ATTACH, VACUUM INTO and the store-directory pragmas "
+    "are not allowed: they open files outside the working directory"
+)
 
 
-def _policy(workdir, read_roots, runner_globals):
+
+def _policy(workdir, read_roots, runner_globals, memory_databases=False):
     """Build the audit hook: a function whose decisions nothing in the script can change.
+
+    ``memory_databases``: whether ``sqlite3.connect(':memory:')`` is allowed — only where a kernel
+    file wall (the private root, Landlock) stops what sqlite's SQL opens on its own. Database files
+    are refused everywhere.
 
     * It reads no global and holds no closure cell: every name it uses is a positional default,
       stored in the function's ``__defaults__`` tuple (keyword-only defaults would live in a
@@ -217,19 +259,10 @@ def _policy(workdir, read_roots, runner_globals):
                     if _type(dir_fd) is _int and dir_fd >= 0:
                         # a dir_fd makes a relative path mean something other than what we would resolve
                         return verb + " relative to a directory descriptor", "only paths are checked"
-        if event == "os.symlink":
-            paths = args[1:2]  # only the link must live in the workdir: its target is judged when opened
-        elif event == "os.rename" or event == "os.link" or event == "shutil.move":
-            paths = args[:2]
-        else:
-            paths = args[:1]
+        paths = args[:2] if event == "os.rename" or event == "shutil.move" else args[:1]
         for path in paths:
             if _type(path) is _int and event in _fd_allowed:
                 continue  # a descriptor was judged when it was opened
-            if event == "sqlite3.connect" and _type(path) is _str and (path == ":memory:" or path == ""):
-                continue
-            if event == "sqlite3.connect" and _type(path) is _str and path.startswith("file:"):
-                return verb + " " + path, "only plain paths inside the working directory are allowed"
             real = _resolve(path)
             if real is None:
                 return verb + " " + _shown(path), "only plain str or bytes paths inside the working directory are allowed"
@@ -247,7 +280,8 @@ def _policy(workdir, read_roots, runner_globals):
              _process_names=frozenset(_PROCESS_EVENTS), _process=tuple(_PROCESS_EVENTS.items()),
              _other_names=frozenset(_OTHER_DENIED), _other=tuple(_OTHER_DENIED.items()), _network=_NETWORK_EVENTS,
              _prefixes=tuple(_DENIED_PREFIXES.items()), _change_names=frozenset(changes), _changes=tuple(changes.items()),
-             _write=_WRITE_FLAGS, _internals=_FUNCTION_INTERNALS, _runner=runner_globals, _own=own_globals):
+             _write=_WRITE_FLAGS, _internals=_FUNCTION_INTERNALS, _runner=runner_globals, _own=own_globals,
+             _memory_databases=bool(memory_databases)):
         what = None
         why = "it could escape or weaken the sandbox"
         if event == "open" or event == "os.listdir" or event == "os.scandir":
@@ -295,6 +329,15 @@ def _policy(workdir, read_roots, runner_globals):
             elif attribute == "__code__" or (attribute in _internals and _type(target) is _function
                                              and (target.__globals__ is _runner or target.__globals__ is _own)):
                 what, why = "changing a function's code or the sandbox's defaults", "it could rewrite the sandbox's checks"
+        elif event == "sqlite3.connect":
+            database = args[0] if _len(args) else None
+            if not _memory_databases:
+                what, why = "opening a sqlite database", ("no kernel file wall holds here (mount namespace or Landlock), "
+                                                          "so sqlite's ATTACH and VACUUM INTO could open any file")
+            elif not (_type(database) is _str and database == ":memory:"):
+                # "" is a temporary file in the host's temp dir; a file (or a file: URI) gives sqlite a
+                # journal, a WAL and ATTACH of its own, all opened where no audit event sees them
+                what, why = "opening the sqlite database " + _shown(database), "only sqlite3.connect(':memory:') is allowed"
         elif event in _change_names:
             for name, verb in _changes:
                 if name == event:
@@ -322,11 +365,20 @@ def _policy(workdir, read_roots, runner_globals):
     return types.FunctionType(code, own_globals, "sandbox_policy", hook.__defaults__, None)
 
 
-def _read_roots(extra: list[str]) -> list[str]:
+def _read_roots(hidden: list[str]) -> list[str]:
+    """Every folder the interpreter imports from, resolved: what the script may read (and, in a
+    private root, what is bound into it).
+
+    A venv's ``sys.prefix`` holds only its site-packages; the standard library is under
+    ``sys.base_prefix`` (pyenv: under /root), and an editable install adds its own ``sys.path``
+    entry. A folder that holds one of the ``hidden`` ones (memtool's state, the sandbox's working
+    directories) is left out, whatever put it on ``sys.path``: the state database must never be
+    readable because a project root was importable.
+    """
     import site
     import sysconfig
 
-    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *extra}
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sys.path}
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
         roots.add(sysconfig.get_paths().get(key, ""))
     try:
@@ -337,7 +389,17 @@ def _read_roots(extra: list[str]) -> list[str]:
     if matplotlib is not None:
         roots.add(matplotlib.get_data_path())
     roots.add("/usr/share/zoneinfo")
-    return sorted(r for r in roots if r)
+    private = [os.path.realpath(h).rstrip("/") + "/" for h in hidden if h]
+    kept = set()
+    for root in roots:
+        if not root or not os.path.isabs(root):
+            continue
+        real = os.path.realpath(root).rstrip("/") + "/"
+        if real == "/" or any(h.startswith(real) or real.startswith(h) for h in private):
+            continue  # the whole host, or a folder that holds memtool's state
+        if os.path.exists(real):  # a zip on sys.path is a file
+            kept.add(real.rstrip("/"))
+    return sorted(kept)
 
 
 def _wait_as_init() -> None:
@@ -485,6 +547,181 @@ def _drop_privileges(uid: int, gid: int, keep_read_search: bool) -> None:
         libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS: no setuid binary can raise us again
 
 
+def _restrict_files(workdir: str, read_roots: list[str], abi: int) -> None:
+    """Landlock: from here this process reads only the import paths and writes only the working directory.
+
+    The kernel's answer to what the audit hook cannot see: a file sqlite opens for ATTACH or VACUUM
+    INTO, an open in a C extension, a fifo made by a fresh ``posix`` module. ``abi`` is the Landlock
+    version the parent found; every access right that version knows is handled, so whatever no rule
+    grants is denied: no file outside these folders, no execve, no device node, fifo, socket file
+    or symlink even inside the working directory. From ABI 4 TCP bind and connect are denied too
+    (no rule grants a port), from ABI 6 signals and abstract unix sockets outside this process.
+    """
+    import ctypes
+    import stat
+    import struct
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    handled = (1 << 13) - 1  # ABI 1: EXECUTE .. MAKE_SYM
+    handled |= (_LL_REFER if abi >= 2 else 0) | (_LL_TRUNCATE if abi >= 3 else 0) | (_LL_IOCTL_DEV if abi >= 5 else 0)
+    network = 0b11 if abi >= 4 else 0  # BIND_TCP, CONNECT_TCP
+    scoped = 0b11 if abi >= 6 else 0  # ABSTRACT_UNIX_SOCKET, SIGNAL
+    size = 8 if abi < 4 else 16 if abi < 6 else 24  # the ruleset_attr this ABI knows
+    attr = ctypes.create_string_buffer(struct.pack("=QQQ", handled, network, scoped), 24)
+    ruleset = libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), attr, ctypes.c_size_t(size), ctypes.c_uint32(0))
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
+    read = _LL_READ_FILE | _LL_READ_DIR
+    write = handled & ~(_LL_EXECUTE | _LL_MAKE_CHAR | _LL_MAKE_BLOCK | _LL_MAKE_FIFO | _LL_MAKE_SOCK | _LL_MAKE_SYM | _LL_IOCTL_DEV)
+
+    def allow(path: str, access: int) -> None:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return
+        try:
+            if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                access &= _LL_FILE_RIGHTS
+            rule = ctypes.create_string_buffer(struct.pack("=Qi", access & handled, fd), 12)  # packed path_beneath_attr
+            if libc.syscall(ctypes.c_long(_SYS_LANDLOCK_ADD_RULE), ctypes.c_int(ruleset), ctypes.c_int(1), rule, ctypes.c_uint32(0)) != 0:
+                raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
+        finally:
+            os.close(fd)
+
+    try:
+        for root in read_roots:
+            allow(root, read)
+        for path in _LL_SYSTEM_READS:
+            allow(path, read)
+        allow("/dev/null", _LL_READ_FILE | _LL_WRITE_FILE | _LL_TRUNCATE)
+        for name in ("zero", "random", "urandom"):
+            allow(f"/dev/{name}", _LL_READ_FILE)
+        allow(workdir, write)
+        if libc.syscall(ctypes.c_long(_SYS_LANDLOCK_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+    finally:
+        os.close(ruleset)
+
+
+def _forbid_syscalls(machine: str) -> None:
+    """seccomp: mknod/mkfifo, hard links, symlinks and io_uring answer EPERM from here on.
+
+    A classic BPF filter: a foreign architecture (i386 calls from an x86_64 process, the x32 ABI) is
+    refused outright, the listed syscalls answer EPERM, everything else is allowed. Needs
+    ``PR_SET_NO_NEW_PRIVS``, set when privileges were dropped.
+    """
+    import ctypes
+    import struct
+
+    arch, numbers = _SECCOMP_ARCHES[machine]
+    ld_abs, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, ..JGE.., BPF_RET|BPF_K
+    allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO
+    checks = ([(jge, _X32_SYSCALL_BIT)] if machine == "x86_64" else []) + [(jeq, number) for number in numbers]
+    program = [(ld_abs, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, deny), (ld_abs, 0, 0, 0)]
+    deny_at = len(program) + len(checks) + 1
+    for code, value in checks:
+        program.append((code, deny_at - len(program) - 1, 0, value))
+    program += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+    filters = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *instruction) for instruction in program))
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = Program(len(program), ctypes.cast(filters, ctypes.c_void_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        raise OSError(ctypes.get_errno(), "seccomp filter refused")
+
+
+def _sqlite_guard() -> None:
+    """``sqlite3.connect`` hands out connections whose authorizer refuses ATTACH and VACUUM INTO.
+
+    Only for the clear error on the common path: the audit event ``sqlite3.connect/handle`` fires
+    before the connection can take an authorizer, so a script that builds a ``Connection`` itself
+    or calls ``set_authorizer(None)`` gets past this. What stops it then is the kernel file wall
+    (private root or Landlock); without one the hook refuses every connection (see ``_policy``).
+    ATTACH of ``''`` or ``':memory:'`` stays allowed: plain VACUUM attaches a temporary database.
+    """
+    import types
+
+    try:
+        import sqlite3
+    except ImportError:
+        return
+
+    def authorize(action, name, _detail, _database, _trigger, _type=type, _str=str, _attach=_SQLITE_ATTACH,
+                  _pragma=_SQLITE_PRAGMA, _deny=_SQLITE_DENY, _ok=_SQLITE_OK, _temporary=("", ":memory:"),
+                  _store_dirs=("temp_store_directory", "data_store_directory")):
+        if action == _attach:
+            return _ok if _type(name) is _str and name in _temporary else _deny
+        if action == _pragma and _type(name) is _str and name.lower() in _store_dirs:
+            return _deny
+        return _ok
+
+    # its names come from ``guarded`` below, a namespace of its own (any signature of sqlite3.connect passes through)
+    def connect(*args, **kwargs):
+        connection = _connect(*args, **kwargs)  # noqa: F821
+        _set_authorizer(connection, _authorize)  # noqa: F821
+        return connection
+
+    guarded: dict[str, object] = {"__builtins__": {}}
+    authorizer = types.FunctionType(authorize.__code__.replace(co_filename="<sandbox policy>"), guarded, "sandbox_authorizer",
+                                    authorize.__defaults__, None)
+    guarded.update(_connect=sqlite3.connect, _set_authorizer=sqlite3.Connection.set_authorizer, _authorize=authorizer)
+    wrapper = types.FunctionType(connect.__code__.replace(co_filename="<sandbox policy>"), guarded, "connect", None, None)
+    wrapper.__doc__ = sqlite3.connect.__doc__
+    sqlite3.connect = sqlite3.dbapi2.connect = wrapper
+
+
+def _refuse_special_files() -> None:
+    """``os.mkfifo`` and ``os.mknod`` raise no audit event: in ``os`` and ``posix`` they refuse instead.
+
+    A clear error only; the seccomp filter is what holds (a fresh ``posix`` module has the originals).
+    """
+    import posix
+    import types
+
+    def refuse(*_args, **_kwargs):  # its two names come from a namespace of its own, below
+        raise _denied(_message)  # noqa: F821
+
+    for name, what in (("mkfifo", "creating a fifo"), ("mknod", "creating a device or special file")):
+        namespace = {"__builtins__": {}, "_denied": PermissionError,
+                     "_message": f"sandbox: {what} is not allowed: it makes a file no path check sees"}
+        refusal = types.FunctionType(refuse.__code__.replace(co_filename="<sandbox policy>"), namespace, name, None, None)
+        for module in (os, posix):
+            if hasattr(module, name):
+                setattr(module, name, refusal)
+
+
+def _probe_filters(wanted: dict) -> None:
+    """``_runner.py --probe``: install the kernel filters in this throwaway process and say which took.
+
+    The parent asks once before it promises them in the isolation string: a kernel may answer the
+    version query and still refuse a filter (a container's own seccomp profile, an LSM stack).
+    """
+    import ctypes
+    import platform
+    import tempfile
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, as in a real run
+    took = {"seccomp": False, "landlock": False}
+    if wanted.get("seccomp"):
+        try:
+            _forbid_syscalls(platform.machine())
+            took["seccomp"] = True
+        except (OSError, KeyError):
+            pass
+    if wanted.get("landlock", 0):
+        try:
+            _restrict_files(tempfile.gettempdir(), _read_roots([]), int(wanted["landlock"]))
+            took["landlock"] = True
+        except OSError:
+            pass
+    sys.stdout.write(json.dumps(took))
+
+
 def _scrub(text: str, workdir: str) -> str:
     for root, shown in ((workdir, "."), (os.path.realpath(workdir), "."), (sys.prefix, "<python>"), (sys.base_prefix, "<python>")):
         text = text.replace(root, shown)
@@ -505,21 +742,31 @@ def _report(exc: BaseException, workdir: str, script_globals: dict, _isinstance=
         tb = tb.tb_next
     lines = ["Traceback (script frames only):\n", *traceback.format_list(frames)] if frames else []
     summary = _scrub(f"{_type(exc).__name__}: {exc}", workdir)
+    # the sqlite authorizer's refusal reaches the script as sqlite's own words: say whose it is
+    refused_by_sqlite = _type(exc).__module__ == "sqlite3" and _str(exc) in ("not authorized", "authorization denied")
+    if refused_by_sqlite:
+        summary = f"PermissionError: {_SQLITE_NOT_AUTHORIZED}"
     sys.stderr.write("".join(lines) + summary + "\n" + ERROR_PREFIX + summary.replace("\n", " ") + "\n")
-    if _isinstance(exc, PermissionError) and _str(exc).startswith("sandbox:"):
+    if refused_by_sqlite or (_isinstance(exc, PermissionError) and _str(exc).startswith("sandbox:")):
         return EXIT_FORBIDDEN
     if _isinstance(exc, MemoryError):
         return EXIT_MEMORY
     if _isinstance(exc, OSError) and _getattr(exc, "errno", None) == errno.EFBIG:
         return EXIT_FILE_TOO_LARGE
+    if _isinstance(exc, OSError) and _getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT):
+        return EXIT_DISK_FULL  # the working directory's tmpfs is full: its byte or file budget is spent
     return EXIT_ERROR
 
 
 # what the script must not find in this module's globals once it runs
-_INSTALLERS = ("_policy", "_read_roots", "_wait_as_init", "_enter_private_root", "_write", "_preload", "_drop_privileges", "_INSTALLERS")
+_INSTALLERS = ("_policy", "_read_roots", "_wait_as_init", "_enter_private_root", "_write", "_preload", "_drop_privileges",
+               "_restrict_files", "_forbid_syscalls", "_sqlite_guard", "_refuse_special_files", "_probe_filters", "_INSTALLERS")
 
 
 def main() -> None:
+    if sys.argv[1] == "--probe":
+        _probe_filters(json.loads(sys.argv[2]))
+        return
     config = json.loads(sys.argv[1])
     own_pid_namespace = os.getpid() == 1
     if own_pid_namespace:
@@ -537,11 +784,12 @@ def main() -> None:
         del traceback
         compiled = compile(code, "<sandbox>", "exec")
         linecache.cache["<sandbox>"] = (len(code), None, code.splitlines(True), "<sandbox>")
+        hidden = config.get("hidden", [])
         if config.get("private_root"):
             _enter_private_root(
                 config["private_root"],
                 workdir,
-                _read_roots([]),
+                _read_roots(hidden),
                 max(config.get("uid", -1), 0),
                 max(config.get("gid", -1), 0),
                 own_pid_namespace,
@@ -549,8 +797,19 @@ def main() -> None:
         # The drop uses ctypes calls the policy forbids, so it comes first; no script code runs between.
         _drop_privileges(config.get("uid", -1), config.get("gid", -1), config.get("keep_read_search", False))
         _preload(config.get("preload", []))
+        read_roots = _read_roots(hidden)  # after the preload: matplotlib's data folder is one
         if config.get("audit", True):
-            sys.addaudithook(_policy(workdir, _read_roots([]), globals()))
+            _sqlite_guard()  # imports sqlite3 while its library is still readable
+        if config.get("landlock", 0):
+            _restrict_files(workdir, read_roots, config["landlock"])
+        if config.get("seccomp"):
+            import platform
+
+            _forbid_syscalls(platform.machine())
+        if config.get("audit", True):
+            _refuse_special_files()
+            file_wall = bool(config.get("private_root") or config.get("landlock", 0))
+            sys.addaudithook(_policy(workdir, read_roots, globals(), memory_databases=file_wall))
         script = types.ModuleType("__main__")
         script.__dict__["__builtins__"] = __builtins__
         runner = sys.modules["__main__"]  # kept alive: its functions report the outcome

@@ -16,21 +16,36 @@ Isolation level L2, the embedded default (E2B's microVM is the stronger level). 
 * as root, the runner drops to ``nobody`` (root ignores RLIMIT_NPROC) with no capability left.
   Without the private root, a Python installed under /root (pyenv) is unreadable to nobody, so
   CAP_DAC_READ_SEARCH is kept then, and the isolation string says so;
+* without the private root, where the kernel has Landlock: the runner restricts itself to reading
+  the interpreter's import paths and writing the working directory. This is the file wall of the
+  fallback (an unprivileged user, a container without mount namespaces): sqlite's ATTACH or
+  VACUUM INTO, a C extension's open, all meet it;
+* on Linux in both modes, a seccomp filter: no mknod/mkfifo, hard link, symlink or io_uring;
+* the working directory lives in a folder of memtool's own state (``<home>/sandbox``; the temp
+  folder when that is not writable, as in Lambda) and has a budget: bytes and files
+  (``MEMTOOL_SANDBOX_WORKDIR_MB``, ``MEMTOOL_SANDBOX_WORKDIR_FILES``). As root it is a tmpfs of
+  exactly that size and inode count, mounted for the run; everywhere, the parent measures it while
+  the script runs (and what the script deleted but holds open) and stops the run past the budget
+  with a clear error. RLIMIT_FSIZE caps each file;
 * an audit-hook policy in the runner (see ``_runner.py``) for clear errors on files outside the
-  working directory, processes, sockets, ctypes, mmap, sub-interpreters and the interpreter's
-  internals; the script can neither reach nor change it.
+  working directory, sqlite database files, ATTACH, links, processes, sockets, ctypes, mmap,
+  sub-interpreters and the interpreter's internals; the script can neither reach nor change it.
 
 On macOS or in Lambda (no ``unshare``, not root) the sandbox degrades to what is available and
 ``SandboxRun.isolation`` says exactly which walls were up, e.g. here
-``local-process(mountns,pidns,netns,setuid,rlimits,audit)``, and without the namespaces
-``local-process(netns,setuid+dac_read_search,rlimits,audit)``.
+``local-process(mountns,pidns,netns,setuid,seccomp,tmpfs,rlimits,audit)``, and without the namespaces
+``local-process(netns,setuid+dac_read_search,landlock,seccomp,tmpfs,rlimits,audit)``; on macOS
+``local-process(budget,rlimits,audit)``, where sqlite connections are refused (nothing below the hook
+would stop ATTACH).
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
+import platform
 import shutil
 import signal
 import stat
@@ -58,6 +73,7 @@ from memtool.analysis.sandbox.port import (
     check_input_names,
     content_type_of,
 )
+from memtool.settings import get_settings
 
 NOBODY = 65534
 RUNNER_PATH = Path(_runner.__file__).resolve()
@@ -66,6 +82,10 @@ MPL_DIR = ".mpl"
 _READ_CHUNK = 64 * 1024
 _TAIL_BYTES = 4096
 _VERDICT = _runner.ERROR_PREFIX.encode()
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MNT_DETACH = 2, 4, 8, 2
+_TMPFS_SOURCE = b"memtool-sandbox"  # how the runs' tmpfs mounts show in /proc/mounts
+_PAGE = 4096
+_LOOK_EVERY = 0.025  # seconds between two looks at the run: its wall clock, its output, its working directory
 
 
 @functools.cache
@@ -93,22 +113,225 @@ def network_namespace_prefix() -> tuple[str, ...]:
 
 # (python, uid, network) -> whether a private root works here; probed once per process
 _PRIVATE_ROOT_WORKS: dict[tuple[str, int, bool], bool] = {}
+# work root -> whether a tmpfs can be mounted there; probed once per process
+_TMPFS_WORKS: dict[str, bool] = {}
 
 
-def _tree_readable_by_others(path: str) -> bool:
-    """Whether a uid other than the owner can reach ``path`` (every ancestor searchable)."""
+def _tree_readable_by_others(path: str, *, read: bool = True) -> bool:
+    """Whether a uid other than the owner can reach ``path`` (every ancestor searchable) and, with ``read``, read it."""
     current = os.path.realpath(path)
+    try:
+        if read and not os.stat(current).st_mode & stat.S_IROTH:
+            return False
+    except OSError:
+        return False
     while True:
         try:
             mode = os.stat(current).st_mode
         except OSError:
             return False
-        if not mode & stat.S_IXOTH:
+        if not mode & stat.S_IXOTH and stat.S_ISDIR(mode):
             return False
         parent = os.path.dirname(current)
         if parent == current:
             return True
         current = parent
+
+
+_IMPORT_PATHS = """
+import json, site, sys, sysconfig
+paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sys.path, *site.getsitepackages()]
+paths += [sysconfig.get_paths().get(key, "") for key in ("stdlib", "platstdlib", "purelib", "platlib")]
+print(json.dumps(paths))
+"""
+
+
+@functools.cache
+def interpreter_paths(python: str) -> tuple[str, ...]:
+    """Every existing folder the sandbox's interpreter imports from, as the runner sees them (``-I``).
+
+    A venv's ``sys.prefix`` holds only its site-packages: the standard library is under
+    ``sys.base_prefix`` (pyenv: under /root, mode 0700), and ``-I`` drops the host's PYTHONPATH.
+    Asked of the interpreter itself, once, since ``python`` need not be the one running memtool.
+    """
+    try:
+        answer = subprocess.run([python, "-I", "-c", _IMPORT_PATHS], capture_output=True, timeout=30, env={}, check=True)
+        paths = json.loads(answer.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sys.path]
+    return tuple(sorted({os.path.realpath(p) for p in paths if p and os.path.isabs(p) and os.path.exists(p)}))
+
+
+@functools.cache
+def _libc() -> object:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    return libc
+
+
+@functools.cache
+def landlock_abi() -> int:
+    """The Landlock ABI version this kernel offers (0: none, or not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    import ctypes
+
+    try:
+        version = _libc().syscall(  # type: ignore[attr-defined]
+            ctypes.c_long(_runner._SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0), ctypes.c_uint32(1)
+        )
+    except (OSError, AttributeError):
+        return 0
+    return max(0, int(version))
+
+
+@functools.cache
+def seccomp_available() -> bool:
+    """Whether the runner can install its seccomp filter here (Linux with seccomp, a known architecture)."""
+    if not sys.platform.startswith("linux") or platform.machine() not in _runner._SECCOMP_ARCHES:
+        return False
+    try:
+        return int(_libc().prctl(21, 0, 0, 0, 0)) >= 0  # type: ignore[attr-defined]  # PR_GET_SECCOMP
+    except (OSError, AttributeError):
+        return False
+
+
+@functools.cache
+def kernel_filters(python: str) -> tuple[int, bool]:
+    """(the Landlock ABI, seccomp) that really install here, tried once in a throwaway runner process."""
+    wanted = {"landlock": landlock_abi(), "seccomp": seccomp_available()}
+    if not any(wanted.values()):
+        return 0, False
+    try:
+        answer = subprocess.run(
+            [python, "-I", str(RUNNER_PATH), "--probe", json.dumps(wanted)], capture_output=True, timeout=30, env={}, check=True
+        )
+        took = json.loads(answer.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return 0, False
+    return (wanted["landlock"] if took.get("landlock") else 0), bool(took.get("seccomp"))
+
+
+def _mount_tmpfs(path: str, size: int, inodes: int, owner: int) -> bool:
+    options = f"size={size},nr_inodes={inodes},mode=0700,uid={owner},gid={owner}"
+    libc = _libc()
+    return bool(
+        libc.mount(_TMPFS_SOURCE, os.fsencode(path), b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, options.encode()) == 0  # type: ignore[attr-defined]
+    )
+
+
+def _unmount(path: str) -> bool:
+    return bool(_libc().umount2(os.fsencode(path), _MNT_DETACH) == 0)  # type: ignore[attr-defined]
+
+
+def _tmpfs_works(work_root: str) -> bool:
+    """Whether this process may mount a tmpfs in the work root (root with CAP_SYS_ADMIN on Linux), probed once."""
+    if work_root not in _TMPFS_WORKS:
+        works = False
+        if sys.platform.startswith("linux") and hasattr(os, "geteuid") and os.geteuid() == 0:
+            try:
+                probe = tempfile.mkdtemp(prefix="memtool-probe-", dir=work_root)
+            except OSError:
+                probe = None
+            if probe is not None:
+                try:
+                    works = _mount_tmpfs(probe, _PAGE * 4, 8, os.geteuid()) and _unmount(probe)
+                except OSError:
+                    works = False
+                finally:
+                    try:
+                        os.rmdir(probe)
+                    except OSError:
+                        works = False
+        _TMPFS_WORKS[work_root] = works
+    return _TMPFS_WORKS[work_root]
+
+
+def _allocated(info: os.stat_result) -> int:
+    blocks = getattr(info, "st_blocks", None)
+    return int(blocks) * 512 if blocks is not None else int(info.st_size)
+
+
+def workdir_usage(workdir: str, max_entries: int) -> tuple[int, int]:
+    """(bytes, entries) under ``workdir``: every file, directory, link or fifo counts, nothing is followed.
+
+    The walk stops one past ``max_entries``, so a directory of 30,000 files costs no more than the budget.
+    """
+    used = entries = 0
+    pending = [workdir]
+    while pending and entries <= max_entries:
+        try:
+            listing = os.scandir(pending.pop())
+        except OSError:
+            continue
+        with listing:
+            for entry in listing:
+                entries += 1
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                used += _allocated(info)
+                if stat.S_ISDIR(info.st_mode):
+                    pending.append(entry.path)
+                if entries > max_entries:
+                    break
+    return used, entries
+
+
+def _held_deleted_bytes(pid: int) -> int:
+    """Bytes of files the run's processes deleted but keep open: on disk, yet in no directory (Linux)."""
+    held = 0
+    pending, seen = [pid], 0
+    while pending and seen < 8:  # unshare, the namespace's init, the script
+        current = pending.pop()
+        seen += 1
+        try:
+            pending += [int(child) for child in Path(f"/proc/{current}/task/{current}/children").read_text().split()]
+            descriptors = os.listdir(f"/proc/{current}/fd")
+        except (OSError, ValueError):
+            continue
+        for fd in descriptors:
+            try:
+                info = os.stat(f"/proc/{current}/fd/{fd}")
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode) and info.st_nlink == 0:
+                held += _allocated(info)
+    return held
+
+
+@dataclass
+class _Budget:
+    """What one run may keep in its working directory, on top of what was there before the script started."""
+
+    workdir: str
+    max_bytes: int
+    max_files: int
+    base_bytes: int = 0  # the inputs and the sandbox's own folders
+    base_entries: int = 0
+
+    def start(self) -> _Budget:
+        self.base_bytes, self.base_entries = workdir_usage(self.workdir, 1 << 20)
+        return self
+
+    def exceeded(self, pid: int | None) -> str | None:
+        used, entries = workdir_usage(self.workdir, self.base_entries + self.max_files)
+        if entries - self.base_entries > self.max_files:
+            return f"it made more than {self.max_files} files"
+        if pid is not None:
+            used += _held_deleted_bytes(pid)
+        if used - self.base_bytes > self.max_bytes:
+            return f"it wrote more than {_mib(self.max_bytes)}"
+        return None
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):g} MiB"
 
 
 @dataclass
@@ -146,7 +369,8 @@ class _Stream:
 
 
 class LocalProcessSandbox:
-    """Runs a script in a separate Python process behind rlimits, a netns, a uid drop and an audit hook."""
+    """Runs a script in a separate Python process behind namespaces or Landlock, seccomp, rlimits, a uid drop,
+    a working-directory budget and an audit hook."""
 
     name = "local-process"
 
@@ -166,12 +390,23 @@ class LocalProcessSandbox:
         sandbox_uid: int = NOBODY,
         use_network_namespace: bool = True,
         use_private_root: bool = True,
+        use_landlock: bool = True,
+        use_seccomp: bool = True,
+        use_workdir_mount: bool = True,
+        workdir_bytes: int | None = None,
+        workdir_files: int | None = None,
+        work_root: str | os.PathLike[str] | None = None,
         _audit_hook: bool = True,
     ) -> None:
-        """``_audit_hook=False`` is for tests only: it proves what the kernel walls hold on their own."""
+        """``workdir_bytes``/``workdir_files``: the working directory's budget (default: the settings');
+        ``work_root``: the folder the working directories are made in (default ``<home>/sandbox``).
+        ``_audit_hook=False`` is for tests only: it proves what the kernel walls hold on their own."""
+        settings = get_settings()
         self.cpu_seconds = max(1, int(cpu_seconds))
         self.memory_bytes = memory_bytes
-        self.file_size_bytes = file_size_bytes
+        self.workdir_bytes = workdir_bytes if workdir_bytes is not None else settings.sandbox_workdir_mb << 20
+        self.workdir_files = workdir_files if workdir_files is not None else settings.sandbox_workdir_files
+        self.file_size_bytes = min(file_size_bytes, self.workdir_bytes)  # no single file past the whole budget
         self.output_bytes = output_bytes
         self.output_kill_bytes = max(output_kill_bytes, output_bytes)
         self.max_files = max_files
@@ -182,6 +417,11 @@ class LocalProcessSandbox:
         self.sandbox_uid = sandbox_uid
         self.use_network_namespace = use_network_namespace
         self.use_private_root = use_private_root
+        self.use_landlock = use_landlock
+        self.use_seccomp = use_seccomp
+        self.use_workdir_mount = use_workdir_mount
+        self.state_home = os.path.realpath(settings.home)
+        self._work_root_wanted = os.fspath(work_root) if work_root is not None else os.path.join(self.state_home, "sandbox")
         self._audit_hook = _audit_hook
         if not self.python or not os.path.exists(self.python):
             raise SandboxUnavailable(f"no Python interpreter to start the sandbox with ({self.python!r})")
@@ -205,27 +445,72 @@ class LocalProcessSandbox:
     def _probe_private_root(self) -> bool:
         # The real thing on an empty script: unshare, the pivot, the drop and the hook must all work.
         try:
-            workdir = tempfile.mkdtemp(prefix="memtool-sandbox-")
-        except OSError:
+            workdir = tempfile.mkdtemp(prefix="memtool-sandbox-", dir=self.work_root)
+        except (OSError, SandboxUnavailable):
             return False
         try:
             self._prepare(workdir, {})
-            outcome = self._execute(workdir, "", 30.0, private_root=True, preload=())
+            outcome = self._execute(workdir, "", 30.0, private_root=True, preload=(), budget=None)
             return outcome.returncode == 0 and not outcome.killed_by_us
         except (OSError, SandboxUnavailable):
             return False
         finally:
             _remove_tree(workdir)
 
+    @functools.cached_property
+    def _interpreter_unreadable(self) -> bool:
+        """Whether the sandbox uid cannot read some folder the interpreter imports from (sys.base_prefix too)."""
+        return not all(_tree_readable_by_others(path) for path in interpreter_paths(self.python))
+
     def _needs_read_search(self, private_root: bool) -> bool:
-        # A Python installed under /root (pyenv) is unreadable to nobody; without CAP_DAC_READ_SEARCH
-        # every lazy import in the script would fail. In a private root its path is world-traversable,
-        # so only without one is the one read capability kept.
-        return self.drops_privileges and not private_root and not _tree_readable_by_others(sys.prefix)
+        # A Python installed under /root (pyenv; a venv under /tmp made from it keeps its standard
+        # library there) is unreadable to nobody; without CAP_DAC_READ_SEARCH every lazy import in the
+        # script would fail. In a private root its path is world-traversable, so only without one is
+        # the one read capability kept, and Landlock or the hook are then what keeps host files out.
+        return self.drops_privileges and not private_root and self._interpreter_unreadable
 
     @functools.cached_property
     def _keep_read_search(self) -> bool:
         return self._needs_read_search(self._private_root)
+
+    @functools.cached_property
+    def work_root(self) -> str:
+        """The folder of memtool's state the working directories are made in.
+
+        ``<home>/sandbox`` (mode 0711: the sandbox uid passes through, nobody lists it), or the temp
+        folder's ``memtool-sandbox-<uid>`` when that cannot be made (Lambda's package is read-only) or,
+        without a private root or a read capability, the sandbox uid could not reach it.
+        """
+        wanted = [self._work_root_wanted, os.path.join(tempfile.gettempdir(), f"memtool-sandbox-{os.geteuid()}")]
+        for candidate in dict.fromkeys(wanted):
+            try:
+                os.makedirs(candidate, mode=0o711, exist_ok=True)
+                info = os.lstat(candidate)
+                if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+                    continue  # a symlink, or another user's folder
+                os.chmod(candidate, 0o711)
+            except OSError:
+                continue
+            real = os.path.realpath(candidate)
+            # without a private root nor the read capability (kept only for an unreadable interpreter)
+            # the sandbox uid walks the host's path to its working directory itself
+            if self.drops_privileges and not self._interpreter_unreadable and not _tree_readable_by_others(real, read=False):
+                continue
+            return real
+        raise SandboxUnavailable(f"no folder for the sandbox's working directories (tried {', '.join(wanted)})")
+
+    @functools.cached_property
+    def _workdir_mount(self) -> bool:
+        return self.use_workdir_mount and _tmpfs_works(self.work_root)
+
+    @property
+    def _landlock(self) -> int:
+        """The Landlock ABI the runner restricts itself with: only without a private root (it is the file wall then)."""
+        return kernel_filters(self.python)[0] if self.use_landlock and not self._private_root else 0
+
+    @property
+    def _seccomp(self) -> bool:
+        return self.use_seccomp and kernel_filters(self.python)[1]
 
     def _netns(self) -> tuple[str, ...]:
         return network_namespace_prefix() if self.use_network_namespace and sys.platform.startswith("linux") else ()
@@ -249,6 +534,11 @@ class LocalProcessSandbox:
             walls.append("netns")
         if self.drops_privileges:
             walls.append("setuid+dac_read_search" if self._keep_read_search else "setuid")
+        if self._landlock:
+            walls.append("landlock")
+        if self._seccomp:
+            walls.append("seccomp")
+        walls.append("tmpfs" if self._workdir_mount else "budget")
         walls.append("rlimits")
         if self._audit_hook:
             walls.append("audit")
@@ -261,17 +551,36 @@ class LocalProcessSandbox:
         started = time.monotonic()
         isolation = self.isolation()
         try:
-            workdir = tempfile.mkdtemp(prefix="memtool-sandbox-")
+            workdir = tempfile.mkdtemp(prefix="memtool-sandbox-", dir=self.work_root)
         except OSError as exc:
             raise SandboxUnavailable(f"cannot create the sandbox's working directory: {exc}") from exc
+        mounted = False
         try:
+            mounted = self._mount_workdir(workdir, files)
             self._prepare(workdir, files)
+            # a tmpfs is the budget itself (ENOSPC); otherwise the parent measures the directory while the script runs
+            budget = None if mounted else _Budget(workdir, self.workdir_bytes, self.workdir_files).start()
             # matplotlib's import is most of a run's start-up: a script that draws nothing skips it.
             preload = self.preload if charts else tuple(p for p in self.preload if not p.startswith("matplotlib"))
-            outcome = self._execute(workdir, code, timeout_seconds, private_root=self._private_root, preload=preload)
+            outcome = self._execute(workdir, code, timeout_seconds, private_root=self._private_root, preload=preload, budget=budget)
             return self._collect(workdir, files, outcome, started, isolation, timeout_seconds)
         finally:
-            _remove_tree(workdir)
+            _discard_workdir(workdir, mounted)
+
+    def _mount_workdir(self, workdir: str, files: dict[str, bytes]) -> bool:
+        """A tmpfs of exactly the budget (plus the inputs) on the working directory, where this process may mount."""
+        if not self._workdir_mount:
+            return False
+        inputs = sum(-(-len(data) // _PAGE) * _PAGE for data in files.values())
+        size = self.workdir_bytes + inputs + 16 * _PAGE  # the .mpl folder's font cache
+        inodes = self.workdir_files + len(files) + 4  # the root, .mpl and its cache
+        owner = self.sandbox_uid if self.drops_privileges else os.geteuid()
+        try:
+            if _mount_tmpfs(workdir, size, inodes, owner):
+                return True
+        except OSError:
+            pass
+        raise SandboxUnavailable(f"cannot mount the working directory's tmpfs: {os.strerror(_errno())}")
 
     def _prepare(self, workdir: str, files: dict[str, bytes]) -> None:
         os.mkdir(os.path.join(workdir, MPL_DIR))
@@ -283,9 +592,11 @@ class LocalProcessSandbox:
                     os.chown(entry, self.sandbox_uid, self.sandbox_uid)
 
     def _environment(self, workdir: str) -> dict[str, str]:
-        # Built from nothing: no host variable (credentials, tokens) can reach the script.
+        # Built from nothing: no host variable (credentials, tokens) can reach the script. TMPDIR: the
+        # temporary files of tempfile and of sqlite (sorts, temp tables) stay in the budgeted workdir.
         return {
             "HOME": workdir,
+            "TMPDIR": workdir,
             "MPLBACKEND": "Agg",
             "MPLCONFIGDIR": os.path.join(workdir, MPL_DIR),
             "OPENBLAS_NUM_THREADS": "1",
@@ -314,7 +625,9 @@ class LocalProcessSandbox:
             except (ValueError, OSError):
                 pass  # macOS rejects some (RLIMIT_AS); the isolation string does not claim more than rlimits
 
-    def _execute(self, workdir: str, code: str, timeout_seconds: float, *, private_root: bool, preload: Sequence[str]) -> _Outcome:
+    def _execute(
+        self, workdir: str, code: str, timeout_seconds: float, *, private_root: bool, preload: Sequence[str], budget: _Budget | None
+    ) -> _Outcome:
         mount_point = None
         if private_root:
             try:  # an empty directory the runner mounts its new root on, in its own mount namespace only
@@ -322,7 +635,7 @@ class LocalProcessSandbox:
             except OSError as exc:
                 raise SandboxUnavailable(f"cannot create the sandbox's root mount point: {exc}") from exc
         try:
-            return self._spawn(workdir, code, timeout_seconds, private_root, mount_point, preload)
+            return self._spawn(workdir, code, timeout_seconds, private_root, mount_point, preload, budget)
         finally:
             if mount_point is not None:
                 try:
@@ -331,7 +644,14 @@ class LocalProcessSandbox:
                     pass
 
     def _spawn(
-        self, workdir: str, code: str, timeout_seconds: float, private_root: bool, mount_point: str | None, preload: Sequence[str]
+        self,
+        workdir: str,
+        code: str,
+        timeout_seconds: float,
+        private_root: bool,
+        mount_point: str | None,
+        preload: Sequence[str],
+        budget: _Budget | None,
     ) -> _Outcome:
         config = {
             "workdir": workdir,
@@ -340,6 +660,9 @@ class LocalProcessSandbox:
             "gid": self.sandbox_uid if self.drops_privileges else -1,
             "keep_read_search": self._needs_read_search(private_root),
             "private_root": mount_point,
+            "landlock": 0 if private_root else self._landlock,
+            "seccomp": self._seccomp,
+            "hidden": [self.state_home, self.work_root],
             "audit": self._audit_hook,
         }
         argv = [*self._namespaces(private_root), self.python, "-I", str(RUNNER_PATH), json.dumps(config)]
@@ -374,9 +697,14 @@ class LocalProcessSandbox:
             pass  # the child died before reading; its exit status says why
         deadline = time.monotonic() + timeout_seconds
         timed_out = False
+        over_budget: str | None = None
         while process.poll() is None:
-            if flood.wait(timeout=min(0.05, max(0.0, deadline - time.monotonic()))):
+            if flood.wait(timeout=min(_LOOK_EVERY, max(0.0, deadline - time.monotonic()))):
                 break
+            if budget is not None and process.poll() is None:
+                over_budget = budget.exceeded(process.pid)
+                if over_budget is not None:
+                    break
             if time.monotonic() >= deadline:
                 timed_out = True
                 break
@@ -384,13 +712,17 @@ class LocalProcessSandbox:
         if killed_by_us:
             _kill_group(process)
         returncode = process.wait()
+        if budget is not None and over_budget is None and not killed_by_us:
+            over_budget = budget.exceeded(None)  # what a quick script left between two looks
         if private_root and 128 < returncode < 128 + signal.NSIG:
             returncode = 128 - returncode  # the namespace's init reports the script's death by signal as 128 + signal
         for reader in readers:
             reader.join(timeout=5)
         process.stdout.close()
         process.stderr.close()
-        return _Outcome(returncode, out, err, timed_out and killed_by_us, (out.flooded or err.flooded) and killed_by_us, killed_by_us)
+        return _Outcome(
+            returncode, out, err, timed_out and killed_by_us, (out.flooded or err.flooded) and killed_by_us, killed_by_us, over_budget
+        )
 
     # -- what came back --------------------------------------------------------------------------
 
@@ -425,6 +757,11 @@ class LocalProcessSandbox:
             return "timeout", f"the script ran longer than {timeout_seconds:g} s (wall clock) and was stopped"
         if outcome.flooded:
             return "output_limit", f"the script printed more than {self.output_kill_bytes} bytes and was stopped"
+        if code == _runner.EXIT_DISK_FULL:  # the tmpfs said so before the parent looked
+            return "output_limit", f"the script filled its working directory's budget ({self._budget_text()}): {message or 'No space left'}"
+        if outcome.over_budget is not None:
+            budget = self._budget_text()
+            return "output_limit", f"the script outgrew its working directory's budget ({budget}): {outcome.over_budget}, and was stopped"
         if code == 0:
             return None, None
         if code == -signal.SIGXCPU or (code == -signal.SIGKILL and not outcome.killed_by_us):
@@ -442,6 +779,9 @@ class LocalProcessSandbox:
         if code == _runner.EXIT_SETUP:
             return "unavailable", message or "the sandbox could not be set up"
         return "exit", message or f"the script exited with status {code}"
+
+    def _budget_text(self) -> str:
+        return f"{_mib(self.workdir_bytes)}, {self.workdir_files} files"
 
     def _read_result(self, workdir: str) -> tuple[object | None, str | None]:
         data, too_big = _read_own_file(os.path.join(workdir, RESULT_FILE), self.max_result_bytes, self._owner())
@@ -492,6 +832,7 @@ class _Outcome:
     timed_out: bool
     flooded: bool
     killed_by_us: bool
+    over_budget: str | None = None  # why the working directory outgrew its budget
 
 
 def _read_own_file(path: str, cap: int, owner: int | None) -> tuple[bytes | None, bool]:
@@ -524,6 +865,26 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
             kill()
         except (ProcessLookupError, PermissionError, OSError):
             pass
+
+
+def _errno() -> int:
+    import ctypes
+
+    return ctypes.get_errno() or errno.EPERM
+
+
+def _discard_workdir(workdir: str, mounted: bool) -> None:
+    """Remove a run's working directory: its tmpfs goes with the unmount (the run's processes are gone)."""
+    if mounted and _unmount(workdir):
+        try:
+            os.rmdir(workdir)
+            return
+        except OSError:
+            pass
+    _remove_tree(workdir)
+    if mounted and os.path.ismount(workdir):
+        _unmount(workdir)
+        _remove_tree(workdir)
 
 
 def _remove_tree(path: str) -> None:
