@@ -30,12 +30,14 @@ def serve(args: argparse.Namespace) -> int:
         progress=lambda line: print(line, flush=True),
         tenants_file=Path(args.tenants) if args.tenants else None,
     )
-    from memtool.errors import ValidationFailed
+    from memtool.errors import MemtoolError
 
     try:
         runtime.start()
-    except (OSError, ValidationFailed) as exc:
-        print(f"memtool serve: {exc}", file=sys.stderr)
+    except (OSError, MemtoolError) as exc:
+        # A port in use, a bad tenants file, a state folder that cannot be written or a damaged
+        # state database: one line naming it and what to do, never a traceback.
+        print(f"memtool serve: {_one_line(exc)}", file=sys.stderr)
         runtime.stop()
         return 2
     assert runtime.settings is not None
@@ -80,8 +82,20 @@ def serve(args: argparse.Namespace) -> int:
 
 def demo(args: argparse.Namespace) -> int:
     from memtool.demo import run_demo
+    from memtool.errors import MemtoolError
 
-    return run_demo(home=_home(args.home), url=args.url)
+    try:
+        return run_demo(home=_home(args.home), url=args.url)
+    except MemtoolError as exc:
+        # The runtime refused to start (its state folder cannot be written, a state database is
+        # damaged): one line naming it and what to do, as serve says it, not a traceback.
+        print(f"memtool demo: {_one_line(exc)}", file=sys.stderr)
+        return 2
+
+
+def _one_line(error: BaseException) -> str:
+    """An error's message on one line (SQLite's and the OS's words may span several)."""
+    return " ".join(str(error).split()) or type(error).__name__
 
 
 def seed_warehouse(args: argparse.Namespace) -> int:

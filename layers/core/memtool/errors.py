@@ -61,7 +61,6 @@ class IdempotencyInProgress(MemtoolError):
         super().__init__(message, field="Idempotency-Key")
 
 
-
 class ModelMissing(MemtoolError):
     """The tenant has no semantic model yet: the message says how to draft, curate and store one."""
 
@@ -73,3 +72,39 @@ class NotConfigured(MemtoolError):
     caller, fixes it; ``field`` names the stack parameter to set."""
 
     code = "not_configured"
+
+
+class InsufficientStorage(MemtoolError):
+    """The disk under a state database is full (SQLite's "database or disk is full", ENOSPC): the
+    write was rolled back whole, so the caller may retry it unchanged once space is freed."""
+
+    code = "insufficient_storage"
+
+
+class StoreReadOnly(MemtoolError):
+    """A state database or its folder cannot be written (permissions, an immutable or read-only
+    file system): nothing was stored; the operator, not the caller, fixes it."""
+
+    code = "store_read_only"
+
+
+class StoreCorrupt(MemtoolError):
+    """A state database is damaged (a bad page, a bad header): the message says what to do (restore
+    it from a copy, or move it away to start empty). A retry does not help."""
+
+    code = "store_corrupt"
+
+
+class RateLimited(MemtoolError):
+    """The tenant's request budget is spent (fair use): a 429 whose Retry-After header says when the
+    next request will be accepted; ``budget`` names the budget and its size."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after_seconds: int, budget: dict[str, object]) -> None:
+        super().__init__(message)
+        self.retry_after_seconds = retry_after_seconds
+        self.budget = budget
+
+    def to_body(self) -> dict[str, object]:
+        return {**super().to_body(), "retry_after_seconds": self.retry_after_seconds, "budget": self.budget}

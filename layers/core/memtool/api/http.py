@@ -13,10 +13,13 @@ from memtool.errors import (
     Forbidden,
     IdempotencyInProgress,
     IdempotencyMismatch,
+    InsufficientStorage,
     MemtoolError,
     ModelMissing,
     NotConfigured,
     NotFound,
+    StoreCorrupt,
+    StoreReadOnly,
     Unauthenticated,
     ValidationFailed,
     VersionConflict,
@@ -33,6 +36,12 @@ STATUS_BY_ERROR: dict[type[MemtoolError], int] = {
     IdempotencyInProgress: 409,
     ModelMissing: 409,
     NotConfigured: 503,
+    # The local runtime's SQLite state (memory.sqlite_tx): a write the disk had no room for, or a
+    # file that cannot be written, is WebDAV's "cannot store" (the write was rolled back whole);
+    # a damaged file is a server fault a retry does not cure, named so the operator can act.
+    InsufficientStorage: 507,
+    StoreReadOnly: 507,
+    StoreCorrupt: 500,
 }
 
 # Where a validation error happened, as Powertools reports it; the field name follows.

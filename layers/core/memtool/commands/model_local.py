@@ -49,7 +49,7 @@ def register(model_subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         description="Reads FILE, checks it against the model format (every reference names something), then compiles "
         "every metric alone and by its dimensions and runs each query on the warehouse with LIMIT 0. Each failure is "
         "printed as FILE:LINE: place: message. Exit codes: 0 valid, 1 problems found, 2 the file or warehouse could "
-        "not be read.",
+        "not be read (YAML that does not parse, or is nested deeper than a model can be, included).",
     )
     p_validate.add_argument("file", metavar="FILE", help="the model (YAML)")
     p_validate.add_argument(
@@ -109,13 +109,19 @@ def model_init_command(args: argparse.Namespace) -> int:
 def model_validate_command(args: argparse.Namespace) -> int:
     import yaml
 
-    from memtool.semantic.validation import parse_for_checks, warehouse_problems, with_lines
+    from memtool.semantic.validation import parse_for_checks, warehouse_problems, with_lines, yaml_depth_problem
     from memtool.sql.urls import open_warehouse, redact_url
     from memtool.sql.warehouse import WarehouseError
 
     prog = "memtool model validate"
     try:
         text = Path(args.file).read_text(encoding="utf-8")
+        # Before loading: PyYAML recurses once per level and would end in a RecursionError traceback.
+        too_deep = yaml_depth_problem(text)
+        if too_deep is not None:
+            where = f"{args.file}:{too_deep.line}" if too_deep.line else args.file
+            print(f"{where}: {too_deep.message}", file=sys.stderr)
+            return 2
         document = yaml.safe_load(text)
     except (OSError, UnicodeDecodeError) as exc:
         print(f"{prog}: {args.file}: cannot read it ({exc})", file=sys.stderr)

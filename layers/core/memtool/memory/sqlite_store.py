@@ -5,6 +5,10 @@ One file in WAL mode with ``synchronous=FULL``: a write that returned is committ
 IMMEDIATE``, so a read-check-write never races another writer); readers run concurrently on
 their own snapshots. A small bounded pool of connections serves any number of threads.
 
+A full disk, a read-only file or a damaged page is raised as ``InsufficientStorage``,
+``StoreReadOnly`` or ``StoreCorrupt`` (``memory.sqlite_tx``), never as a bare ``sqlite3`` error;
+``check_database`` is the runtime's start-up check of a file.
+
 Tables (schema version in ``PRAGMA user_version``):
 
     heads     the current version of every memory (tenant, owner, id), with the columns reads
@@ -36,7 +40,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, overload
 
-from memtool.errors import NotFound, ValidationFailed, VersionConflict
+from memtool.errors import NotFound, StoreCorrupt, StoreReadOnly, ValidationFailed, VersionConflict
 from memtool.memory.policy import policy_for
 from memtool.memory.records import (
     Credit,
@@ -47,7 +51,13 @@ from memtool.memory.records import (
     MemoryRecord,
     MemoryStatus,
 )
-from memtool.memory.sqlite_tx import read_transaction, write_transaction
+from memtool.memory.sqlite_tx import (
+    forget_problems,
+    note_failure,
+    read_transaction,
+    storage_errors,
+    write_transaction,
+)
 from memtool.memory.store import (
     ForgetOutcome,
     MemoryPage,
@@ -127,16 +137,83 @@ _SCHEMA = [
 
 
 def open_connection(path: Path) -> sqlite3.Connection:
-    """A connection any thread may use (one at a time), in autocommit mode: we issue BEGIN."""
-    conn = sqlite3.connect(
-        str(path), timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
-    )
-    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
-    # WAL: readers never block the writer nor each other. The mode is stored in the file.
-    conn.execute("PRAGMA journal_mode = WAL")
-    # FULL: the WAL is synced at every commit, so an acknowledged write survives a crash.
-    conn.execute("PRAGMA synchronous = FULL")
+    """A connection any thread may use (one at a time), in autocommit mode: we issue BEGIN.
+
+    A file that cannot be opened, written or read (``journal_mode`` reads the header and may write
+    it) fails here as ``StoreReadOnly`` or ``StoreCorrupt``, not as a bare ``sqlite3`` error.
+    """
+    with storage_errors(path):
+        conn = sqlite3.connect(
+            str(path), timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+            # WAL: readers never block the writer nor each other. The mode is stored in the file.
+            conn.execute("PRAGMA journal_mode = WAL")
+            # FULL: the WAL is synced at every commit, so an acknowledged write survives a crash.
+            conn.execute("PRAGMA synchronous = FULL")
+        except BaseException:
+            conn.close()
+            raise
     return conn
+
+
+def check_database(path: Path, what: str) -> None:
+    """The start-up check of one state database: it opens for writing and ``PRAGMA quick_check``
+    finds every page well formed. ``what`` names it for the operator ("the memory store").
+
+    A damaged page would otherwise answer 500 on the reads that touch it while everything else
+    works; found at start, the runtime refuses to start, in one line naming the file and what to
+    do. A missing file passes (it is created empty). ``quick_check`` reads every page but skips
+    the index-against-table comparison of ``integrity_check``: seconds for a large file, not minutes.
+    """
+    if not path.exists():
+        return
+    moved = f"{path}.damaged"
+    remedy = (
+        f"restore it from a copy, or move it away to start with an empty one "
+        f"(mv {path} {moved}, with its -wal and -shm files if they exist)"
+    )
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:  # opened for writing, nothing written: a read-only or immutable file fails here, even for root
+            with open(file, "r+b"):
+                pass
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise StoreReadOnly(
+                f"{what} {file} cannot be written ({exc.strerror or type(exc).__name__}): make it and its folder "
+                "writable, or choose another --home"
+            ) from exc
+    try:
+        conn = open_connection(path)
+    except StoreCorrupt as exc:
+        raise StoreCorrupt(f"{what} {path} is not a readable SQLite database ({_cause(exc)}): {remedy}") from exc
+    except StoreReadOnly as exc:
+        raise StoreReadOnly(
+            f"{what} {path} cannot be opened for writing ({_cause(exc)}): make it and its folder writable, "
+            "or choose another --home"
+        ) from exc
+    try:
+        with storage_errors(path):
+            found = [str(row[0]) for row in conn.execute("PRAGMA quick_check").fetchall()]
+    except StoreCorrupt as exc:
+        raise StoreCorrupt(f"{what} {path} is damaged (quick_check: {_cause(exc)}): {remedy}") from exc
+    finally:
+        conn.close()
+    if found != ["ok"]:
+        first = " ".join(found[0].replace("*** in database main ***", "").split()) if found else "no answer"
+        more = f" and {len(found) - 1} more problems" if len(found) > 1 else ""
+        failure = StoreCorrupt(f"{what} {path} is damaged (quick_check: {first}{more}): {remedy}")
+        note_failure(path, failure)
+        raise failure
+    forget_problems(path)
+
+
+def _cause(error: BaseException) -> str:
+    """The SQLite (or OS) words under a translated error, on one line."""
+    cause = error.__cause__ or error
+    return " ".join(str(cause).split()) or type(cause).__name__
 
 
 class ConnectionPool:
@@ -191,13 +268,13 @@ class ConnectionPool:
     @contextmanager
     def writing(self) -> Iterator[sqlite3.Connection]:
         """One write transaction; BEGIN IMMEDIATE takes the write lock before the first read."""
-        with self.lease() as conn, write_transaction(conn):
+        with self.lease() as conn, write_transaction(conn, self.path):
             yield conn
 
     @contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
         """One read transaction: every SELECT in it sees the same snapshot."""
-        with self.lease() as conn, read_transaction(conn):
+        with self.lease() as conn, read_transaction(conn, self.path):
             yield conn
 
     def close(self) -> None:

@@ -122,14 +122,23 @@ class LocalRuntime:
         return self.settings.record_store
 
     def start(self) -> LocalRuntime:
-        from memtool.runtime.local_api import LocalApiGateway, serve_http
-        from memtool.runtime.moto_server import LocalMotoServer
-        from memtool.runtime.template import load_template, project_root
-
+        """Start everything; a start that fails stops what it had started (moto, the drains), so
+        the caller gets the error alone and no thread is left behind."""
         if self.host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("the local runtime listens on loopback only")
         if self.port and port_in_use(self.host, self.port):
             raise OSError(f"port {self.port} on {self.host} is already in use (choose another with --port)")
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> LocalRuntime:
+        from memtool.runtime.local_api import LocalApiGateway, serve_http
+        from memtool.runtime.moto_server import LocalMotoServer
+        from memtool.runtime.template import load_template, project_root
+
         _quiet_libraries(self.verbose)
         root = self.root or project_root()
         template = load_template(root / "template.yaml")
@@ -151,7 +160,7 @@ class LocalRuntime:
             self.settings = self.settings.model_copy(update={"tenants_file": self.tenants_file.resolve()})
         use_settings(self.settings)
         self.tenants = self._read_tenants()
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._check_state()
         self._ensure_warehouse()
         if store == "sqlite":
             self._start_sqlite()
@@ -196,6 +205,52 @@ class LocalRuntime:
         self._outbox = BackgroundOutboxDrain(drainer).start()
         self._purger = threading.Thread(target=self._purge_expired, name="memtool-ttl", daemon=True)
         self._purger.start()
+
+    def state_databases(self) -> dict[str, Path]:
+        """The SQLite files this runtime keeps its state in, by the name /health gives each."""
+        assert self.settings is not None
+        files = {"diagnosis_queue": self.settings.diagnose_queue_file}
+        if self.settings.record_store == "sqlite":  # the idempotency records share the store's file
+            files = {"store": self.settings.sqlite_path, **files}
+        if self.settings.vector_index == "embedded":
+            from memtool.retrieval.embedded_index import DATABASE_FILE
+
+            files["index"] = self.settings.home / "index" / DATABASE_FILE
+        return files
+
+    def _check_state(self) -> None:
+        """Before anything is opened: every folder state is written to takes a file, and every state
+        database that exists passes ``PRAGMA quick_check``.
+
+        Either failure stops the start with one line naming the folder or file and what to do (as
+        ``StoreReadOnly``, ``InsufficientStorage`` or ``StoreCorrupt``), instead of a traceback from
+        whichever adapter opens it first, or a runtime that answers 500 on the reads touching a
+        damaged page.
+        """
+        from memtool.memory.sqlite_store import check_database
+
+        names = {
+            "store": "the memory store",
+            "diagnosis_queue": "the diagnosis queue",
+            "index": "the vector index",
+        }
+        files = self.state_databases()
+        for folder in dict.fromkeys([self.state_dir, *(path.parent for path in files.values())]):
+            _check_folder(folder)
+        for name, path in files.items():
+            check_database(path, names[name])
+
+    def storage_states(self) -> dict[str, str]:
+        """Each state database's health: ok, full, read_only (until a write to it succeeds again) or
+        corrupt (until a restart on a file that passes the start-up check). The vector index is
+        left out: its failures show as the indexer's."""
+        from memtool.memory.sqlite_tx import storage_problems
+
+        if self.settings is None:
+            return {}
+        files = {name: path for name, path in self.state_databases().items() if name != "index"}
+        found = storage_problems(files.values())
+        return {name: found[str(path)].state if str(path) in found else "ok" for name, path in files.items()}
 
     def _start_diagnose_queue(self, root: Path) -> None:
         """The local SQS: diagnose events wait in a SQLite file and are drained into the real
@@ -300,9 +355,12 @@ class LocalRuntime:
         import yaml
 
         from memtool.errors import ValidationFailed
-        from memtool.semantic.validation import parse_for_checks, with_lines
+        from memtool.semantic.validation import parse_for_checks, with_lines, yaml_depth_problem
 
         text = path.read_text(encoding="utf-8")
+        too_deep = yaml_depth_problem(text)  # before PyYAML recurses into it
+        if too_deep is not None:
+            raise ValidationFailed(f"tenant {tenant}: {path}:{too_deep.line or '?'}: {too_deep.message}", field="tenants")
         try:
             document = yaml.safe_load(text)
         except yaml.YAMLError as exc:
@@ -363,11 +421,15 @@ class LocalRuntime:
         }
 
     def health(self) -> dict[str, Any]:
-        """Status, versions, lags and counts: no file paths, no endpoints."""
-        indexer = self.indexer_stats()
-        diagnoses = self.diagnosis_queue_stats()
+        """Status, versions, lags and counts: no file paths, no endpoints.
+
+        It answers whatever state the files are in: counts it cannot read (a damaged or vanished
+        store) are left out, and the reason is one of the problems.
+        """
+        problems: list[str] = []
+        indexer = _readable(self.indexer_stats, "indexer counts", problems)
+        diagnoses = _readable(self.diagnosis_queue_stats, "diagnosis queue counts", problems)
         lag = indexer.get("lag_seconds")
-        problems = []
         if indexer.get("dead_letters"):
             problems.append("indexer has dead letters")
         if diagnoses.get("dead_letters"):
@@ -379,12 +441,17 @@ class LocalRuntime:
         if indexer.get("drain_errors"):
             problems.append("indexer feed failing")
         problems.extend(f"{name} circuit {state['state']}" for name, state in _breaker_states().items() if state["state"] != "closed")
+        storage = self.storage_states()
+        problems.extend(
+            f"{name.replace('_', ' ')} {_STORAGE_PROBLEMS[state]}" for name, state in storage.items() if state != "ok"
+        )
         http = self._http.stats if self._http is not None else None
         return {
             "status": "degraded" if problems else "ok",
             "problems": problems,
             "runtime": "local",
             "store": self.store_kind if self.settings else None,
+            "storage": storage,
             "versions": {
                 "memtool": __version__,
                 "python": platform.python_version(),
@@ -453,6 +520,54 @@ class LocalRuntime:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# What /health says of a state database in trouble (no path: /health shows none).
+_STORAGE_PROBLEMS = {
+    "full": "disk full: writes answer 507 insufficient_storage until space is freed",
+    "read_only": "not writable: writes answer 507 store_read_only until it is made writable",
+    "corrupt": "damaged: reads of the bad pages fail; stop, restore the file from a copy (or move it away), restart",
+}
+
+
+def _readable(read: Any, what: str, problems: list[str]) -> dict[str, Any]:
+    """``read()``, or {} with a problem saying why it could not be read (the domain error's code,
+    or the error's type: never a message, which may hold a path)."""
+    import sqlite3
+
+    from memtool.errors import MemtoolError
+
+    try:
+        return read()
+    except MemtoolError as exc:
+        problems.append(f"{what} unreadable: {exc.code}")
+    except (sqlite3.Error, OSError, RuntimeError) as exc:
+        problems.append(f"{what} unreadable: {type(exc).__name__}")
+    return {}
+
+
+def _check_folder(folder: Path) -> None:
+    """The folder exists (created if need be) and takes a new file, written and synced, as SQLite's
+    journal and WAL files will need. A probe, not ``os.access``: root passes any mode bit, but
+    not an immutable folder, a read-only mount or a full disk."""
+    from memtool.errors import InsufficientStorage, StoreReadOnly
+    from memtool.memory.sqlite_tx import storage_failure
+
+    probe = folder / f".memtool-write-check-{os.getpid()}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(probe, "wb") as handle:
+            handle.write(b"memtool")
+            handle.flush()
+            os.fsync(handle.fileno())
+        probe.unlink()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        if isinstance(storage_failure(exc), InsufficientStorage):
+            raise InsufficientStorage(f"the state folder {folder} is on a full disk ({reason}): free some space and start again") from exc
+        raise StoreReadOnly(
+            f"the state folder {folder} cannot be written ({reason}): make it writable, or choose another with --home"
+        ) from exc
 
 
 def _cache_stats() -> dict[str, Any]:

@@ -17,6 +17,12 @@ Every window is half-open on calendar dates. The choices, so answers are predict
   window the parser reads it as a year-over-year comparison of that window.
 - Future windows (下个月/next month, 明年, 未来三个月/the next 3 months) resolve too; the planner
   uses them as forecast horizons.
+- Dates are read from 1900-01-01 to 2200-12-31 (``READABLE_FROM`` .. ``READABLE_UNTIL``). A named
+  day, month or quarter outside them ("9999-12-31", "2300年3月"), or a relative window that would
+  reach before year 1 ("the last 3000 years"), is refused (``date_out_of_range``: a ValidationFailed on ``question``) quoting the words:
+  never an ``OverflowError`` from the date arithmetic, nor a question answered for another period.
+  Only "2300-03" and "2300/03" (a year and a month in digits alone, as product codes are written)
+  are left unread rather than refused.
 
 ``find_time_expressions`` returns every expression found, with its span, for the parser;
 ``resolve_time_expression`` returns the first window (or None when nothing is recognised).
@@ -31,9 +37,27 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Literal
 
+from memtool.errors import ValidationFailed
 from memtool.semantic.intent import TimeWindow
 
 ComparisonKind = Literal["yoy", "mom", "wow", "qoq"]
+
+# The dates a question may name: the years the named-month, quarter and year patterns accept.
+# Every window the parser builds from them, and every comparison window one step back from
+# those, stays far inside what ``datetime.date`` can represent (years 1 to 9999).
+READABLE_FROM = date(1900, 1, 1)
+READABLE_UNTIL = date(2200, 12, 31)
+
+
+def date_out_of_range(words: str) -> ValidationFailed:
+    """The refusal of a question naming a date memtool cannot read: the message quotes the words,
+    on ``question``. A ValidationFailed itself, not a subclass: the ask flow knows a step's refusal
+    by that name and answers it as ``validation_error``, like any other refused question."""
+    return ValidationFailed(
+        f'"{words}" is outside the dates memtool can read ({READABLE_FROM.isoformat()} to '
+        f"{READABLE_UNTIL.isoformat()}): ask about a period inside them",
+        field="question",
+    )
 
 # ---- calendar arithmetic ------------------------------------------------------------------
 
@@ -209,23 +233,43 @@ def _w(start: date, end: date, match: re.Match[str]) -> TimeWindow:
     return TimeWindow(start=start, end=end, label=_LEADING_PREPOSITION.sub("", match.group(0).strip()))
 
 
+def _readable_year(year: int) -> bool:
+    return READABLE_FROM.year <= year <= READABLE_UNTIL.year
+
+
+def _words(match: re.Match[str]) -> str:
+    """The words of a match as a refusal quotes them: as its label reads ("December 9999", not "in December 9999")."""
+    return _LEADING_PREPOSITION.sub("", " ".join(match.group(0).split()))
+
+
+# "2300-03" or "2300/03" alone: as often a code (SKU 3000-12) as a month, so an unreadable year there
+# leaves the words unread instead of refusing the question.
+_DIGITS_ONLY_MONTH = re.compile(r"\d{4}\s*[-/]\s*\d{1,2}")
+
+
 def _month_window(year: int, month: int, match: re.Match[str]) -> TimeWindow | None:
-    if not 1 <= month <= 12 or not 1900 <= year <= 2200:
+    if not 1 <= month <= 12:
         return None
+    if not _readable_year(year):
+        if _DIGITS_ONLY_MONTH.fullmatch(match.group(0).strip()):
+            return None
+        raise date_out_of_range(_words(match))
     start = date(year, month, 1)
     return _w(start, add_months(start, 1), match)
 
 
 def _quarter_window(year: int, quarter: int, match: re.Match[str]) -> TimeWindow | None:
-    if not 1 <= quarter <= 4 or not 1900 <= year <= 2200:
+    if not 1 <= quarter <= 4:
         return None
+    if not _readable_year(year):
+        raise date_out_of_range(_words(match))
     start = date(year, 3 * (quarter - 1) + 1, 1)
     return _w(start, add_months(start, 3), match)
 
 
 def _year_window(year: int, match: re.Match[str]) -> TimeWindow | None:
-    if not 1900 <= year <= 2200:
-        return None
+    if not _readable_year(year):  # the patterns take 19xx and 20xx only; kept for a pattern that does not
+        raise date_out_of_range(_words(match))
     return _w(date(year, 1, 1), date(year + 1, 1, 1), match)
 
 
@@ -428,8 +472,10 @@ def _same_period_last_year(today: date) -> tuple[date, date]:
 def _day_abs(match: re.Match[str], today: date) -> TimeWindow | None:
     try:
         day = date(int(match.group("y")), int(match.group("m")), int(match.group("d")))
-    except ValueError:
+    except ValueError:  # not a day of the calendar (2026-02-30, year 0000): not a date at all
         return None
+    if not READABLE_FROM <= day <= READABLE_UNTIL:  # 9999-12-31: its end, the next day, is no date
+        raise date_out_of_range(_words(match))
     return _w(day, day + timedelta(days=1), match)
 
 
@@ -620,13 +666,20 @@ _COMPILED = [(family, re.compile(pattern, re.IGNORECASE), build) for family, pat
 
 
 def time_candidates(text: str, today: date) -> list[TimeMatch]:
-    """Every time expression any pattern finds in ``text``, overlapping ones included."""
+    """Every time expression any pattern finds in ``text``, overlapping ones included.
+
+    Raises ``date_out_of_range`` for the first one naming a date outside ``READABLE_FROM`` ..
+    ``READABLE_UNTIL`` (or a window the calendar cannot hold), quoting its words.
+    """
     found: list[TimeMatch] = []
     for family, pattern, build in _COMPILED:
         for match in pattern.finditer(text):
             if not match.group(0).strip():
                 continue
-            window = build(match, today)
+            try:
+                window = build(match, today)
+            except (OverflowError, ValueError) as exc:  # a relative window past year 1 or 9999
+                raise date_out_of_range(_words(match)) from exc
             if window is None or window.end <= window.start:
                 continue
             start = match.start() + (len(match.group(0)) - len(match.group(0).lstrip()))

@@ -27,6 +27,14 @@ if TYPE_CHECKING:
 # Stored in two DynamoDB items per version (the head and the version's snapshot), each at most
 # 400 KB with its other attributes: a model's stored JSON stays well under that (the demo's ~33 KB).
 MODEL_MAX_BYTES = 300_000
+# Nested mappings and lists, the document itself counted: a real model is about 5 deep
+# (tables[].columns[].values[]); well under the recursion of PyYAML's composer, pydantic and json,
+# and under the API's body depth (40), so a model that validates here can also be PUT.
+MODEL_MAX_DEPTH = 32
+# Values (mappings, lists and scalars) in one document, YAML aliases counted each time they are
+# used: the demo model has about 2,000; a few aliases nested in each other would otherwise make
+# billions for the checks to walk.
+MODEL_MAX_VALUES = 200_000
 # The warehouse check's own budget: under API Gateway's 29 s, with room for the store's writes.
 WAREHOUSE_CHECK_SECONDS = 20.0
 WAREHOUSE_QUERY_SECONDS = 10.0
@@ -88,6 +96,9 @@ def parse_for_checks(document: Any) -> tuple[Catalog | None, list[ModelProblem]]
     """
     if not isinstance(document, Mapping):
         return None, [ModelProblem("", f"a semantic model is a mapping, not {type(document).__name__}")]
+    too_big = shape_problem(document)
+    if too_big is not None:
+        return None, [too_big]
     try:
         unchecked = _Unchecked.model_validate(dict(document))
     except ValidationError as exc:
@@ -99,6 +110,56 @@ def parse_for_checks(document: Any) -> tuple[Catalog | None, list[ModelProblem]]
         return Catalog.model_validate(dict(document)), []
     except ValidationError as exc:  # a rule of Catalog's this module does not know yet
         return None, [ModelProblem(path_of(error["loc"]), _message(error)) for error in exc.errors()]
+
+
+def shape_problem(document: Any) -> ModelProblem | None:
+    """A document nested deeper than ``MODEL_MAX_DEPTH`` or holding more than ``MODEL_MAX_VALUES``
+    values, as one problem at its place; None when it is within both.
+
+    Walked with a stack, not recursion: the point is that a hostile document (a YAML alias cycle,
+    ten thousand brackets) is refused in one line before pydantic, ``json`` or PyYAML recurse
+    into it and end in a RecursionError (a traceback in the CLI, a 500 from PUT /model).
+    """
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(document, ())]
+    values = 0
+    while stack:
+        node, path = stack.pop()
+        values += 1
+        if values > MODEL_MAX_VALUES:
+            return ModelProblem("", f"the model holds more than {MODEL_MAX_VALUES:,} values (YAML aliases counted each time they are used)")
+        if isinstance(node, Mapping):
+            children: Iterable[tuple[str | int, Any]] = ((str(key), value) for key, value in node.items())
+        elif isinstance(node, list | tuple):
+            children = enumerate(node)
+        else:
+            continue
+        if len(path) + 1 > MODEL_MAX_DEPTH:
+            return ModelProblem(path_of(path), f"is nested deeper than {MODEL_MAX_DEPTH} levels; a semantic model is a few levels deep")
+        stack.extend((value, (*path, key)) for key, value in children)
+    return None
+
+
+def yaml_depth_problem(yaml_text: str) -> ModelProblem | None:
+    """YAML nested deeper than ``MODEL_MAX_DEPTH``, found from the parser's events (which keep
+    no recursion) before ``yaml.safe_load`` builds it (which recurses once per level, and ends in
+    a RecursionError a few hundred levels down); None when it is not, or when it does not parse
+    (loading it then reports the syntax error at its line)."""
+    import yaml
+
+    depth = 0
+    try:
+        for event in yaml.parse(yaml_text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
+                depth += 1
+                if depth > MODEL_MAX_DEPTH:
+                    line = event.start_mark.line + 1 if event.start_mark is not None else None
+                    message = f"the YAML is nested deeper than {MODEL_MAX_DEPTH} levels; a semantic model is a few levels deep"
+                    return ModelProblem("", message, line=line)
+            elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        return None
+    return None
 
 
 def structural_problems(document: Any) -> list[ModelProblem]:
@@ -285,6 +346,8 @@ def with_lines(problems: Iterable[ModelProblem], yaml_text: str) -> list[ModelPr
 def _compose(yaml_text: str) -> Any:
     import yaml
 
+    if yaml_depth_problem(yaml_text) is not None:  # the composer recurses once per level
+        return None
     try:
         return yaml.compose(yaml_text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
@@ -315,15 +378,19 @@ def _line_in(node: Any, path: str) -> int | None:
 
 __all__ = [
     "MODEL_MAX_BYTES",
+    "MODEL_MAX_DEPTH",
+    "MODEL_MAX_VALUES",
     "ModelProblem",
     "ModelRejected",
     "line_of",
     "parse_for_checks",
     "path_of",
     "problem_of",
+    "shape_problem",
     "size_problems",
     "stored_size",
     "structural_problems",
     "warehouse_problems",
     "with_lines",
+    "yaml_depth_problem",
 ]
