@@ -9,6 +9,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.logging import correlation_paths
 
+from memtool.api.budget import answer_rate_limits, budgeted
 from memtool.api.feedback import FeedbackAnswer, FeedbackBody, feedback_command
 from memtool.api.fewshots import (
     FewshotListing,
@@ -28,17 +29,21 @@ from memtool.errors import ValidationFailed
 from memtool.observability import instrumented
 from memtool.runtime import container
 from memtool.runtime.api_writes import idempotent_write
+from memtool.runtime.budget import spend_request
 
 app = make_resolver()
+answer_rate_limits(app)  # 429 rate_limited with Retry-After
 
 @app.post(
     "/feedback",
-    **operation(
-        "Feedback on an answer: reward, credit to the memories it applied, corrections, few-shot candidates",
-        tag="learning",
-        ok={200: FeedbackAnswer},
-        errors=(403, 404, 409, 422),
-        idempotent=True,
+    **budgeted(
+        operation(
+            "Feedback on an answer: reward, credit to the memories it applied, corrections, few-shot candidates",
+            tag="learning",
+            ok={200: FeedbackAnswer},
+            errors=(403, 404, 409, 422),
+            idempotent=True,
+        )
     ),
 )
 def feedback(body: Annotated[FeedbackBody, Body()]):
@@ -46,6 +51,7 @@ def feedback(body: Annotated[FeedbackBody, Body()]):
         raise ValidationFailed("give a rating (-1, 0 or 1), signals, a comment or a correction", field="rating")
 
     def perform(who: Identity) -> dict[str, Any]:
+        spend_request(who)  # fair use: the tenant's request budget, shared with POST /ask
         outcome = container.feedback_service().give(who, feedback_command(body))
         return {"status_code": 200, "body": FeedbackAnswer.model_validate(outcome.as_dict()).model_dump(mode="json")}
 

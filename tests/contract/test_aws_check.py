@@ -240,3 +240,150 @@ def test_a_step_that_outlives_its_task_is_marked_on_its_own_function(project: Pa
     assert "a step of AskFlow: Task TimeoutSeconds 20 s NOT >= Timeout 60 s" in block
     assert "Task 20 s NOT >= FlowStepsFunction 60 s" in out
     assert function_block(out, "AnalyzeFunction").startswith("AnalyzeFunction  OK")
+
+
+# ---------------------------------------------------------------------------------- fair use
+
+
+def fair_use_block(output: str) -> str:
+    match = re.search(r"^fair use:\n(?:  .*\n)+", output, re.MULTILINE)
+    assert match, output
+    return match.group(0)
+
+
+def test_the_fair_use_protections_are_reported(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _err = run(capsys)
+
+    assert code == 0, out
+    block = fair_use_block(out)
+    assert (
+        "  request budget       60 requests a minute per tenant, 10 at once, spent by POST /ask (AskFunction), "
+        "POST /feedback (FeedbackFunction); a token bucket per tenant in the memory table" in block
+    )
+    assert (
+        "  reserved concurrency AskFunction 50, FlowStepsFunction 50, AnalyzeFunction 50, MlToolsFunction 50 "
+        "(200 of the account's concurrency" in block
+    )
+    assert "  access logs          stage dev -> log group memtool-ApiAccessLogGroup, retention 30 days\n" in block
+    # The budget is spent with one permission, shown with the ask function's others.
+    assert "TenantRequestBudget: dynamodb:UpdateItem on arn:aws:dynamodb:us-east-1:123456789012:table/memtool-MemoryTable" in (
+        function_block(out, "AskFunction")
+    )
+
+
+def test_the_fair_use_parameters_set_what_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
+    overrides = ["TenantRequestsPerMinute=120", "TenantRequestBurst=30", "AskReservedConcurrency=5", "LogRetentionDays=7"]
+    code, out, _err = run(capsys, "--parameter-overrides", *overrides)
+
+    assert code == 0, out
+    block = fair_use_block(out)
+    assert "120 requests a minute per tenant, 30 at once" in block
+    assert "AskFunction 5, FlowStepsFunction 5, AnalyzeFunction 5, MlToolsFunction 5 (20 of" in block
+    assert "retention 7 days" in block
+
+
+def test_an_operator_may_turn_each_off_and_is_told_what_that_means(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _err = run(capsys, "--parameter-overrides", "TenantRequestsPerMinute=0", "AskReservedConcurrency=0", "ApiAccessLogs=OFF")
+
+    assert code == 0, out
+    block = fair_use_block(out)
+    assert "request budget       OFF (TenantRequestsPerMinute=0): one tenant can starve the others" in block
+    assert "reserved concurrency OFF (AskReservedConcurrency=0)" in block
+    assert "access logs          stage dev OFF (ApiAccessLogs=OFF)" in block
+
+
+def _remove(template: Path, *snippets: str) -> None:
+    text = template.read_text(encoding="utf-8")
+    for snippet in snippets:
+        assert snippet in text, snippet
+        text = text.replace(snippet, "")
+    template.write_text(text, encoding="utf-8")
+
+
+BUDGET_ENV = (
+    "          MEMTOOL_TENANT_REQUESTS_PER_MINUTE: !Ref TenantRequestsPerMinute\n"
+    "          MEMTOOL_TENANT_REQUEST_BURST: !Ref TenantRequestBurst\n"
+)
+RESERVED = "      ReservedConcurrentExecutions: !If [HasAskReservedConcurrency, !Ref AskReservedConcurrency, !Ref AWS::NoValue]\n"
+
+
+@pytest.mark.parametrize(
+    ("broken", "reported", "line"),
+    [
+        (
+            "budget",
+            "request budget: AskFunction (POST /ask) has no MEMTOOL_TENANT_REQUESTS_PER_MINUTE: one tenant can starve the others",
+            "",  # the report names who still spends it (below)
+        ),
+        (
+            "budget-permission",
+            "request budget: AskFunction (POST /ask) may not dynamodb:UpdateItem the memory table",
+            "",
+        ),
+        (
+            "reserved",
+            "reserved concurrency: FlowStepsFunction (the ask path) has no ReservedConcurrentExecutions",
+            "reserved concurrency AskFunction 50, FlowStepsFunction none, AnalyzeFunction 50, MlToolsFunction 50",
+        ),
+        (
+            "access-logs",
+            "access logs: stage dev has no AccessLogSetting: no record of who called what (CKV_AWS_76)",
+            "access logs          stage dev NONE",
+        ),
+    ],
+)
+def test_a_template_without_one_of_them_fails(
+    project: Path, capsys: pytest.CaptureFixture[str], broken: str, reported: str, line: str
+) -> None:
+    text = project.read_text(encoding="utf-8")
+    if broken == "budget":  # the ask function's environment without the budget (feedback keeps it)
+        ask_env = "          MEMTOOL_ASK_STATE_MACHINE_ARN: !Ref AskFlow\n" + BUDGET_ENV
+        assert text.count(ask_env) == 1
+        project.write_text(text.replace(ask_env, "          MEMTOOL_ASK_STATE_MACHINE_ARN: !Ref AskFlow\n"), encoding="utf-8")
+    elif broken == "budget-permission":
+        statement = (
+            "            - Sid: TenantRequestBudget  # a conditional UpdateItem of the item B#<tenant>\n"
+            "              Effect: Allow\n"
+            "              Action: dynamodb:UpdateItem\n"
+            "              Resource: !GetAtt MemoryTable.Arn\n"
+        )
+        _remove(project, statement)
+    elif broken == "reserved":  # one function of the ask path without its reservation
+        start = text.index("  FlowStepsFunction:")
+        at = text.index(RESERVED, start)
+        project.write_text(text[:at] + text[at + len(RESERVED) :], encoding="utf-8")
+    else:  # the stage without its access log setting (the parameter and its log group stay)
+        start = text.index("      AccessLogSetting: !If\n")
+        end = text.index("      GatewayResponses:\n", start)
+        project.write_text(text[:start] + text[end:], encoding="utf-8")
+
+    code, out, _err = run(capsys, "--template", str(project))
+
+    assert code == 1, out
+    assert "FAILED" in out
+    assert any(reported in v for v in re.findall(r"^  - (.*)$", out, re.MULTILINE)), out
+    block = fair_use_block(out)
+    if broken == "budget":
+        assert "spent by POST /feedback (FeedbackFunction)" in block and "POST /ask (AskFunction)" not in block
+    elif line:
+        assert line in block, block
+
+
+def test_a_reservation_of_zero_fails_because_it_stops_the_function(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = project.read_text(encoding="utf-8")
+    start = text.index("  MlToolsFunction:")
+    at = text.index(RESERVED, start)
+    project.write_text(text[:at] + "      ReservedConcurrentExecutions: 0\n" + text[at + len(RESERVED) :], encoding="utf-8")
+
+    code, out, _err = run(capsys, "--template", str(project))
+
+    assert code == 1
+    assert "reserved concurrency: MlToolsFunction has ReservedConcurrentExecutions 0, which throttles every invocation" in out
+
+
+def test_fair_use_parameters_out_of_range_fail(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _err = run(capsys, "--parameter-overrides", "TenantRequestBurst=0", "AskReservedConcurrency=many")
+
+    assert code == 1
+    assert "parameter TenantRequestBurst='0' is outside 1..10000" in out
+    assert "parameter AskReservedConcurrency='many' is not a number" in out

@@ -37,6 +37,7 @@ LOCAL_BRANCHES: dict[tuple[str, str], str] = {
     ("memtool.runtime.container", "memtool.runtime.local_flows"): "flow_runner() when settings.is_local",
     ("memtool.runtime.container", "memtool.runtime.template"): "flow_runner() when settings.is_local",
     ("memtool.runtime.container", "memtool.runtime.handlers"): "flow_runner() when settings.is_local",
+    ("memtool.runtime.budget", "memtool.memory.sqlite_store"): "MEMTOOL_STORE=sqlite (refused in AWS)",
 }
 
 

@@ -63,6 +63,17 @@ class Settings(BaseSettings):
 
     max_content_bytes: int = Field(8192, ge=256)
 
+    # Fair use (memtool.memory.budget): each tenant's request budget, a token bucket in the record
+    # store that POST /ask and POST /feedback spend; a request over it answers 429 rate_limited with
+    # Retry-After. Off by default here (the local runtime, the tests); the template turns it on in
+    # AWS (TenantRequestsPerMinute 60, TenantRequestBurst 10).
+    tenant_requests_per_minute: int = Field(
+        0, ge=0, le=60_000, description="Requests a tenant may make per minute, sustained (the bucket's refill); 0: no budget."
+    )
+    tenant_request_burst: int = Field(
+        10, ge=1, le=10_000, description="Requests a tenant may make at once (the bucket's size), then the per-minute rate."
+    )
+
     # Retrieval: which embedder and which vector index serve recall.
     embedder: Literal["hashing", "bedrock"] = "hashing"
     hashing_dimensions: int = Field(256, ge=16, le=4096)

@@ -15,7 +15,13 @@ that would be deployed against Lambda's documented limits:
   than the flow's ``TimeoutSeconds``, which is longer than every Task's, and no Task's Lambda
   outlives its Task;
 * the template's ``Rules`` (CloudFormation refuses a stack whose assertions fail) and the
-  parameters' allowed values.
+  parameters' allowed values (AllowedValues, AllowedPattern, MinValue and MaxValue);
+* fair use: every tenant's request budget on the routes that start work (``POST /ask``,
+  ``POST /feedback``: the budget in the function's environment, and the right to spend it), reserved
+  concurrency on the ask path (the ``POST /ask`` function and every function its flow runs), and
+  access logs on every API stage (a log group of the stack, with a retention). One that is missing
+  fails the check; one an override turns off (``TenantRequestsPerMinute=0``,
+  ``AskReservedConcurrency=0``, ``ApiAccessLogs=OFF``) is reported as off.
 
 It prints each function's size, timeout chain and permissions, and the parameters a deploy still
 needs, and the command exits 1 when any limit is violated. Deploy tooling: never in a Lambda.
@@ -84,7 +90,8 @@ class ParameterNote:
 
 
 def parameter_problems(template: Mapping[str, Any], values: Mapping[str, str]) -> list[str]:
-    """Values CloudFormation would refuse: outside AllowedValues, not matching AllowedPattern."""
+    """Values CloudFormation would refuse: outside AllowedValues, not matching AllowedPattern, not a
+    number (Type Number), outside MinValue..MaxValue."""
     problems = []
     for name, spec in (template.get("Parameters") or {}).items():
         if name not in values:
@@ -96,6 +103,16 @@ def parameter_problems(template: Mapping[str, Any], values: Mapping[str, str]) -
         pattern = spec.get("AllowedPattern")
         if pattern and not re.fullmatch(pattern, value):
             problems.append(f"parameter {name}={value!r} does not match {pattern}")
+        if spec.get("Type") == "Number":
+            try:
+                number = float(value)
+            except ValueError:
+                problems.append(f"parameter {name}={value!r} is not a number")
+                continue
+            low, high = spec.get("MinValue"), spec.get("MaxValue")
+            if (low is not None and number < float(low)) or (high is not None and number > float(high)):
+                bounds = f"{'-' if low is None else low}..{'-' if high is None else high}"
+                problems.append(f"parameter {name}={value!r} is outside {bounds}")
     return problems
 
 
@@ -337,6 +354,179 @@ def _api_events(source: Mapping[str, Any], function: str) -> list[str]:
     return [f"{e['Properties']['Method'].upper()} {e['Properties']['Path']}" for e in events.values() if e.get("Type") == "Api"]
 
 
+# ---------------------------------------------------------------------------------- fair use
+
+# The routes that start work spend the tenant's request budget (memtool.runtime.budget).
+BUDGETED_ROUTES = ("POST /ask", "POST /feedback")
+ASK_ROUTE = "POST /ask"
+BUDGET_VARIABLE = "MEMTOOL_TENANT_REQUESTS_PER_MINUTE"
+BURST_VARIABLE = "MEMTOOL_TENANT_REQUEST_BURST"
+BURST_SETTING = "tenant_request_burst"
+MEMORY_TABLE_VARIABLE = "MEMTOOL_MEMORY_TABLE"
+# The parameter that turns each protection off, and its value then: off by an override is the
+# operator's choice (reported); off by the template as it is, or absent, is a problem.
+BUDGET_SWITCH = ("TenantRequestsPerMinute", "0")
+RESERVED_SWITCH = ("AskReservedConcurrency", "0")
+ACCESS_LOGS_SWITCH = ("ApiAccessLogs", "OFF")
+MIN_UNRESERVED = 100  # Lambda keeps this much of an account's concurrency unreserved
+
+
+@dataclass(frozen=True)
+class FairUse:
+    lines: list[str]  # what the report prints, one per protection
+    problems: list[str]
+
+
+def _switched_off(given: Mapping[str, str], switch: tuple[str, str]) -> bool:
+    name, off = switch
+    return name in given and str(given[name]).strip().upper() == off.upper()
+
+
+def _routes_of(source: Mapping[str, Any], deployed: Iterable[str]) -> dict[str, str]:
+    """route ("POST /ask") -> the deployed function serving it."""
+    return {route: name for name in deployed for route in _api_events(source, name)}
+
+
+def budget_check(
+    deployment: Any, source: Mapping[str, Any], policies: Mapping[str, Any], given: Mapping[str, str]
+) -> tuple[str, list[str]]:
+    """The request budget on every budgeted route: its numbers, and the right to spend it."""
+    from memtool.deploy.iam import evaluate
+    from memtool.settings import Settings
+
+    routes = _routes_of(source, deployment.functions())
+    served = [(route, routes[route]) for route in BUDGETED_ROUTES if route in routes]
+    problems: list[str] = []
+    numbers: set[tuple[str, str]] = set()
+    off: list[str] = []
+    spending: list[str] = []
+    for route, name in served:
+        env = deployment.environment(name)
+        rate = env.get(BUDGET_VARIABLE)
+        if rate is None:
+            problems.append(
+                f"request budget: {name} ({route}) has no {BUDGET_VARIABLE}: one tenant can starve the others "
+                f"(give it {BUDGET_SWITCH[0]})"
+            )
+            continue
+        if str(rate).strip() in ("", "0"):
+            off.append(f"{route} ({name})")
+            continue
+        burst = env.get(BURST_VARIABLE, str(Settings.model_fields[BURST_SETTING].default))
+        numbers.add((str(rate), str(burst)))
+        spending.append(f"{route} ({name})")
+        table = env.get(MEMORY_TABLE_VARIABLE)
+        arn = f"arn:{deployment.partition}:dynamodb:{deployment.region}:{deployment.account}:table/{table}"
+        if table is None or evaluate(policies.get(name, []), "dynamodb:UpdateItem", arn) is None:
+            problems.append(f"request budget: {name} ({route}) may not dynamodb:UpdateItem the memory table, where the budget is kept")
+    if off:
+        if not _switched_off(given, BUDGET_SWITCH):
+            problems.append(f"request budget: off on {', '.join(off)} ({BUDGET_SWITCH[0]}=0 by default): one tenant can starve the others")
+        return f"request budget       OFF ({BUDGET_SWITCH[0]}=0): one tenant can starve the others", problems
+    if not served:
+        problems.append(f"request budget: no function serves {', '.join(BUDGETED_ROUTES)}")
+        return "request budget       none", problems
+    if not spending:
+        return "request budget       MISSING", problems
+    spent_by = ", ".join(spending)
+    size = "; ".join(f"{rate} requests a minute per tenant, {burst} at once" for rate, burst in sorted(numbers))
+    return (
+        f"request budget       {size}, spent by {spent_by}; a token bucket per tenant in the memory table "
+        "(over it: 429 rate_limited with Retry-After)",
+        problems,
+    )
+
+
+def reserved_concurrency_check(
+    deployment: Any, source: Mapping[str, Any], chain: TimeoutChain, given: Mapping[str, str]
+) -> tuple[str, list[str]]:
+    """ReservedConcurrentExecutions on the POST /ask function and every function its flow runs."""
+    ask = _routes_of(source, deployment.functions()).get(ASK_ROUTE)
+    if ask is None:
+        return "reserved concurrency none (no function serves POST /ask)", []
+    path = [ask]
+    for flow in chain.flows:
+        if flow.caller == ask:
+            path += [t.function for t in flow.tasks if t.function]
+    path = list(dict.fromkeys(path))  # each function once, in the order the flow first runs it
+    reserved: dict[str, int | None] = {}
+    for name in path:
+        value = deployment.resources[name]["Properties"].get("ReservedConcurrentExecutions")
+        try:
+            reserved[name] = None if value is None else int(value)
+        except ValueError:  # a value that is not a number: the parameter check names it
+            reserved[name] = None
+    problems = [
+        f"reserved concurrency: {name} has ReservedConcurrentExecutions 0, which throttles every invocation"
+        for name, value in reserved.items()
+        if value == 0
+    ]
+    missing = [name for name, value in reserved.items() if value is None]
+    if missing and len(missing) == len(path) and _switched_off(given, RESERVED_SWITCH):
+        return f"reserved concurrency OFF ({RESERVED_SWITCH[0]}=0): the ask path shares the account's unreserved pool", problems
+    if missing:
+        problems.append(
+            f"reserved concurrency: {', '.join(missing)} (the ask path) {'has' if len(missing) == 1 else 'have'} no "
+            "ReservedConcurrentExecutions: other functions can starve asks, and asks every other function"
+        )
+    total = sum(v for v in reserved.values() if v)
+    each = ", ".join(f"{name} {'none' if value is None else value}" for name, value in reserved.items())
+    return (
+        f"reserved concurrency {each} ({total} of the account's concurrency; at least {MIN_UNRESERVED} must stay unreserved)",
+        problems,
+    )
+
+
+def access_logs_check(deployment: Any, given: Mapping[str, str]) -> tuple[str, list[str]]:
+    """Every API stage's access logs: to a log group of the stack, with a retention."""
+    groups = {}
+    for name, resource in deployment.resources.items():
+        if resource["Type"] != "AWS::Logs::LogGroup":
+            continue
+        group = str(resource["Properties"].get("LogGroupName") or deployment.physical_name(name))
+        arn = f"arn:{deployment.partition}:logs:{deployment.region}:{deployment.account}:log-group:{group}"
+        groups[arn] = (group, resource["Properties"])
+    stages = [r["Properties"] for r in deployment.resources.values() if r["Type"] == "AWS::ApiGateway::Stage"]
+    if not stages:
+        return "access logs          no API stage", []
+    lines, problems = [], []
+    for stage in stages:
+        label = f"stage {stage.get('StageName', '?')}"
+        destination = str((stage.get("AccessLogSetting") or {}).get("DestinationArn") or "")
+        if not destination:
+            if _switched_off(given, ACCESS_LOGS_SWITCH):
+                lines.append(f"{label} OFF ({ACCESS_LOGS_SWITCH[0]}=OFF): no record of who called what")
+            else:
+                lines.append(f"{label} NONE")
+                problems.append(f"access logs: {label} has no AccessLogSetting: no record of who called what (CKV_AWS_76)")
+            continue
+        found = groups.get(destination.removesuffix(":*"))
+        if found is None:
+            lines.append(f"{label} -> {destination} (not a log group of this stack)")
+            continue
+        group, props = found
+        retention = props.get("RetentionInDays")
+        if retention is None:
+            problems.append(f"access logs: log group {group} of {label} has no RetentionInDays: it keeps every line forever")
+        kms = ", KMS" if props.get("KmsKeyId") else ""
+        lines.append(f"{label} -> log group {group}, retention {retention if retention is not None else 'none'} days{kms}")
+    return "access logs          " + "; ".join(lines), problems
+
+
+def fair_use_check(
+    deployment: Any, source: Mapping[str, Any], policies: Mapping[str, Any], chain: TimeoutChain, given: Mapping[str, str]
+) -> FairUse:
+    lines, problems = [], []
+    for line, found in (
+        budget_check(deployment, source, policies, given),
+        reserved_concurrency_check(deployment, source, chain, given),
+        access_logs_check(deployment, given),
+    ):
+        lines.append(line)
+        problems += found
+    return FairUse(lines, problems)
+
+
 # ---------------------------------------------------------------------------------- functions
 
 
@@ -364,8 +554,9 @@ class CheckReport:
     functions: list[FunctionCheck]
     not_deployed: list[str]
     chain: TimeoutChain | None
-    problems: list[str]  # the stack's: rules, parameters, the timeout chain
+    problems: list[str]  # the stack's: rules, parameters, the timeout chain, fair use
     notes: list[str]
+    fair_use: list[str] = field(default_factory=list)  # the budget, reserved concurrency, access logs
 
     @property
     def violations(self) -> list[str]:
@@ -471,6 +662,8 @@ def run_check(
 
     chain = read_timeout_chain(deployment, source, root)
     problems += timeout_chain_problems(chain)
+    fair_use = fair_use_check(deployment, source, policies, chain, given)
+    problems += fair_use.problems
 
     say("measuring the layers and functions from the installed distributions ...")
     layer_sizes: dict[str, sizes.LayerSize] = {}
@@ -534,7 +727,7 @@ def run_check(
                     "(pip install -e '.[deploy]' installs what the layer ships)"
                 )
         checks.append(check)
-    return CheckReport(template_path, values, needed, disabled, checks, not_deployed, chain, problems, notes)
+    return CheckReport(template_path, values, needed, disabled, checks, not_deployed, chain, problems, notes, fair_use.lines)
 
 
 def _placeholder(spec: Mapping[str, Any], name: str) -> str:
@@ -589,6 +782,10 @@ def render(report: CheckReport) -> str:
         lines.append("")
         lines.append("timeout chain:")
         lines += [f"  {line}" for line in describe_chain(report.chain)]
+    if report.fair_use:
+        lines.append("")
+        lines.append("fair use:")
+        lines += [f"  {line}" for line in report.fair_use]
     lines.append("")
     lines += [f"note: {n}" for n in report.notes]
     violations = report.violations
