@@ -81,6 +81,8 @@ PARAMETER_SETS: dict[str, dict[str, str]] = {
         "OpenSearchResourceArn": f"arn:aws:aoss:{REGION}:{ACCOUNT}:collection/{COLLECTION}",
         "RedshiftSecretArn": REDSHIFT_SECRET,
         "TenantRedshiftSecretPrefix": TENANT_SECRETS,
+        # the stack's shared Redshift: the events' tenant is granted the demo's tables before it stores a model
+        "TenantTables": '{"acme-pharma": ["fact_*", "dim_*"]}',
         "E2BApiKeySecretArn": E2B_SECRET,
         "BedrockPlannerModelId": "us.anthropic.claude-3-5-sonnet-20240620-v1:0",
     },

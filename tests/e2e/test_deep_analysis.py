@@ -278,7 +278,9 @@ def test_an_attribution_in_wan_yuan_still_adds_up_in_yuan(api, aws):
 
 def test_a_period_with_no_data_says_so(api, aws):
     answer = ask(api, "2020年上海的净收入有没有异常")
-    assert answer["status"] == "partial" and answer["analysis"]["status"] == "failed"
+    # the period lies outside the data: no_data (with the data's range), and the analysis says why it did not run
+    assert answer["status"] == "no_data" and answer["analysis"]["status"] == "failed", answer["status"]
+    assert any(n.startswith("no data for 2020年: the data for net_revenue runs from ") for n in answer["notes"]), answer["notes"]
     assert "the anomaly analysis could not run: there is no data for the period asked about" in answer["notes"]
 
 

@@ -164,7 +164,7 @@ class Settings(BaseSettings):
         description="With MEMTOOL_WAREHOUSE=redshift: tenant T reads the Redshift user in the Secrets Manager secret named "
         "<prefix>T; a tenant without one uses MEMTOOL_REDSHIFT_SECRET_ARN.",
     )
-    tenant_tables: dict[str, list[str]] = Field(
+    tenant_tables: Annotated[dict[str, list[str]], NoDecode] = Field(
         default_factory=dict,
         description="The warehouse tables each tenant may read, as patterns (lineitem, dim_*, analytics.*), "
         "for tenants on the process's warehouse (JSON: {\"acme\": [\"fact_*\", \"dim_*\"]}; \"*\" for every tenant not "
@@ -242,6 +242,21 @@ class Settings(BaseSettings):
         default_factory=list, description="Roles of that user, comma-separated (MEMTOOL_MCP_ROLES=curator; --role)."
     )
     mcp_port: int = Field(3001, ge=1, le=65535, description="Port of the MCP server's streamable HTTP transport on 127.0.0.1.")
+
+    @field_validator("tenant_tables", mode="before")
+    @classmethod
+    def _tenant_tables_json(cls, value: Any) -> Any:
+        """MEMTOOL_TENANT_TABLES is JSON; empty (the template's default) grants nothing."""
+        if isinstance(value, str):
+            import json
+
+            if not value.strip():
+                return {}
+            try:
+                return json.loads(value)
+            except ValueError as exc:
+                raise ValueError(f"MEMTOOL_TENANT_TABLES must be JSON ({{\"tenant\": [\"table pattern\", ...]}}): {exc}") from None
+        return value
 
     @field_validator("mcp_roles", mode="before")
     @classmethod

@@ -51,8 +51,9 @@ class AskAnswer(BaseModel):
 
     episode_id: str
     route: str | None
-    status: Literal["answered", "partial", "needs_clarification", "remembered", "failed"] = Field(
-        description="partial: the data was answered but an analysis the question asked for could not run (notes say which and why)"
+    status: Literal["answered", "partial", "needs_clarification", "remembered", "no_data", "failed"] = Field(
+        description="partial: the data was answered but an analysis the question asked for could not run (notes say which and why); "
+        "no_data: the period asked about lies outside the data (the notes give the data's first and last day)"
     )
     question: str
     sql: str | None = None

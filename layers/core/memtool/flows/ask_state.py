@@ -151,6 +151,7 @@ class AskState(BaseModel):
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)  # the trajectory's tool calls: inputs and a summary
     chart: dict[str, Any] | None = None
     status: str | None = None
+    data_status: str | None = None  # "no_data": nothing came back because the period lies outside the data
     notes: list[str] = Field(default_factory=list)  # what the steps want the caller to know
     timings: dict[str, float] = Field(default_factory=dict)
 

@@ -16,7 +16,7 @@ import logging
 import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -58,6 +58,11 @@ logger = logging.getLogger("memtool.flows")
 FLOW_RESERVE_SECONDS = 4.0
 MIN_STEP_SECONDS = 1.0
 
+
+# The data's first and last day per (tenant, model version, metric), for telling a period outside the
+# data from an empty answer inside it; read once and kept like the live schema.
+DATA_SPAN_CACHE = 256
+DATA_SPAN_SECONDS = 600.0
 
 class WarehouseUnavailable(WarehouseError):
     """The warehouse could not be opened or reached (its Lambda errorType names the case)."""
@@ -152,6 +157,7 @@ class AskSteps:
         self._model = model
         self._foreign_tables = foreign_tables
         self._granted_tables = granted_tables
+        self._data_spans: dict[tuple[str, str, str], tuple[float, tuple[date, date] | None]] = {}
 
     def run(self, step: str, raw_state: dict[str, Any]) -> dict[str, Any]:
         method = getattr(self, f"step_{step.lower()}", None)
@@ -311,8 +317,8 @@ class AskSteps:
         plan = state.plan
         if plan is None or plan.carried_over or plan.resolved_question or state.repaired is not None or not state.planned_sql:
             return state  # a follow-up, a reply or a repair means more than its own words: not cached
-        if plan.remember is not None or state.result is None or not state.result.has_data():
-            return state  # a stated preference is not replayed; an empty answer is not kept
+        if plan.remember is not None or state.result is None or not state.result.has_data() or state.data_status == "no_data":
+            return state  # a stated preference is not replayed; an empty answer (or a period without data) is not kept
         from memtool.semantic.intent import Intent
 
         try:
@@ -402,7 +408,53 @@ class AskSteps:
             truncated=result.truncated or result.row_count > STATE_ROW_CAP,
             elapsed_ms=result.elapsed_ms,
         )
+        self._judge_empty(state, warehouse)
         return state
+
+    def _judge_empty(self, state: AskState, warehouse: Warehouse) -> None:
+        """An answer with no rows, or only NULL measures, over a period that lies outside the data is
+        ``no_data`` (with the data's first and last day), never an ``answered`` NULL or 0; inside the
+        data's range it stays an honest empty answer, with a note."""
+        plan, result = state.plan, state.result
+        intent = plan.intent if plan is not None else None
+        if intent is None or result is None or intent.time_window is None or self._compiler is None:
+            return
+        measures = [i for i, c in enumerate(result.columns) if c not in intent.dimensions]
+        if result.rows and any(row[i] is not None for row in result.rows for i in measures if i < len(row)):
+            return
+        span = self._data_span(state.caller.tenant, intent.metric, warehouse)
+        window = intent.time_window
+        label = window.label or f"[{window.start}, {window.end})"
+        if span is None:
+            state.note(f"no rows for {label}")
+            return
+        first, last = span
+        if window.end <= first or window.start > last:
+            state.data_status = "no_data"
+            state.note(f"no data for {label}: the data for {intent.metric} runs from {first} to {last}")
+        else:
+            state.note(f"no rows for {label} matched, inside the data's range ({first} to {last})")
+
+    def _data_span(self, tenant: str, metric: str, warehouse: Warehouse) -> tuple[date, date] | None:
+        """The first and last day of the metric's period column, read once per model version and kept
+        (at most DATA_SPAN_CACHE entries, for DATA_SPAN_SECONDS, like the live schema)."""
+        assert self._compiler is not None
+        compiler = self._compiler(tenant)
+        key = (tenant, compiler.catalog.model_version, metric)
+        now = time.monotonic()
+        cached = self._data_spans.get(key)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        try:
+            rows = warehouse.run(compiler.time_range_sql(metric), max_rows=1, timeout_seconds=5).rows
+        except Exception:  # without the range, the empty answer is only noted
+            logger.warning("the data's range for %s could not be read", metric, exc_info=True)
+            return None
+        span = _as_span(rows[0] if rows else None)
+        if len(self._data_spans) >= DATA_SPAN_CACHE:
+            self._data_spans.pop(next(iter(self._data_spans)))
+        self._data_spans[key] = (now + DATA_SPAN_SECONDS, span)
+        return span
 
     def _guard_policy(self, policy_type: Any, tenant: str) -> Any:
         """The allow-list is the tenant's model's tables as the warehouse has them now (drift
@@ -1333,9 +1385,22 @@ def _turns_key(session_id: str) -> str:
     return SESSION_TURNS.key_for(session_id)
 
 
+def _as_span(row: Sequence[Any] | None) -> tuple[date, date] | None:
+    """(first, last) days from a MIN/MAX row of dates, timestamps or their ISO strings; None when empty."""
+    if not row or row[0] is None or row[1] is None:
+        return None
+    try:
+        first, last = (date.fromisoformat(str(v)[:10]) for v in row[:2])
+    except ValueError:
+        return None
+    return first, last
+
+
 def _outcome(state: AskState) -> str:
     if getattr(state, "error", None) or state.guard_status == "blocked":
         return "failed"
+    if state.data_status == "no_data":
+        return "no_data"
     if (
         state.route == "deep_analysis_workflow"
         and state.result is not None

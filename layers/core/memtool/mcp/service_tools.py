@@ -197,7 +197,7 @@ def _ask(who: Identity, args: AskBody) -> AskAnswer:
 
 def _ask_reward(answer: AskAnswer) -> float:
     # partial: the data was answered, an analysis the question asked for was not.
-    return {"answered": 1.0, "remembered": 1.0, "partial": 0.5, "needs_clarification": 0.0}.get(answer.status, -1.0)
+    return {"answered": 1.0, "remembered": 1.0, "partial": 0.5, "needs_clarification": 0.0, "no_data": 0.0}.get(answer.status, -1.0)
 
 
 def _recall(who: Identity, args: RecallArgs) -> RecallView:

@@ -133,6 +133,14 @@ class IntentCompiler:
     def _refunds_by_refund_date(self, metric: MetricSpec) -> bool:
         return metric.name in self.options.refunds_by_refund_date and self._dated_detail(metric) is not None
 
+    def time_range_sql(self, metric: str) -> str:
+        """The first and last value of the metric's period column (``SELECT MIN, MAX``), to tell an
+        empty answer for a period outside the data from an honest empty one."""
+        spec = self.catalog.metric(metric)
+        table, _, bare = self.time_column(spec).rpartition(".")
+        physical = self.catalog.table(table).physical if table else self._fact(spec)[0]
+        return f"SELECT MIN({bare}) AS first_day, MAX({bare}) AS last_day FROM {physical}"
+
     def fact_table(self, metric: str) -> str:
         """The warehouse table a metric is measured on."""
         return self._fact(self.catalog.metric(metric))[0]
@@ -161,7 +169,14 @@ class IntentCompiler:
         dim_columns = [d.name for d in dims]
         if self._refunds_by_refund_date(metric) and not self.refunds_by_refund_date_expressible(intent):
             raise CompileError("details by their own date: only for one window, without time grains, comparisons or detail attributes")
-        if intent.comparison is None:
+        if intent.share is not None:
+            if intent.comparison is not None or metric.kind == "ratio" or not metric.additive or self._detail_side(intent):
+                raise CompileError("a share is of an additive metric over one window, without detail attributes")
+            unit, value_column = None, f"{metric.name}_share"
+            sql = self._share(intent, metric, dims, value_column)
+            shape = "grouped" if dims else "single"
+            columns = (*dim_columns, value_column)
+        elif intent.comparison is None:
             sql = self._single(intent, metric, dims, unit, value_column)
             shape = "grouped" if dims else "single"
             columns = (*dim_columns, value_column)
@@ -349,6 +364,41 @@ class IntentCompiler:
         source = self._period("window", intent, metric, dims, intent.time_window, None)
         select = [*source.select_dims, f"{self._present(source.measure, metric, unit)} AS {value_column}"]
         parts = [self._with(intent, metric, source.ctes) + "SELECT " + ",\n  ".join(select), source.body]
+        order = self._order_by(intent, dims, value_column)
+        if order:
+            parts.append(order)
+        return "\n".join(parts)
+
+    def _share(self, intent: Intent, metric: MetricSpec, dims: list[DimensionSpec], value_column: str) -> str:
+        """A share of a total, as a ratio (4 decimals).
+
+        ``share == "groups"``: each group's measure over the sum of the groups (per time bucket when
+        the question has a grain). ``share == <dimension>``: the measure with every filter over the
+        measure without that dimension's filter, per time bucket."""
+        if intent.share == "groups":
+            time_refs = [d.name for d in dims if d.kind == "time"]
+            source = self._period("window", intent, metric, dims, intent.time_window, None)
+            over = f"PARTITION BY {', '.join(self._dim_expr(d, metric) for d in dims if d.kind == 'time')}" if time_refs else ""
+            ratio = f"CAST({source.measure} AS DOUBLE PRECISION) / NULLIF(SUM({source.measure}) OVER ({over}), 0)"
+            select = [*source.select_dims, f"ROUND({ratio}, 4) AS {value_column}"]
+            parts = [self._with(intent, metric, source.ctes) + "SELECT " + ",\n  ".join(select), source.body]
+        else:
+            if not any(f.dimension == intent.share and f.op == "in" for f in intent.filters):
+                raise CompileError(f"a share of {intent.share!r} needs a filter on it")
+            whole = intent.model_copy(update={"filters": tuple(f for f in intent.filters if f.dimension != intent.share)})
+            ctes = [
+                *self._period_cte("part_period", intent, metric, dims, intent.time_window, None),
+                *self._period_cte("whole_period", whole, metric, dims, intent.time_window, None),
+            ]
+            select = [f"w.{d.name} AS {d.name}" for d in dims]
+            ratio = "CAST(p.metric_value AS DOUBLE PRECISION) / NULLIF(CAST(w.metric_value AS DOUBLE PRECISION), 0)"
+            select.append(f"ROUND(COALESCE({ratio}, 0), 4) AS {value_column}")
+            if dims:
+                on = " AND ".join(f"p.{d.name} = w.{d.name}" for d in dims)
+                source_sql = f"FROM whole_period AS w\nLEFT JOIN part_period AS p ON {on}"
+            else:
+                source_sql = "FROM whole_period AS w\nCROSS JOIN part_period AS p"
+            parts = [self._with(intent, metric, ctes) + "SELECT " + ",\n  ".join(select), source_sql]
         order = self._order_by(intent, dims, value_column)
         if order:
             parts.append(order)

@@ -47,6 +47,9 @@ class Intent(BaseModel):
     order: Literal["desc", "asc"] | None = None
     limit: int | None = Field(None, ge=1, le=10_000)
     unit: Literal["元", "万元", "分"] | None = None  # display unit for money metrics
+    # A share of a total: "groups" (each group's share of the scope's total), or the dimension whose
+    # filter is the part ("医院渠道的净收入占比": the channel filter's share of all channels).
+    share: str | None = None
 
     def signature(self, *, tenant: str, model_version: str) -> str:
         """The semantic-cache key: metric, dimensions (in order), filters, the absolute window and the
@@ -65,4 +68,6 @@ class Intent(BaseModel):
             "limit": self.limit,
             "unit": self.unit,
         }
+        if self.share is not None:  # absent for every other intent, so their keys stay what they were
+            payload["share"] = self.share
         return hashlib.sha256(json.dumps(payload, ensure_ascii=False, sort_keys=True).encode()).hexdigest()[:32]

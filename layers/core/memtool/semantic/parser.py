@@ -173,6 +173,12 @@ _GROUP_PREFIX_EN = (
 )
 _GROUP_SUFFIX_EN = r"\s+(?:breakdown|ranking|rankings|split|mix|share|shares|level)"
 _TREND = r"变化趋势|趋势|走势|时间序列|" + rf"{_B}(?:trends?|over\s+time|time\s+series|trajectory){_E}"
+# Words that ask for several values of one dimension together, as one number.
+_TOGETHER = re.compile(
+    r"合计|一共|共计|总共|加起来|合起来|加总|总和|总计|合并|"
+    r"(?<![A-Za-z0-9])(?:in\s+total|combined|altogether|together|sum\s+of|total\s+of|added\s+up)(?![A-Za-z0-9])",
+    re.IGNORECASE,
+)
 _SHARE = r"占比|份额|比重|构成|" + rf"{_B}(?:share|shares|proportion|percentage\s+of\s+total|mix){_E}"
 _NEGATION = (
     r"除了|除去|除(?=\S{1,12}?(?:以外|之外|外))|不含|不包括|不包含|排除|去掉|不看|不要看|不算|不计|剔除|"
@@ -705,6 +711,13 @@ class QuestionParser:
                 )
                 result.notes.append(f"deep analysis: widened the window to [{window.start}, {window.end}) for context")
         dimensions = tuple(([grain] if grain else []) + [d for d in parsed.group_dims if d != grain])
+        # "北京和上海每月的净收入对比", "compare Beijing and Shanghai": two or more values of one
+        # dimension are each a series of their own, unless the question asks for them together.
+        compared = [d for d, values in parsed.filters.items() if len(values) > 1 and d not in dimensions]
+        if compared and not _TOGETHER.search(parsed.text):
+            dimensions = (*dimensions, *compared)
+            for dim in compared:
+                result.notes.append(f"compared: {dim} {' / '.join(parsed.filters[dim])}, one series each")
         order, limit = parsed.order, parsed.top_n
         if limit is None and parsed.superlative and parsed.group_dims and not parsed.plural:
             limit = 1
@@ -712,6 +725,12 @@ class QuestionParser:
             order, limit = None, None  # a single number has nothing to rank
         filters = [Filter(dimension=d, values=tuple(v)) for d, v in parsed.filters.items()]
         filters += [Filter(dimension=d, op="not_in", values=tuple(v)) for d, v in parsed.exclusions.items()]
+        share: str | None = None
+        if parsed.share:
+            share, need = self._share_asked(parsed, metric, dimensions, comparison)
+            if need is not None:
+                result.clarification = need
+                return result
         result.intent = Intent(
             metric=metric,
             dimensions=dimensions,
@@ -721,16 +740,60 @@ class QuestionParser:
             order=order,
             limit=limit,
             unit=parsed.unit if self.catalog.metric(metric).kind == "money" else None,
+            share=share,
         )
         if parsed.unit is not None and self.catalog.metric(metric).kind == "money":
             result.notes.append(f"unit {parsed.unit} from the question")
         elif parsed.unit is not None:
             result.notes.append(f"unit {parsed.unit} ignored: {metric} is not an amount of money")
-        if parsed.share:
-            result.notes.append("share: the question asks for shares of a total (占比)")
+        if share == "groups":
+            result.notes.append("share: each group's share of the total over the question's scope")
+        elif share is not None:
+            result.notes.append(f"share: the {share} named, as a share of every {share} in the question's scope")
         if parsed.ignored_words:
             result.notes.append("ignored words: " + ", ".join(parsed.ignored_words))
         return result
+
+    def _share_asked(
+        self, parsed: ParsedQuestion, metric: str, dimensions: tuple[str, ...], comparison: Comparison | None
+    ) -> tuple[str | None, ClarificationNeed | None]:
+        """What a share word (占比, share, percentage of) asks for, or why it must be asked about.
+
+        Grouped, each group's share of the total; filtered by one dimension, that filter's part of
+        the whole without it. A share of an average or a ratio, of a comparison, or of nothing named
+        is asked about: the plain metric is never answered in its place."""
+        spec = self.catalog.metric(metric)
+        zh = parsed.lang == "zh"
+        label = spec.label(parsed.lang)
+        if spec.kind == "ratio" or not spec.additive:
+            question = (
+                f"「{label}」是比率或平均值，不能算占比。要看各组的{label}，还是换一个可以加总的指标？"
+                if zh
+                else f"{label} is a rate or an average, so it has no share of a total. Do you want {label} by group, or another metric?"
+            )
+            return None, ClarificationNeed(question, "占比" if zh else "share", [], "share_of_ratio")
+        if comparison is not None:
+            question = "占比和同比/环比要分开问：先看哪一个？" if zh else "Ask for the share and the change separately: which one first?"
+            return None, ClarificationNeed(question, "占比" if zh else "share", [], "share_with_comparison")
+        if any(self.catalog.dimension(d).kind != "time" for d in dimensions):
+            return "groups", None
+        named = [d for d in parsed.filters if d not in dimensions]
+        if len(named) == 1:
+            return named[0], None
+        if not named:
+            question = (
+                "占哪部分的比例？请说出要看的部分（如某个渠道）或按什么分组。"
+                if zh
+                else "A share of what? Name the part (a channel, a city) or a grouping."
+            )
+            return None, ClarificationNeed(question, "占比" if zh else "share", [], "share_of_what")
+        labels = [self.catalog.dimension(d).label(parsed.lang) for d in named]
+        question = (
+            f"占比是哪一部分占哪个整体？{'、'.join(labels)}都被限定了，请只保留作为整体的条件再问。"
+            if zh
+            else f"A share of which whole? The question narrows {', '.join(labels)}: keep only the whole's conditions and ask again."
+        )
+        return None, ClarificationNeed(question, "占比" if zh else "share", [], "share_of_which")
 
     def _apply_choice(self, parsed: ParsedQuestion, choice: Choice) -> None:
         """The pending question as the user clarified it: the chosen meaning replaces the term."""
