@@ -82,7 +82,7 @@ def test_every_operation_declares_its_errors_identity_headers_and_bodies():
     assert memories["requestBody"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/CreateMemoryBody"
     }
-    assert set(memories["responses"]) == {"200", "201", "400", "401", "403", "409", "422"}
+    assert set(memories["responses"]) == {"200", "201", "400", "401", "403", "409", "413", "422", "507"}
     ask = document["paths"]["/ask"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
     assert ask == {"$ref": "#/components/schemas/AskAnswer"}
 

@@ -70,7 +70,29 @@ def _question(text: str) -> str:
         raise ValueError("must not be blank")
     if len(trimmed) > QUESTION_MAX_CHARS:
         raise ValueError(f"is {len(trimmed)} characters; the limit is {QUESTION_MAX_CHARS}")
+    _readable_dates(trimmed)
     return trimmed
+
+
+def _readable_dates(question: str) -> None:
+    """A question naming a date memtool cannot read ("between 1900-01-01 and 9999-12-31") is a 400
+    on ``question`` quoting the words, as the ask flow's parser would refuse it: never a flow that
+    starts only to fail. The same reader on the same text (NFKC, single spaces: the parser's
+    ``normalize``); relative windows ("the last 3000 years") count from the data's today."""
+    import re
+    import unicodedata
+    from datetime import UTC, datetime
+
+    # imported here: the time words' patterns load with the first question, not with every handler
+    from memtool.errors import ValidationFailed
+    from memtool.semantic.time_expressions import time_candidates
+    from memtool.settings import get_settings
+
+    text = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", question)).strip()
+    try:
+        time_candidates(text, get_settings().today or datetime.now(UTC).date())
+    except ValidationFailed as refused:
+        raise ValueError(refused.message) from refused
 
 
 # A string without control characters (tab, newline and carriage return are fine) or lone surrogates.
@@ -88,9 +110,14 @@ JsonValue = Annotated[
     ),
 ]
 
-# The question of POST /ask, trimmed; blank questions are refused.
+# The question of POST /ask, trimmed; blank questions, and questions naming a date outside
+# 1900-01-01 .. 2200-12-31 (semantic.time_expressions' READABLE_FROM .. READABLE_UNTIL), are refused.
 Question = Annotated[
     PlainText,
     AfterValidator(_question),
-    _Documented(minLength=1, maxLength=QUESTION_MAX_CHARS, description="trimmed; not blank"),
+    _Documented(
+        minLength=1,
+        maxLength=QUESTION_MAX_CHARS,
+        description="trimmed; not blank; the dates it names are within 1900-01-01 to 2200-12-31",
+    ),
 ]

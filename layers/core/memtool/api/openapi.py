@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from memtool.api.http import ErrorBody
 from memtool.api.idempotency import IDEMPOTENCY_HEADER_NAME, KEY_PATTERN
 from memtool.api.identity import HEADER_NAMES, IDENTIFIER_PATTERN, ROLES_HEADER, ROLES_HEADER_MAX, TENANT_HEADER, USER_HEADER
+from memtool.api.json_body import MAX_BODY_BYTES
 
 OPENAPI_VERSION = "3.1.0"
 TITLE = "memtool"
@@ -27,9 +28,15 @@ ERROR_DESCRIPTIONS = {
     403: "shared (tenant) memories need the curator or admin role",
     404: "not found, also for another tenant's or user's memory",
     409: "stale expected_version (retry with current_version), or the same Idempotency-Key still in flight",
+    413: f"payload_too_large: the body is over the route's limit ({MAX_BODY_BYTES // 1024} KiB; PUT /model's is larger: it holds a model)",
     422: "this Idempotency-Key was already used for a different request",
     503: "the deployment lacks a setting this request needs; `field` names the stack parameter to set",
+    507: "insufficient_storage: the disk holding memtool's state is full; the message says what was stored (as a rule "
+    "nothing: retry once space is freed); store_read_only: the state cannot be written (the operator fixes it)",
 }
+# Every write can be refused for its body's size (413) and, on the local runtime, for a state
+# store that has no room or cannot be written (507): what operation() adds to a write's errors.
+WRITE_ERRORS = (413, 507)
 
 _LOCAL_ONLY = "Honoured only when MEMTOOL_RUNTIME=local; in AWS the Cognito authorizer's claims are the identity."
 HEADER_PARAMETERS: dict[str, dict[str, Any]] = {
@@ -75,13 +82,19 @@ def operation(
     ok: Mapping[int, type[BaseModel] | None],
     errors: Iterable[int] = (),
     idempotent: bool = False,
+    writes: bool | None = None,
     description: str | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for a Powertools route: its summary and every answer it can give.
 
     ``ok`` maps each success status to its body model (None: no body); every route can also
-    answer 400 and 401, plus the ``errors`` named, all with an ErrorBody.
+    answer 400 and 401, plus the ``errors`` named, all with an ErrorBody. A route that ``writes``
+    also answers ``WRITE_ERRORS`` (413, 507); unless told, a route writes when it takes an
+    Idempotency-Key or can answer 409 (a stale expected_version, a key in flight: a write's answers).
     """
+    errors = set(errors)
+    if writes if writes is not None else idempotent or 409 in errors:
+        errors.update(WRITE_ERRORS)
     responses: dict[int, dict[str, Any]] = {}
     for status, model in ok.items():
         responses[status] = {"description": "success" if model else "success, no body"}

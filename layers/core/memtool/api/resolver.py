@@ -78,6 +78,14 @@ def make_resolver() -> APIGatewayRestResolver:
 
     @app.exception_handler(Exception)
     def unexpected(error: Exception) -> Response:
+        # A full disk or an unwritable file met outside the stores' transactions (an OSError ENOSPC
+        # from a file write, a bare sqlite3 error) is what it is: 507 insufficient_storage, not a 500.
+        from memtool.memory.sqlite_tx import storage_failure
+
+        failure = storage_failure(error)
+        if failure is not None:
+            logger.warning("storage failure outside a store transaction", exc_info=error)
+            return domain_error(failure)
         logger.exception("unhandled error")
         return json_response(500, {"error": "internal_error", "message": "the request could not be completed"})
 

@@ -215,6 +215,11 @@ def _read_model(file: str) -> tuple[str, dict[str, Any]]:
         text = Path(file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise _Stop(USAGE, f"{file}: cannot read it ({exc})") from exc
+    from memtool.semantic.validation import yaml_depth_problem
+
+    too_deep = yaml_depth_problem(text)  # before PyYAML recurses into it (a RecursionError traceback)
+    if too_deep is not None:
+        raise _Stop(USAGE, f"{file}:{too_deep.line}: {too_deep.message}" if too_deep.line else f"{file}: {too_deep.message}")
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:

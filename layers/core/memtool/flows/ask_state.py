@@ -214,6 +214,31 @@ _TIMEOUTS = {"States.Timeout", "memtool.Timeout"}
 _INTERNAL_PREFIXES = ("States.", "Lambda.")
 _INTERNAL = {"UnknownRoute", "UnknownStep", "PermissionError", "KeyError", "AttributeError", "TypeError", "AssertionError"}
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.\-~@]+){2,}[\\/]?")
+# The state store failing under a step (memory.sqlite_tx: a full disk, a file that cannot be
+# written, a damaged file), by its error's name; a bare sqlite3 or OS error by its words. The
+# caller is told what is wrong with the store and who can fix it, never "step failed".
+_STORAGE = {
+    "InsufficientStorage": (
+        "insufficient_storage",
+        "the disk holding memtool's state is full, so {where} could not store what it needed; free some space and ask again",
+    ),
+    "StoreReadOnly": (
+        "store_read_only",
+        "memtool's state cannot be written, so {where} could not store what it needed; the operator should make the "
+        "state folder and its files writable",
+    ),
+    "StoreCorrupt": (
+        "store_corrupt",
+        "memtool's state database is damaged, so {where} could not complete; the operator should restore it from a copy, "
+        "or move it away to start with an empty store",
+    ),
+}
+_RAW_STORAGE_ERRORS = {"OperationalError", "DatabaseError", "OSError"}  # sqlite3's and the OS's, by name
+_STORAGE_WORDS = (
+    (re.compile(r"database or disk is full|no space left on device|disk quota exceeded", re.IGNORECASE), "InsufficientStorage"),
+    (re.compile(r"attempt to write a readonly database|read-only file system", re.IGNORECASE), "StoreReadOnly"),
+    (re.compile(r"database disk image is malformed|file is not a database", re.IGNORECASE), "StoreCorrupt"),
+)
 
 
 def step_error_parts(raw_error: str | None, raw_cause: str | None) -> tuple[str, str]:
@@ -257,6 +282,10 @@ def classify_failure(raw_error: str | None, raw_cause: str | None, *, step: str 
             + "; rephrase the question, or report it with the episode id"
         )
         return AskError(error=code, message=message, step=step or _EXECUTE)
+    storage = _storage_failure(error_type, detail)
+    if storage is not None:
+        code, message = _STORAGE[storage]
+        return AskError(error=code, message=message.format(where=where), step=step)
     if error_type == "ValidationFailed" and _clean(detail):
         return AskError(error="validation_error", message=_clean(detail), step=step)
     if error_type == "ModelMissing" and _clean(detail, limit=600):
@@ -269,6 +298,17 @@ def classify_failure(raw_error: str | None, raw_cause: str | None, *, step: str 
             step=step,
         )
     return AskError(error="step_failed", message=f"{where} failed; try again, or rephrase the question", step=step)
+
+
+def _storage_failure(error_type: str, detail: str) -> str | None:
+    """The name of the store failure a step's error stands for (``_STORAGE``'s keys), or None."""
+    if error_type in _STORAGE:
+        return error_type
+    if error_type in _RAW_STORAGE_ERRORS:
+        for words, name in _STORAGE_WORDS:
+            if words.search(detail):
+                return name
+    return None
 
 
 def answer_error(state: AskState) -> AskError | None:
