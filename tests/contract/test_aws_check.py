@@ -26,6 +26,7 @@ EVERYTHING = [
     "OpenSearchResourceArn=arn:aws:aoss:us-east-1:123456789012:collection/abc123",
     "RedshiftSecretArn=arn:aws:secretsmanager:us-east-1:123456789012:secret:redshift-AbCdEf",
     "TenantRedshiftSecretPrefix=memtool/prod/tenants/",
+    """TenantTables='{"*": ["sales.fact_*", "sales.dim_*"]}'""",  # quoted as sam deploy --parameter-overrides takes it
     "E2BApiKeySecretArn=arn:aws:secretsmanager:us-east-1:123456789012:secret:e2b-AbCdEf",
     "AlarmTopicArn=arn:aws:sns:us-east-1:123456789012:memtool-alarms",
 ]

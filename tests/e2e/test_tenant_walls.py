@@ -82,6 +82,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         con.execute("DETACH t")
         con.execute("CREATE TABLE payroll (employee VARCHAR, salary VARCHAR)")
         con.execute("INSERT INTO payroll VALUES ('ceo', ?)", [SECRET])
+        # a schema whose name starts like a granted pattern (dim_*): a grant's * never crosses the dot
+        con.execute("CREATE SCHEMA dim_stage")
+        con.execute("CREATE TABLE dim_stage.payroll AS SELECT * FROM payroll")
         customers = frozenset(name for (name,) in con.execute("SELECT c_name FROM customer").fetchall())
     tenants = root / "tenants.yaml"
     tenants.write_text(
@@ -291,16 +294,17 @@ def test_a_metric_expression_that_reaches_past_the_model_is_refused_at_its_place
     assert served.client("shared-demo", "wang", roles="curator").call("GET", "/model").status == 404  # nothing stored
 
 
-@pytest.mark.parametrize("table", ["customer", "payroll"])
+@pytest.mark.parametrize("table", ["customer", "payroll", "dim_stage.payroll", "main.customer"])
 def test_a_table_the_tenant_was_not_granted_is_refused_in_the_model(served: Served, table: str) -> None:
     model = demo_model()
-    columns = {"customer": {"c_custkey": "BIGINT", "c_name": "VARCHAR"}, "payroll": {"employee": "VARCHAR", "salary": "VARCHAR"}}[table]
-    model["tables"].append({"name": table, "alias": "zz", "columns": columns})
+    bare = table.rpartition(".")[2]
+    columns = {"customer": {"c_custkey": "BIGINT", "c_name": "VARCHAR"}, "payroll": {"employee": "VARCHAR", "salary": "VARCHAR"}}[bare]
+    model["tables"].append({"name": "zz_table", "table": table, "alias": "zz", "columns": columns})
     status, body = put(served, model)
     assert status == 422, body
     index = len(model["tables"]) - 1
     message = f"the table {table} is not one this tenant may read (granted: fact_*, dim_*)"
-    assert {"path": f"tables[{index}].name", "message": message} in body["problems"], body["problems"]
+    assert {"path": f"tables[{index}].table", "message": message} in body["problems"], body["problems"]
     assert served.client("shared-demo", "wang", roles="curator").call("GET", "/model").status == 404
 
 
@@ -329,3 +333,27 @@ def test_a_tenants_file_that_shares_a_warehouse_without_grants_stops_the_start(t
 
     with pytest.raises(ValidationFailed, match=r"tenants a, b share the warehouse .*: each needs a tables: list .*missing for b"):
         load_tenants(tenants)
+
+
+def test_a_curator_cannot_borrow_another_tenants_planner_by_naming_a_model_like_theirs(served: Served) -> None:
+    """A stored model's name, version and label are the curator's to choose: two tenants' stored
+    models that match on all three still get a planner (and entity values) each."""
+    tpch_curator = served.client("shared-tpch", "zhao", roles="curator")
+    current = tpch_curator.call("GET", "/model")
+    expected = current.body["version"] if current.status == 200 else None
+    tpch_model = load_catalog(TPCH_MODEL).model_dump(mode="json")
+    stored = tpch_curator.call("PUT", "/model", {"model": tpch_model, "expected_version": expected})
+    assert stored.status in (200, 201), stored.body
+    ask(served.client("shared-tpch"), "1995年的总收入是多少？")  # its planner is built, with TPC-H's nations and segments
+
+    look_alike = demo_model() | {"name": tpch_model["name"], "model_version": tpch_model["model_version"]}
+    demo_curator = served.client("shared-demo", "wang", roles="curator")
+    current = demo_curator.call("GET", "/model")
+    expected = current.body["version"] if current.status == 200 else None
+    reply = demo_curator.call("PUT", "/model", {"model": look_alike, "expected_version": expected})
+    assert reply.status in (200, 201), reply.body
+    for question in ("revenue of Blorp in 1995", "上个月Blorp的净收入", "what does revenue mean"):
+        answer = ask(served.client("shared-demo", "mallory"), question)
+        text = repr(answer)
+        assert leaked(answer, served) == []
+        assert not any(nation in text for nation in ("ALGERIA", "MOZAMBIQUE", "VIETNAM", "AUTOMOBILE", "FURNITURE")), answer

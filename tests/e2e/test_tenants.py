@@ -231,6 +231,8 @@ def test_on_a_warehouse_of_its_own_a_tenant_without_a_model_is_told_how_to_make_
     warehouse = tmp_path / "tpch.duckdb"
     build_tpch_warehouse(warehouse, scale=0.01)
     monkeypatch.setenv("MEMTOOL_WAREHOUSE_URL", f"duckdb://{warehouse}")
+    # the process's warehouse serves every tenant not in a tenants file: this one is granted all of it
+    monkeypatch.setenv("MEMTOOL_TENANT_TABLES", '{"newco": ["*"]}')
     with LocalRuntime(home=tmp_path / "home", port=0, root=ROOT) as runtime:
         api = ApiClient(runtime.api_url or "", "newco", "li")
         answer = ask(api, "1995年的总收入是多少？")
@@ -239,6 +241,11 @@ def test_on_a_warehouse_of_its_own_a_tenant_without_a_model_is_told_how_to_make_
 
         curator = ApiClient(runtime.api_url or "", "newco", "wang")
         curator.headers["X-Memtool-Roles"] = "curator"
+        intruder = ApiClient(runtime.api_url or "", "evil", "wang")  # granted nothing on the shared warehouse
+        intruder.headers["X-Memtool-Roles"] = "curator"
+        refused = intruder.call("PUT", "/model", {"model": load_catalog(TPCH_MODEL).model_dump(mode="json"), "expected_version": None})
+        assert refused.status == 422 and refused.body["problems"][0]["path"] == "tables", refused.body
+        assert "MEMTOOL_TENANT_TABLES" in refused.body["problems"][0]["message"]
         stored = curator.call("PUT", "/model", {"model": load_catalog(TPCH_MODEL).model_dump(mode="json"), "expected_version": None})
         assert stored.status == 201, stored.body
         answered = ask(api, "1995年的总收入是多少？")

@@ -234,7 +234,7 @@ def test_a_tenants_secret_grants_its_tables_and_a_tenant_on_the_stacks_redshift_
     assert container.grant_missing(deployment.other) is None
 
 
-@pytest.mark.parametrize("tables", [[], "fact_*", ["*"], ["fact; DROP"]])
+@pytest.mark.parametrize("tables", [[], "fact_*", ["a.b.c.d"], ["fact; DROP"]])
 def test_a_secret_whose_tables_are_not_a_list_of_names_is_an_error_naming_it(deployment: Deployment, tables: Any) -> None:
     from memtool.sql.warehouse import WarehouseError
 

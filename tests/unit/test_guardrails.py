@@ -574,3 +574,14 @@ def test_a_grant_bounds_the_allow_list_whatever_the_model_names() -> None:
     assert check_sql("SELECT c_name FROM customer", policy).code == "forbidden_table"
     ungranted = GuardPolicy.for_model(schema, Model())  # type: ignore[arg-type]
     assert "customer" in ungranted.allowed  # without a grant, the model is the wall (a warehouse of its own)
+
+
+def test_a_grants_star_never_crosses_a_dot() -> None:
+    from memtool.sql.grants import table_granted, table_pattern_problem
+
+    assert table_granted("dim_region", ("dim_*",))
+    assert not table_granted("dim_wh.payroll", ("dim_*",))  # another schema or catalog that starts the same way
+    assert not table_granted("main.dim_region", ("dim_*",))  # qualified names match qualified patterns only
+    assert table_granted("sales.fact_orders", ("sales.fact_*",)) and not table_granted("hr.fact_pay", ("sales.fact_*",))
+    assert table_granted("anything", ("*",)) and not table_granted("other.anything", ("*",))
+    assert table_pattern_problem("fact; DROP") and table_pattern_problem("a.b.c.d") and table_pattern_problem("")

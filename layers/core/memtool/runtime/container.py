@@ -395,14 +395,22 @@ def grant_missing(tenant: str | None) -> str | None:
     tenant without a secret of its own), every tenant's tables must be granted before a curator may
     store a model, or one curator's model could name another tenant's tables."""
     settings = get_settings()
-    if settings.warehouse != "redshift" or granted_tables(tenant) is not None:
-        return None
-    if settings.tenant_redshift_secret_prefix and tenant and _tenant_redshift(tenant) is not None:
-        return None  # a warehouse of its own
-    return (
-        f"tenant {tenant} reads the stack's shared Redshift, which serves every tenant without a secret of its own: "
-        "grant it its tables first (the TenantTables parameter, MEMTOOL_TENANT_TABLES, or a tables list in its own secret)"
-    )
+    if granted_tables(tenant) is not None or (tenant and tenants().get(tenant) is not None):
+        return None  # granted, or a tenants-file entry (load_tenants requires grants where entries share a warehouse)
+    if settings.warehouse == "redshift":
+        if settings.tenant_redshift_secret_prefix and tenant and _tenant_redshift(tenant) is not None:
+            return None  # a warehouse of its own
+        return (
+            f"tenant {tenant} reads the stack's shared Redshift, which serves every tenant without a secret of its own: "
+            "grant it its tables first (the TenantTables parameter, MEMTOOL_TENANT_TABLES, or a tables list in its own secret)"
+        )
+    if settings.warehouse_url:
+        return (
+            f"tenant {tenant} reads the process's warehouse (MEMTOOL_WAREHOUSE_URL), which serves every tenant not in the "
+            "tenants file: grant it its tables first (MEMTOOL_TENANT_TABLES, e.g. {\"" + str(tenant) + "\": [\"*\"]} on a "
+            "warehouse of its own), or give it a tenants-file entry with tables:"
+        )
+    return None  # the built-in demo warehouse: the same demo data for every tenant
 
 
 def granted_tables(tenant: str | None) -> tuple[str, ...] | None:
@@ -547,7 +555,10 @@ def planner(tenant: str | None = None):  # -> Planner (memtool.planning.port) ov
     model = tenant_model(tenant)
     # Tenants share a planner only when they read the same warehouse with the same model: its
     # entity values come from that warehouse, so equal models on two warehouses never share one.
-    key = ("planner", _warehouse_identity(tenant), model.label, id(model.catalog) if model.origin != "stored" else model.version)
+    # A stored model is a curator's: its name, version and label are theirs to choose, so its planner
+    # (and the entity values read for it) is the tenant's own, never shared on a matching label.
+    shared_by = ("tenant", tenant, model.version) if model.origin == "stored" else ("catalog", id(model.catalog))
+    key = ("planner", _warehouse_identity(tenant), model.label, shared_by)
     return _per_key(key, lambda: _build_planner(model.catalog, lambda: warehouse(tenant)))
 
 

@@ -39,7 +39,7 @@ def reach_problems(model: Catalog, granted: Sequence[str] | None = None) -> list
             problems.append(ModelProblem(path, problem))
     for path, name, qualified in _identifiers(model):
         pattern = _QUALIFIED_COLUMN if qualified else _IDENTIFIER
-        if not isinstance(name, str) or not pattern.match(name):
+        if not isinstance(name, str) or not pattern.fullmatch(name):
             shape = "letters, digits and _" + (", optionally table.column" if qualified else "")
             problems.append(ModelProblem(path, f"{name!r} is not a column name ({shape})"))
     if granted is not None:

@@ -11,24 +11,31 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-_PATTERN = re.compile(r"^[A-Za-z0-9_*?]+(?:\.[A-Za-z0-9_*?]+){0,2}$")
+_PART = re.compile(r"[A-Za-z0-9_*?]+")
 
 
 def table_pattern_problem(pattern: str) -> str | None:
-    """Why ``pattern`` is not a table pattern (a name, ``schema.name``, with * and ?), or None."""
-    if not isinstance(pattern, str) or not _PATTERN.match(pattern):
+    """Why ``pattern`` is not a table pattern (a name or ``schema.name``, each part with * and ?), or None."""
+    parts = pattern.split(".") if isinstance(pattern, str) else []
+    if not 1 <= len(parts) <= 3 or not all(_PART.fullmatch(part) for part in parts):
         return f"{pattern!r} is not a table name or pattern (letters, digits, _, * and ?, optionally schema.table)"
-    if pattern.strip("*?.") == "":
-        return f"{pattern!r} would grant every table: name the tables (or a prefix such as dim_*)"
     return None
 
 
 def table_granted(table: str, patterns: tuple[str, ...]) -> bool:
-    """Whether the warehouse table ``table`` (as the model or the query names it) is one ``patterns`` grant."""
+    """Whether the warehouse table ``table`` (as the model or the query names it) is one ``patterns`` grant.
+
+    Each part is matched on its own, so a ``*`` never crosses a ``.``: ``sales_*`` grants
+    ``sales_orders``, not ``sales_stage.payroll`` (another schema, or another database's catalog,
+    whose name happens to start the same way). ``*`` grants every table of the default schema."""
     from fnmatch import fnmatchcase
 
-    name = table.lower()
-    return any(fnmatchcase(name, p) for p in patterns)
+    parts = table.lower().split(".")
+    for pattern in patterns:
+        wanted = pattern.lower().split(".")
+        if len(wanted) == len(parts) and all(fnmatchcase(part, want) for part, want in zip(parts, wanted, strict=True)):
+            return True
+    return False
 
 
 def normalized_patterns(patterns: Iterable[str]) -> tuple[str, ...]:
