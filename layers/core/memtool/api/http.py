@@ -18,6 +18,7 @@ from memtool.errors import (
     ModelMissing,
     NotConfigured,
     NotFound,
+    RateLimited,
     StoreCorrupt,
     StoreReadOnly,
     Unauthenticated,
@@ -36,6 +37,7 @@ STATUS_BY_ERROR: dict[type[MemtoolError], int] = {
     IdempotencyInProgress: 409,
     ModelMissing: 409,
     NotConfigured: 503,
+    RateLimited: 429,  # a tenant's request budget (memory.budget); api.budget adds Retry-After
     # The local runtime's SQLite state (memory.sqlite_tx): a write the disk had no room for, or a
     # file that cannot be written, is WebDAV's "cannot store" (the write was rolled back whole);
     # a damaged file is a server fault a retry does not cure, named so the operator can act.
