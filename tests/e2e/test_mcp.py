@@ -114,9 +114,9 @@ def server_env(tmp_path: Path, demo_warehouse: Path) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def stdio_session(env: dict[str, str], tenant: str, user: str = "li") -> AsyncIterator[ClientSession]:
+async def stdio_session(env: dict[str, str], tenant: str, user: str = "li", *extra: str) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "memtool.cli", "mcp", "--tenant", tenant, "--user", user], env=env, cwd=str(ROOT)
+        command=sys.executable, args=["-m", "memtool.cli", "mcp", "--tenant", tenant, "--user", user, *extra], env=env, cwd=str(ROOT)
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         with anyio.fail_after(60):
@@ -288,3 +288,43 @@ def _wait_for_port(process: subprocess.Popen[str], port: int, timeout: float = 6
         time.sleep(0.1)
     process.kill()
     raise AssertionError("memtool mcp did not come up")
+
+
+@pytest.mark.slow
+def test_stdio_server_serves_a_tenants_own_warehouse_and_never_the_demos_to_another_model(
+    server_env: dict[str, str], tmp_path: Path
+) -> None:
+    """memtool mcp --tenants FILE reads each tenant's own warehouse; a tenant whose model has no
+    warehouse here gets warehouse_missing as the tool's error (isError), never the demo's data."""
+    import yaml
+
+    from memtool.datasets.tpch import build_tpch_warehouse
+    from memtool.identity import Identity
+    from memtool.runtime import container
+    from memtool.semantic.catalog import load_catalog
+    from memtool.settings import Settings, use_settings
+
+    tpch_model = ROOT / "examples" / "tpch" / "model.yaml"
+    warehouse = tmp_path / "tpch.duckdb"
+    build_tpch_warehouse(warehouse, scale=0.01)
+    tenants = tmp_path / "tenants.yaml"
+    tenants.write_text(yaml.safe_dump({"tpch": {"warehouse": f"duckdb://{warehouse}", "model": str(tpch_model)}}), encoding="utf-8")
+    # A model stored for tenant "lost" (pushed where it had a warehouse), in this server's state folder.
+    use_settings(Settings(runtime="local", home=Path(server_env["MEMTOOL_HOME"]), store="sqlite"))
+    try:
+        document = load_catalog(tpch_model).model_dump(mode="json")
+        container.model_store().put("lost", document, actor=Identity("lost", "wang", frozenset({"curator"})), expected_version=None)
+    finally:
+        use_settings(None)
+
+    async def scenario() -> None:
+        async with stdio_session(server_env, "tpch", "li", "--tenants", str(tenants)) as session:
+            is_error, result = await call(session, "ask", {"question": "1995年的总收入是多少？"})
+            assert not is_error and result["data"]["status"] == "answered", result
+            assert "lineitem" in result["data"]["sql"] and result["data"]["rows"][0][0] > 0, result["data"]
+        async with stdio_session(server_env, "lost", "li") as session:
+            is_error, result = await call(session, "ask", {"question": "1995年的总收入是多少？"})
+            assert is_error and result["error"]["message"].startswith("warehouse_missing: tenant lost's semantic model"), result
+            assert "--tenants FILE" in result["error"]["message"] and "data" not in result or not result.get("data"), result
+
+    anyio.run(scenario)

@@ -129,6 +129,7 @@ def mcp(args: argparse.Namespace) -> int:
         home=_home(args.home),
         store=args.store,
         verbose=args.verbose,
+        tenants_file=Path(args.tenants) if args.tenants else None,
     )
     return serve_mcp(options)
 
@@ -238,6 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p_mcp.add_argument("--home", help="state folder (default .memtool or MEMTOOL_HOME)")
     p_mcp.add_argument("--store", choices=("sqlite", "dynamodb"), help="record store (default MEMTOOL_STORE or sqlite)")
+    p_mcp.add_argument(
+        "--tenants", help="YAML mapping each tenant id to {warehouse, model, tables} (as memtool serve --tenants; MEMTOOL_TENANTS_FILE)"
+    )
     p_mcp.add_argument("--verbose", action="store_true", help="log tool failures and memtool warnings (to stderr)")
     p_mcp.set_defaults(func=mcp, parser=p_mcp)
 

@@ -67,6 +67,13 @@ class ModelMissing(MemtoolError):
     code = "model_missing"
 
 
+class WarehouseMissing(MemtoolError):
+    """The tenant has a semantic model but no warehouse of its own to read it on: the message names
+    what to configure. It is never served another warehouse (the demo's) instead."""
+
+    code = "warehouse_missing"
+
+
 class NotConfigured(MemtoolError):
     """The deployment lacks a setting this request needs (e.g. no warehouse): the operator, not the
     caller, fixes it; ``field`` names the stack parameter to set."""

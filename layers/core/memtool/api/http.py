@@ -24,6 +24,7 @@ from memtool.errors import (
     Unauthenticated,
     ValidationFailed,
     VersionConflict,
+    WarehouseMissing,
 )
 
 STATUS_BY_ERROR: dict[type[MemtoolError], int] = {
@@ -36,6 +37,7 @@ STATUS_BY_ERROR: dict[type[MemtoolError], int] = {
     IdempotencyMismatch: 422,
     IdempotencyInProgress: 409,
     ModelMissing: 409,
+    WarehouseMissing: 409,
     NotConfigured: 503,
     RateLimited: 429,  # a tenant's request budget (memory.budget); api.budget adds Retry-After
     # The local runtime's SQLite state (memory.sqlite_tx): a write the disk had no room for, or a

@@ -291,6 +291,9 @@ def classify_failure(raw_error: str | None, raw_cause: str | None, *, step: str 
     if error_type == "ModelMissing" and _clean(detail, limit=600):
         # the tenant has no semantic model: the message says how to draft, curate and store one
         return AskError(error="model_missing", message=_clean(detail, limit=600), step=step)
+    if error_type == "WarehouseMissing" and _clean(detail, limit=600):
+        # a model without a warehouse of its own: the message names what to configure
+        return AskError(error="warehouse_missing", message=_clean(detail, limit=600), step=step)
     if error_type in _INTERNAL or error_type.startswith(_INTERNAL_PREFIXES) or not error_type:
         return AskError(
             error="internal_error",

@@ -231,6 +231,7 @@ class AskSteps:
         return state
 
     def step_plan(self, state: AskState) -> AskState:
+        self._require_a_warehouse(state.caller.tenant)
         plan = self._planner(state.caller.tenant).plan(state.input.question, route=state.route, context=state.plan_context())
         if self._model is not None and plan.status in ("planned", "answered", "needs_clarification"):
             model = self._model(state.caller.tenant)
@@ -410,6 +411,19 @@ class AskSteps:
         )
         self._judge_empty(state, warehouse)
         return state
+
+    def _require_a_warehouse(self, tenant: str) -> None:
+        """A tenant whose model has no warehouse here is told what to configure before anything is
+        planned (WarehouseMissing), never planned and run on another warehouse; a warehouse that is
+        merely down is Execute's to report."""
+        from memtool.errors import WarehouseMissing
+
+        try:
+            self._warehouse_factory(tenant)
+        except WarehouseMissing:
+            raise
+        except Exception:  # noqa: BLE001 - unavailable, a bad secret: Execute says which
+            return
 
     def _judge_empty(self, state: AskState, warehouse: Warehouse) -> None:
         """An answer with no rows, or only NULL measures, over a period that lies outside the data is

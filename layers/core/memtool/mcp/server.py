@@ -153,6 +153,7 @@ class McpOptions:
     home: Path = Path(".memtool")
     store: Literal["sqlite", "dynamodb"] | None = None
     verbose: bool = False
+    tenants_file: Path | None = None  # tenant -> {warehouse, model, tables}, as memtool serve --tenants takes it
 
 
 def serve(options: McpOptions, *, say: Callable[[str], None] | None = None) -> int:
@@ -253,7 +254,15 @@ async def _local_runtime(options: McpOptions, say: Callable[[str], None]) -> Asy
 
     # No REST API beside the MCP server: its identity headers would let any local process act as
     # any tenant, while the MCP server acts only for the identity it was started with.
-    runtime = LocalRuntime(home=options.home, port=0, verbose=options.verbose, store=options.store, progress=say, serve_api=False)
+    runtime = LocalRuntime(
+        home=options.home,
+        port=0,
+        verbose=options.verbose,
+        store=options.store,
+        progress=say,
+        serve_api=False,
+        tenants_file=options.tenants_file,
+    )
     try:
         await anyio.to_thread.run_sync(runtime.start)
         tools = offered_tools(options.identity, say)

@@ -190,9 +190,17 @@ def service_tools(identity: Identity) -> list[Tool[Any, Any]]:
 
 
 def _ask(who: Identity, args: AskBody) -> AskAnswer:
+    """An ask that failed is the tool's error (``isError``), with the flow's code and message, so an
+    agent never reads a failed answer as a success."""
     from memtool.runtime import container
+    from memtool.tools.base import ToolFailure
 
-    return container.ask_service().ask(who, args.command())  # AskArgs is an AskBody
+    answer = container.ask_service().ask(who, args.command())  # AskArgs is an AskBody
+    if answer.status == "failed":
+        error = answer.error
+        code, message = (error.error, error.message) if error is not None else ("failed", "the question could not be answered")
+        raise ToolFailure(f"{code}: {message} (episode {answer.episode_id})")
+    return answer
 
 
 def _ask_reward(answer: AskAnswer) -> float:

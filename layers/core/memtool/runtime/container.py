@@ -270,7 +270,10 @@ def warehouse(tenant: str | None = None):  # -> Warehouse: the tenant's (tenants
     entry = tenants().get(tenant) if tenant else None
     if entry is None:
         own = _tenant_redshift(tenant)
-        return own if own is not None else default_warehouse()
+        if own is not None:
+            return own
+        _refuse_the_demo_warehouse_to_another_model(tenant)
+        return default_warehouse()
     url = entry.warehouse
 
     def build():  # -> Warehouse
@@ -534,6 +537,31 @@ def foreign_tables(tenant: str | None) -> frozenset[str]:
     if default:
         others.update(default)
     return frozenset(others - own)
+
+
+def _refuse_the_demo_warehouse_to_another_model(tenant: str | None) -> None:
+    """The built-in demo warehouse holds the demo's tables only: a tenant whose model reads other
+    tables (a model pushed in another process that had the tenant's warehouse, say) is told what to
+    configure (WarehouseMissing, 409), never run on the demo's data."""
+    if not tenant or not _built_in_model_applies():
+        return
+    from memtool.errors import ModelMissing, WarehouseMissing
+
+    try:
+        model = tenant_model(tenant)
+    except ModelMissing:
+        return  # no model: the ask answers model_missing on its own
+    if model.origin == "built_in":
+        return
+    demo = {t.lower() for t in _default_model_tables()}
+    foreign = sorted(t for t in model.catalog.physical_tables if t.lower() not in demo)
+    if foreign:
+        raise WarehouseMissing(
+            f"tenant {tenant}'s semantic model ({model.label}) reads tables this process has no warehouse for "
+            f"({', '.join(foreign[:5])}{', …' if len(foreign) > 5 else ''}): give the tenant its warehouse with an entry in a "
+            "tenants file (memtool serve --tenants FILE, memtool mcp --tenants FILE) or MEMTOOL_WAREHOUSE_URL",
+            field="warehouse",
+        )
 
 
 def _built_in_model_applies() -> bool:
