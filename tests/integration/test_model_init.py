@@ -103,7 +103,10 @@ def test_the_tpch_draft_joins_the_schema_and_runs_every_metric_by_every_dimensio
     assert model.metric("l_extendedprice").kind == "money" and model.metric("lineitem_count").expression == "COUNT(*)"
     attributes = {d.name for d in model.attribute_dimensions}
     assert {"c_mktsegment", "o_orderpriority", "l_shipmode", "l_returnflag", "n_name", "r_name", "p_brand"} <= attributes
-    assert not {"n_comment", "r_comment", "c_name", "p_name", "l_comment"} & attributes  # free text and names of many
+    assert not {"n_comment", "r_comment", "l_comment", "c_address", "c_phone"} & attributes  # free text
+    # names of many (1,500 customers, 2,000 parts) are dimensions too: 50 values indexed, the others looked up
+    assert {"c_name", "p_name", "s_name"} <= attributes
+    assert model.dimension("c_name").max_values == 50 and "c_name" not in {v.dimension for v in model.entity_values}
     # lineitem reaches customer and its nation through orders; orders has no supplier
     assert {"c_mktsegment", "n_name", "l_shipmode"} <= set(model.metric("l_extendedprice").dimensions)
     assert "l_shipmode" not in model.metric("o_totalprice").dimensions
@@ -120,9 +123,13 @@ def test_a_lower_cap_keeps_fewer_dimensions_and_never_more_values(tpch: DuckDBWa
     model = Catalog.model_validate(draft_model(facts, name="tpch", max_values=5))
     attributes = {d.name for d in model.attribute_dimensions}
     assert {"c_mktsegment", "o_orderpriority", "r_name", "l_returnflag"} <= attributes
-    assert not {"l_shipmode", "n_name", "p_brand"} & attributes  # 7, 25 and 25 values
+    # 7, 25 and 25 values: dimensions that keep 5 and ask the warehouse about the others, none listed
+    assert all(model.dimension(d).max_values == 5 for d in ("l_shipmode", "n_name", "p_brand"))
+    assert not {"l_shipmode", "n_name", "p_brand"} & {v.dimension for v in model.entity_values}
     assert model.entity_values and all(len(v.values) <= 5 for v in model.entity_values)
-    assert {c.distinct_count for t in facts.tables for c in t.columns if c.distinct_count} <= set(range(1, 7))
+    # the sample stops at the cap + 1; beyond it the count is exact (one COUNT(DISTINCT) per table)
+    counts = {c.name: c.distinct_count for t in facts.tables for c in t.columns if c.distinct_count}
+    assert counts["l_shipmode"] == 7 and counts["n_name"] == 25 and counts["c_name"] == 1500 and counts["r_name"] == 5
 
 
 DEMO_JOINS = {
@@ -142,6 +149,7 @@ def check_demo_draft(document: dict[str, Any]) -> Catalog:
     assert {d.name for d in model.attribute_dimensions} == DEMO_DIMENSIONS
     assert model.dimension("city").en_column == "city_en" and model.dimension("channel_name").en_column == "channel_en"
     assert {s.name: s.time_column for s in model.sources} == {
+        "dim_product": "launch_date",  # a dimension with a date of its own: products counted by their launch
         "fact_order_line": "order_date",
         "fact_prescription": "rx_date",
         "fact_refund": "refunded_at",
@@ -186,8 +194,9 @@ def test_the_command_writes_a_yaml_model_that_loads(demo_path: Path, tmp_path: P
     assert text.startswith("# A DRAFT semantic model")
     model = parse_model(text)
     assert model.name == "demo" and model.model_version == "draft"
-    # product_name has 16 values: not a dimension under a cap of 8
-    assert "product_name" not in {d.name for d in model.attribute_dimensions}
+    # product_name has 16 values: under a cap of 8 it keeps 8, and a question naming another is looked up
+    assert model.dimension("product_name").max_values == 8
+    assert "product_name" not in {v.dimension for v in model.entity_values}
     assert all(len(v.values) <= 8 for v in model.entity_values)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import date, datetime
 from typing import Any
 
 import pytest
@@ -260,8 +261,12 @@ def test_dimensions_keep_low_cardinality_text_and_cap_their_values() -> None:
     )
     document = draft_model(facts, name="shop", max_values=10)
     model = Catalog.model_validate(document)
-    # sku has 12 values (> 10); notes and long texts are free text, not categories
-    assert {d.name for d in model.attribute_dimensions} == {"colour"}
+    # notes and long texts are free text, not categories
+    assert {d.name for d in model.attribute_dimensions} == {"colour", "sku"}
+    # sku has 12 values (> 10): a dimension all the same, its values looked up in the warehouse, none listed
+    sku = model.dimension("sku")
+    assert sku.max_values == 10 and sku.index_values and "looked up in the warehouse" in sku.definition("en")
+    assert model.dimension("colour").max_values == 10_000
     assert [(v.dimension, v.values) for v in model.entity_values] == [("colour", ("v00", "v01", "v02"))]
     assert model.metric("qty").kind == "count"
 
@@ -312,6 +317,9 @@ class RecordingWarehouse:
             if self.refuse_constraints:
                 raise WarehouseError("permission denied for information_schema", code="permission", sql=sql)
             rows = [["region", "region_id"], ["sales", "sale_id"]] if "primary key" in lowered else []
+        elif lowered.startswith("select min("):
+            width = lowered.split(" from ")[0].count("min(")
+            rows = [[1, 10] * width if "region" in lowered else [1, 99] * width]
         elif "select distinct" in lowered:
             rows = [["East"], ["West"]]
         elif lowered.startswith("select count(distinct"):
@@ -359,3 +367,144 @@ def test_constraints_an_engine_refuses_leave_a_note_and_keys_inferred_from_the_d
     uniqueness = [sql for sql, _ in warehouse.calls if "COUNT(DISTINCT" in sql]
     assert uniqueness and facts.table("region").primary_key == ("region_id",)
     assert not facts.table("region").primary_key_declared
+
+
+# ---- drafts that are right or say they do not know (issue 22, item 2) ---------------------------
+
+
+def ranged(name: str, data_type: str, low: Any, high: Any) -> ColumnFacts:
+    return ColumnFacts(name, data_type, low=low, high=high)
+
+
+FLIGHTS = [
+    table("airlines", col("carrier", "VARCHAR", ["AA", "UA"]), col("name", "VARCHAR", ["American", "United"]), key=("carrier",)),
+    table("planes", col("tailnum", "VARCHAR", ["N1", "N2"]), ranged("year", "INTEGER", 1956, 2013), ranged("seats", "INTEGER", 2, 450),
+          key=("tailnum",)),
+    table("airports", col("faa", "VARCHAR", ["EWR", "JFK"]), col("name", "VARCHAR", ["Newark", "Kennedy"]),
+          ranged("lat", "DOUBLE", 19.7, 72.3), key=("faa",)),
+    table(
+        "flights",
+        ranged("year", "INTEGER", 2013, 2013), ranged("month", "INTEGER", 1, 12), ranged("day", "INTEGER", 1, 31),
+        ranged("dep_time", "INTEGER", 1, 2400), ranged("dep_delay", "DOUBLE", -43, 1301), ranged("arr_delay", "DOUBLE", -86, 1272),
+        col("carrier", "VARCHAR", ["AA", "UA"]), ranged("flight", "INTEGER", 1, 8500), col("tailnum", "VARCHAR", ["N1", "N2"]),
+        ColumnFacts("dest", "VARCHAR", distinct_count=105, mean_length=3.0),
+        ranged("air_time", "DOUBLE", 20, 695), ranged("distance", "DOUBLE", 17, 4983), ranged("hour", "INTEGER", 1, 23),
+        ranged("time_hour", "TIMESTAMP", datetime(2013, 1, 1, 5), datetime(2013, 12, 31, 23)),
+        ranged("flight_share", "DOUBLE", 0.0, 0.8), ranged("pilot_birthdate", "DATE", date(1950, 1, 1), date(1990, 1, 1)),
+        rows=336_776,
+    ),
+]  # fmt: skip
+
+
+def test_a_column_named_as_another_tables_unique_key_joins_it_text_keys_included() -> None:
+    assert joins_of(FLIGHTS) == {("flights", "airlines", ("carrier",)), ("flights", "planes", ("tailnum",))}
+    # <table>_<key> names the key too; a generic word never joins by name alone
+    tables = [
+        table("airlines", col("carrier", "VARCHAR"), key=("carrier",)),
+        table("kinds", col("name", "VARCHAR"), key=("name",)),
+        table("legs", col("leg_id"), col("airline_carrier", "VARCHAR"), col("name", "VARCHAR"), key=("leg_id",)),
+    ]
+    assert joins_of(tables) == {("legs", "airlines", ("airline_carrier = carrier",))}
+
+
+def test_a_composite_unique_key_is_joined_by_its_column_names_and_a_tie_is_left_out() -> None:
+    tables = [
+        table("bakers", col("series"), col("baker", "VARCHAR"), key=("series", "baker")),
+        table("ratings", col("series"), col("episode"), key=("series", "episode")),
+        table("episodes", col("series"), col("episode"), key=("series", "episode")),  # one to one with ratings
+        table("challenges", col("series"), col("episode"), col("baker", "VARCHAR"), key=("series", "episode", "baker")),
+    ]
+    # challenges names both ratings' and episodes' key: which one is a guess, so neither
+    assert joins_of(tables) == {("challenges", "bakers", ("series", "baker"))}
+
+
+def flights_model(today: date = date(2026, 12, 2)) -> tuple[dict[str, Any], Catalog]:
+    document = draft_model(facts_of(*FLIGHTS), name="flights", today=today)
+    return document, Catalog.model_validate(document)
+
+
+def test_each_fact_has_a_row_count_named_in_words_with_the_zh_label_left_in_english() -> None:
+    _, model = flights_model()
+    count = model.metric("flights_count")
+    assert count.expression == "COUNT(*)" and count.kind == "count"
+    assert count.en == "number of flights" and count.zh == "number of flights" and not count.synonyms_zh
+    assert {"how many flights", "flight count"} <= set(count.synonyms_en)
+
+
+def test_delays_and_times_are_averaged_and_calendar_parts_keys_and_codes_never_summed() -> None:
+    _, model = flights_model()
+    metrics = {m.name: m for m in model.metrics if m.source == "flights"}
+    # year, month, day, hour, the flight's own number, the join keys and the birthday are not measures
+    assert set(metrics) == {"flights_count", "dep_time", "dep_delay", "arr_delay", "air_time", "distance", "flight_share"}
+    assert {n: m.expression.split("(")[0] for n, m in metrics.items()} == {
+        "flights_count": "COUNT", "dep_time": "AVG", "dep_delay": "AVG", "arr_delay": "AVG", "air_time": "AVG",
+        "distance": "SUM", "flight_share": "AVG",
+    }  # fmt: skip
+    assert not metrics["arr_delay"].additive and metrics["distance"].additive
+    # a DOUBLE is rounded to 2 (decimal), a fraction to 4 (ratio), a whole number not at all
+    assert (metrics["arr_delay"].kind, metrics["distance"].kind, metrics["flight_share"].kind) == ("decimal", "decimal", "ratio")
+    assert model.metric("arr_delay").label("en") == "average arr delay" and "average arr delay" in metrics["arr_delay"].synonyms_en
+    sql = IntentCompiler(model).compile(Intent(metric="distance", dimensions=("carrier",))).sql
+    assert "ROUND(SUM(f.distance), 2)" in sql
+    assert "ROUND(AVG(f.arr_delay), 2)" in IntentCompiler(model).compile(Intent(metric="arr_delay")).sql
+    # planes.year is a calendar part and lat a coordinate: planes has no measure at all
+    assert not any(m.source == "planes" for m in model.metrics)
+
+
+@pytest.mark.parametrize(
+    ("table_name", "column", "data_type", "low", "high", "aggregate"),
+    [
+        ("sales", "temperature", "DOUBLE", -20, 40, "AVG"),
+        ("sales", "unit_price", "DECIMAL(10,2)", 1, 99, "AVG"),
+        ("sales", "profit", "DECIMAL(10,2)", -500, 900, "SUM"),  # money may be negative and still adds up
+        ("sales", "margin_change", "DOUBLE", -3.5, 2.0, "AVG"),  # negative values: not additive
+        ("sales", "discount", "DOUBLE", 0.0, 0.3, "AVG"),  # a fraction
+        ("sales", "total_time", "DOUBLE", 0, 100, "SUM"),
+        ("sales", "num_items", "INTEGER", 0, 12, "SUM"),
+        ("sales", "order_number", "INTEGER", 1, 90_000, None),
+        ("sales", "zip_code", "INTEGER", 10_000, 99_999, None),
+        ("sales", "fiscal_quarter", "INTEGER", 1, 4, None),
+        ("sales", "imdbRating", "DOUBLE", 1.0, 9.8, "AVG"),
+        ("sales", "season", "INTEGER", 1, 12, None),
+    ],
+)
+def test_how_a_numeric_column_is_measured(table_name: str, column: str, data_type: str, low: Any, high: Any, aggregate: str | None) -> None:
+    from memtool.semantic.introspect import measure_of
+
+    found = measure_of(table(table_name, ranged(column, data_type, low, high)), ranged(column, data_type, low, high))
+    assert (found.aggregate if found else None) == aggregate
+
+
+def test_high_cardinality_text_is_a_dimension_whose_other_values_the_warehouse_is_asked_about() -> None:
+    _, model = flights_model()
+    dest = model.dimension("dest")
+    assert dest.max_values == 50 and dest.index_values and "dest" not in {v.dimension for v in model.entity_values}
+    # the fact's own text join keys are dimensions (no join needed); the one side's key is not
+    assert {"carrier", "tailnum", "dest"} <= {d.name for d in model.attribute_dimensions}
+    assert model.dimension("carrier").table == "flights"
+
+
+def test_a_data_set_that_ended_long_ago_is_read_as_of_its_end_and_the_header_says_so() -> None:
+    document, model = flights_model()
+    assert model.source("flights").time_column == "time_hour"  # the birthday never dates a flight
+    assert model.as_of == date(2014, 1, 1) and model.default_window == "all"
+    assert "The data ends on 2013-12-31" in model.description
+    header = to_yaml(document).split("format:")[0]
+    assert "as_of" in header and "default_window: all" in header
+    # a warehouse loaded up to last month is read as of today, with the recent default
+    recent, model = flights_model(today=date(2014, 1, 20))
+    assert model.as_of is None and model.default_window == "recent" and "as_of" not in to_yaml(recent).split("format:")[0]
+
+
+def test_a_date_is_borrowed_from_a_header_table_never_from_a_plain_dimension() -> None:
+    facts = facts_of(
+        table("bakers", col("series"), col("baker", "VARCHAR", ["Ann"]), ranged("first_aired", "DATE", date(2010, 8, 1), date(2019, 8, 1)),
+              ranged("age", "INTEGER", 17, 71), key=("series", "baker")),
+        table("challenges", col("series"), col("episode"), col("baker", "VARCHAR", ["Ann"]), ranged("score", "DOUBLE", 1, 13),
+              key=("series", "episode", "baker")),
+    )  # fmt: skip
+    model = Catalog.model_validate(draft_model(facts, name="bakeoff", today=date(2026, 1, 1)))
+    # counting challenges by their baker's first episode would answer a period wrongly: not a fact
+    assert {s.name for s in model.sources} == {"bakers"}
+    assert "left out as facts: challenges" in model.description
+    assert model.metric("age").expression == "AVG(b.age)" and model.metric("bakers_count").en == "number of bakers"

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from memtool.semantic.intent import Intent
 
 Lang = Literal["zh", "en"]
-MetricKind = Literal["money", "count", "ratio"]
+MetricKind = Literal["money", "count", "ratio", "decimal"]  # decimal: a plain number, rounded to 2
 MODEL_FORMAT = "memtool.semantic-model/1"
 _NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _QUALIFIED = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$"
@@ -191,16 +191,6 @@ class DimensionSpec(BaseModel):
         True,
         description="whether its noun alone groups by it; false when the noun is also an everyday word of the domain ('customers "
         "in GERMANY'): then only 按/各/by/per, or a top-N ('top 5 customers'), group by it",
-    )
-    role_words_zh: tuple[str, ...] = Field(
-        (),
-        description="words next to a value that say it is this dimension's, when one table plays two roles (从/出发 for an "
-        "origin, 飞往/到 for a destination); none: the common pairs by the dimension's name and nouns",
-    )
-    role_words_en: tuple[str, ...] = Field(
-        (),
-        description="English role words (from/out of for an origin, to/into for a destination); none: the common pairs by the "
-        "dimension's name and nouns",
     )
     definition_zh: str = ""
     definition_en: str = ""

@@ -312,9 +312,11 @@ class IntentCompiler:
 
     @staticmethod
     def _present(expression: str, metric: MetricSpec, unit: str | None) -> str:
-        """The measure in its display unit, rounded: money 2 decimals (分 whole), ratios 4."""
+        """The measure in its display unit, rounded: money 2 decimals (分 whole), ratios 4, decimals 2."""
         if metric.kind == "ratio":
             return f"ROUND({expression}, 4)"
+        if metric.kind == "decimal":
+            return f"ROUND({expression}, 2)"
         if metric.kind != "money":
             return expression
         if unit == "万元":

@@ -29,9 +29,11 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import date, datetime, timedelta
 from typing import Any
 
+from memtool.semantic.time_expressions import add_months, month_start
 from memtool.sql.literals import quoted_identifier as q  # a warehouse's names may hold anything, quotes included
 from memtool.sql.warehouse import Warehouse, WarehouseError
 
@@ -59,6 +61,7 @@ _NUMERIC = re.compile(
     r"^(tinyint|smallint|integer|int|int2|int4|int8|bigint|hugeint|utinyint|usmallint|uinteger|ubigint|"
     r"decimal|numeric|real|float|float4|float8|double|double precision)\b"
 )
+_WHOLE = re.compile(r"^(tinyint|smallint|integer|int|int2|int4|int8|bigint|hugeint|utinyint|usmallint|uinteger|ubigint)\b")
 _TEXT = re.compile(r"^(varchar|character varying|character|char|bpchar|text|string|nvarchar|nchar|\"char\")\b")
 _TIME = re.compile(r"^(date|timestamp|timestamptz|datetime)\b")
 
@@ -70,8 +73,11 @@ _TIME = re.compile(r"^(date|timestamp|timestamptz|datetime)\b")
 class ColumnFacts:
     name: str
     data_type: str  # as the engine spells it (DECIMAL(15,2), character varying, ...)
-    distinct_count: int | None = None  # text columns: distinct non-null values, at most the cap + 1
+    distinct_count: int | None = None  # text columns: distinct non-null values (exact, also beyond the cap)
     values: tuple[str, ...] = ()  # text columns within the cap: their distinct values, sorted
+    low: Any = None  # numeric and time columns: the smallest value (None: not read, or no values)
+    high: Any = None  # numeric and time columns: the largest value
+    mean_length: float | None = None  # text columns: the mean length of the sampled values
 
     @property
     def family(self) -> str:
@@ -224,24 +230,43 @@ def read_catalog_facts(
     for table, spelled in columns.items():
         source = qualified(table)
         row_count = int(run(f"SELECT COUNT(*) FROM {source}", max_rows=1)[0][0])
+        ranges = _ranges(run, source, [c for c, t in spelled if type_family(t) in ("numeric", "time")])
         facts: list[ColumnFacts] = []
+        beyond_cap: list[int] = []
         for column, data_type in spelled:
             if type_family(data_type) != "text":
-                facts.append(ColumnFacts(column, data_type))
+                low, high = ranges.get(column, (None, None))
+                facts.append(ColumnFacts(column, data_type, low=low, high=high))
                 continue
             sample = run(
                 f"SELECT DISTINCT {q(column)} FROM {source} WHERE {q(column)} IS NOT NULL LIMIT {distinct_cap + 1}",
                 max_rows=distinct_cap + 1,
             )
             values = tuple(sorted(str(row[0]) for row in sample)) if len(sample) <= distinct_cap else ()
-            facts.append(ColumnFacts(column, data_type, distinct_count=len(sample), values=values))
+            mean_length = sum(len(str(row[0])) for row in sample) / len(sample) if sample else None
+            if len(sample) > distinct_cap:
+                beyond_cap.append(len(facts))
+            facts.append(ColumnFacts(column, data_type, distinct_count=len(sample), values=values, mean_length=mean_length))
+        if beyond_cap:  # how many values a high-cardinality column has: a category of many values, or one per row
+            counted = ", ".join(f"COUNT(DISTINCT {q(facts[i].name)})" for i in beyond_cap)
+            exact = run(f"SELECT {counted} FROM {source}", max_rows=1)[0]
+            for i, count in zip(beyond_cap, exact, strict=True):
+                facts[i] = replace(facts[i], distinct_count=int(count))
         primary_key = tuple(c for c in declared.get(table, ()) if any(c == f.name for f in facts))
         is_declared = bool(primary_key)
         if not primary_key and row_count > 0:
-            primary_key = _unique_key(run, source, [c for c, _ in spelled], row_count)
+            primary_key = _unique_key(run, source, spelled, row_count)
         tables.append(TableFacts(table, tuple(facts), primary_key, is_declared, row_count))
         report(f"{table}: {row_count:,} rows" + (f", key ({', '.join(primary_key)})" if primary_key else ""))
     return WarehouseFacts(dialect, schema, tuple(tables), tuple(foreign), distinct_cap, tuple(skipped), tuple(notes))
+
+
+def _ranges(run: Callable[..., list[list[Any]]], source: str, columns: Sequence[str]) -> dict[str, tuple[Any, Any]]:
+    """Each column's smallest and largest value, in one query (dates: the data's first and last day)."""
+    if not columns:
+        return {}
+    row = run("SELECT " + ", ".join(f"MIN({q(c)}), MAX({q(c)})" for c in columns) + f" FROM {source}", max_rows=1)[0]
+    return {c: (row[2 * i], row[2 * i + 1]) for i, c in enumerate(columns)}
 
 
 def _plain(name: str, dialect: str) -> bool:
@@ -249,20 +274,37 @@ def _plain(name: str, dialect: str) -> bool:
     return bool(_PLAIN_NAME.match(name)) and (dialect == "duckdb" or name == name.lower())
 
 
-def _unique_key(run: Callable[..., list[list[Any]]], source: str, columns: Sequence[str], row_count: int) -> tuple[str, ...]:
-    """The first key-named column, else the first two when both are key-named, if the data is unique on them."""
-    keys = [c for c in columns if is_key_name(c)]
-    if not keys:
+def _unique_key(run: Callable[..., list[list[Any]]], source: str, columns: Sequence[tuple[str, str]], row_count: int) -> tuple[str, ...]:
+    """A key the data is unique on (no NULLs): the first key-named column; else the first two when both
+    are key-named; else the first one, two or three columns when each is text or a whole number (a
+    warehouse loaded from files declares nothing: bakeoff's ``bakers`` is unique on series and baker)."""
+    names = [c for c, _ in columns]
+
+    def unique(candidate: Sequence[str]) -> bool:
+        listed = ", ".join(q(c) for c in candidate)
+        present = " AND ".join(f"{q(c)} IS NOT NULL" for c in candidate)
+        distinct, complete = run(
+            f"SELECT COUNT(*), SUM(CASE WHEN {present} THEN 1 ELSE 0 END) FROM (SELECT DISTINCT {listed} FROM {source}) AS keys",
+            max_rows=1,
+        )[0]
+        return int(distinct) == row_count and int(complete or 0) == row_count
+
+    keys = [c for c in names if is_key_name(c)]
+    if keys:
+        first = keys[0]
+        distinct, present = run(f"SELECT COUNT(DISTINCT {q(first)}), COUNT({q(first)}) FROM {source}", max_rows=1)[0]
+        if distinct == row_count and present == row_count:
+            return (first,)
+        if len(names) >= 2 and names[0] == first and is_key_name(names[1]) and unique(names[:2]):
+            return (names[0], names[1])
         return ()
-    first = keys[0]
-    distinct, present = run(f"SELECT COUNT(DISTINCT {q(first)}), COUNT({q(first)}) FROM {source}", max_rows=1)[0]
-    if distinct == row_count and present == row_count:
-        return (first,)
-    if len(columns) >= 2 and columns[0] == first and is_key_name(columns[1]):
-        pair = f"{q(columns[0])}, {q(columns[1])}"
-        distinct = run(f"SELECT COUNT(*) FROM (SELECT DISTINCT {pair} FROM {source}) AS keys", max_rows=1)[0][0]
-        if distinct == row_count:
-            return (columns[0], columns[1])
+    leading: list[str] = []
+    for column, data_type in columns[:3]:
+        if not (type_family(data_type) == "text" or _WHOLE.match(data_type.strip().lower())):
+            break
+        leading.append(column)
+        if unique(leading):
+            return tuple(leading)
     return ()
 
 
@@ -300,15 +342,26 @@ def table_entity(table: str) -> str:
     return name.replace("_", "")
 
 
+# Names too generic to join on by name alone (a customer's name is not a product's name).
+_GENERIC_NAMES = frozenset({"name", "title", "type", "kind", "status", "description", "label", "value", "comment", "note", "category"})
+
+
 def _match_score(column: str, target_table: str, target_column: str) -> int:
-    """How well ``column`` names the key ``target_column`` of ``target_table``: 3 the same name,
-    2 the same entity (``l_orderkey`` / ``o_orderkey``; ``customer_id`` / customers.id), 1 an
-    abbreviation of it (``cust_key`` / customer.id), 0 no match."""
+    """How well ``column`` names the key ``target_column`` of ``target_table``: 3 the same name
+    (``carrier`` / airlines.carrier, ``l_orderkey`` / ``l_orderkey``), 2 the same entity
+    (``l_orderkey`` / ``o_orderkey``; ``customer_id`` / customers.id) or ``<table>_<key>``
+    (``airline_carrier`` / airlines.carrier), 1 an abbreviation of it (``cust_key`` / customer.id),
+    0 no match. A generic word (``name``, ``type``) never matches by name alone."""
+    lowered, target = column.lower(), target_column.lower()
+    if lowered == target and lowered not in _GENERIC_NAMES and lowered not in ("id", "key"):
+        return 3
+    if lowered in (f"{target_table.lower()}_{target}", f"{table_entity(target_table)}_{target}") and target not in ("id", "key"):
+        return 2
     mine = key_entity(column)
     if mine is None:
         return 0
     theirs = key_entity(target_column)
-    if column.lower() == target_column.lower() and theirs is not None:
+    if lowered == target and theirs is not None:
         return 3
     entities = {e for e in (theirs, table_entity(target_table)) if e}
     if mine in entities:
@@ -412,14 +465,93 @@ def _words(column: str, prefix: str) -> str:
     return stripped.replace("_", " ").strip() or column
 
 
-def _metric_kind(column: ColumnFacts) -> str:
-    """count for quantity-like names, money for DECIMAL or money-like names, else count."""
+# ---- measures ----------------------------------------------------------------------------------
+
+# Numbers that are never summed (nor averaged): calendar parts, codes and identifiers, coordinates.
+_CALENDAR_PARTS = frozenset(
+    "year yr month day hour hr minute second week wk quarter qtr weekday dow doy season date yyyymm yyyymmdd".split()
+)
+_IDENTIFIER_WORDS = frozenset(
+    "id key sk code no nbr nr num number zip zipcode postcode postal phone fips lat latitude lon lng longitude "
+    "rownames rowname rownum uuid guid seq".split()
+)
+# Numbers averaged, never summed: by name.
+_AVERAGE_WORDS = frozenset(
+    "delay time duration rate ratio price temperature temp age speed percent percentage pct rank ranking rating score "
+    "avg average mean median margin share".split()
+)
+_TOTAL_WORDS = frozenset("total sum".split())
+
+
+def _tokens(column: str) -> list[str]:
+    """``arr_delay`` -> [arr, delay], ``imdbRating`` -> [imdb, rating]."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", column)
+    return [t for t in re.split(r"[_\W]+", spaced.lower()) if t]
+
+
+def _singular(token: str) -> str:
+    return token[:-1] if token.endswith("s") and not token.endswith("ss") and len(token) > 3 else token
+
+
+@dataclass(frozen=True)
+class Measure:
+    """How a numeric column is measured: ``SUM`` or ``AVG``, its kind, and why (for the definition)."""
+
+    aggregate: str  # SUM | AVG
+    kind: str  # money | count | ratio | decimal
+    why: str
+
+
+def measure_of(table: TableFacts, column: ColumnFacts) -> Measure | None:
+    """The aggregate a numeric column gets, or None for a number that is never added up.
+
+    Never: calendar parts (year, month, day, hour, minute, ...), codes and identifiers (``*_no``,
+    ``zip``, ``flight`` in ``flights``: a column named as its table's entity), coordinates.
+    ``AVG``: a name of a non-additive measure (delay, time, duration, rate, ratio, price, temperature,
+    age, speed, percent, rank, rating, score, ...), negative values in a column not named as an
+    amount or a quantity (a delay, a temperature, a margin), or a fraction (every value in [0, 1]).
+    ``SUM`` otherwise. Kinds: money for DECIMAL columns and money names, ratio for fractions, count
+    for whole numbers, decimal (rounded to 2) for the other non-whole numbers."""
+    tokens = _tokens(column.name)
+    prefix = table_prefix(table)
+    if prefix and tokens and tokens[0] == prefix.rstrip("_").lower():
+        tokens = tokens[1:] or tokens
     name = column.name.lower()
-    if _QUANTITY_WORDS.search(name):
-        return "count"
-    if column.data_type.lower().startswith(("decimal", "numeric")) or _MONEY_WORDS.search(name):
-        return "money"
-    return "count"
+    if not tokens or any(t in _CALENDAR_PARTS for t in tokens):
+        return None
+    counted = tokens[0] in ("num", "number", "n") and len(tokens) > 1  # num_items: a quantity, not a number of something
+    if any(t in _IDENTIFIER_WORDS for t in (tokens[1:] if counted else tokens)):
+        return None
+    if "".join(tokens) == table_entity(table.name):
+        return None  # flights.flight, orders.order: the thing's own number
+    spelled = column.data_type.strip().lower()
+    whole = bool(_WHOLE.match(spelled))
+    money = bool(_MONEY_WORDS.search(name)) or spelled.startswith(("decimal", "numeric"))
+    quantity = bool(_QUANTITY_WORDS.search(name))
+    low, high = _number(column.low), _number(column.high)
+    fraction = not whole and low is not None and high is not None and low >= 0 and high <= 1 and high > 0
+    named_average = next((t for t in tokens if _singular(t) in _AVERAGE_WORDS), None)
+    if named_average and not any(t in _TOTAL_WORDS for t in tokens):
+        kind = "ratio" if fraction else "money" if money and named_average == "price" else "decimal"
+        return Measure("AVG", kind, f"averaged: '{named_average}' names a measure that does not add up")
+    if fraction and not quantity:
+        return Measure("AVG", "ratio", f"averaged: every value lies between 0 and 1 ({low:g} to {high:g}), a fraction")
+    if low is not None and low < 0 and not money and not quantity and not any(t in _TOTAL_WORDS for t in tokens):
+        return Measure("AVG", "decimal", f"averaged: it has negative values (down to {low:g})")
+    if quantity:
+        return Measure("SUM", "count" if whole else "decimal", "summed")
+    if money:
+        return Measure("SUM", "money", "summed")
+    return Measure("SUM", "count" if whole else "decimal", "summed")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 # ---- the draft ---------------------------------------------------------------------------------
@@ -456,53 +588,114 @@ def _path(start: str, goal: str, joins: Sequence[Join]) -> list[str]:
     return []
 
 
-def draft_model(facts: WarehouseFacts, *, name: str, max_values: int = DEFAULT_DISTINCT_CAP) -> dict[str, Any]:
+# Dates that do not say when a row happened: when it was loaded or changed, or a person's birth.
+_NOT_A_PERIOD = frozenset("updated modified loaded etl ingested inserted synced refreshed birth birthday birthdate dob born".split())
+
+
+def period_columns(table: TableFacts) -> list[ColumnFacts]:
+    """The table's dates that can date its rows, in column order (not a load time, not a birthday)."""
+    return [c for c in table.columns if c.family == "time" and not any(t in _NOT_A_PERIOD for t in _tokens(c.name))]
+
+
+def _day(value: Any) -> date | None:
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, date):
+        return value
+    if isinstance(value, str):
+        try:
+            return date.fromisoformat(value[:10])
+        except ValueError:
+            return None
+    return None
+
+
+def _plural(words: str) -> str:
+    """``flight`` -> flights, ``category`` -> categories; a word ending in s is kept."""
+    if not words or words.endswith("s") or not words[-1].isalpha():
+        return words
+    if words.endswith("y") and len(words) > 1 and words[-2] not in "aeiou":
+        return words[:-1] + "ies"
+    if words.endswith(("x", "ch", "sh")):
+        return words + "es"
+    return words + "s"
+
+
+def table_words(table: str) -> str:
+    """What a table's rows are, in words: ``flights`` -> flights, ``fact_sales_line`` -> sales lines,
+    ``polls_us_election_2016`` -> polls (the words up to the first plural one)."""
+    words = [w for w in _TABLE_AFFIXES.sub("", table.lower()).split("_") if w] or [table.lower()]
+    for i, word in enumerate(words):
+        if word.endswith("s") and not word.endswith("ss") and len(word) > 3 and word.isalpha():
+            return " ".join(words[: i + 1])
+    stem = [w for w in words if not w.isdigit()] or words
+    return " ".join([*stem[:-1], _plural(stem[-1])])
+
+
+def draft_model(
+    facts: WarehouseFacts, *, name: str, max_values: int = DEFAULT_DISTINCT_CAP, today: date | None = None
+) -> dict[str, Any]:
     """A model document (``Catalog.model_validate`` accepts it) drafted from ``facts``; see the module docstring.
 
-    Fact tables: tables with numeric non-key columns that join to another table, or that no join
-    touches (a flat table), and that have a date of their own or one reachable by joins. Each gets
-    a source, a SUM metric per numeric non-key column and a row count. Attribute dimensions: text
-    columns of the facts and every table they reach with at most ``max_values`` distinct values.
+    Fact tables: every table with a date of its own (not a load time or a birthday), and a table
+    with measures that is the many side of a join and reaches the date of a header table (a fact
+    that is itself the many side of a join: TPC-H's line items take the order's date). A date of a
+    plain dimension table is never borrowed: counting challenges by their baker's first episode
+    would answer a period wrongly. Each fact gets a source, a row count named from the table in
+    words ("number of flights"), and a SUM or AVG per numeric column that is a measure
+    (:func:`measure_of`). Attribute dimensions: text columns of the facts and every table they
+    reach; those with more than ``max_values`` values keep ``max_values`` (the engine indexes that
+    many and asks the warehouse about any other value a question names). When the data ends more
+    than a month before ``today`` (default: the real today), the draft reads it as of its end
+    (``as_of``) and answers a question naming no period over every row (``default_window: all``).
     """
     if max_values < 1:
         raise ValueError("max_values must be at least 1")
+    today = today or date.today()
+    cap = min(max_values, facts.distinct_cap)
     tables = list(facts.tables)
     by_name = {t.name: t for t in tables}
     joins = guess_joins(tables, facts.foreign_keys)
     aliases = table_aliases(tables)
-    joined_columns = {(j.left, c) for j in joins for c, _ in j.pairs} | {(j.right, c) for j in joins for _, c in j.pairs}
+    many_side = {(j.left, c) for j in joins for c, _ in j.pairs}
+    one_side = {(j.right, c) for j in joins for _, c in j.pairs}
 
     def is_key(table: TableFacts, column: str) -> bool:
-        return column in table.primary_key or (table.name, column) in joined_columns or is_key_name(column)
+        return column in table.primary_key or (table.name, column) in many_side | one_side or is_key_name(column)
 
-    def measures(table: TableFacts) -> list[ColumnFacts]:
-        return [c for c in table.columns if c.family == "numeric" and not is_key(table, c.name)]
+    def measures(table: TableFacts) -> list[tuple[ColumnFacts, Measure]]:
+        found = [(c, measure_of(table, c)) for c in table.columns if c.family == "numeric" and not is_key(table, c.name)]
+        return [(c, m) for c, m in found if m is not None]
 
-    touched = {j.left for j in joins} | {j.right for j in joins}
+    headers = {j.left for j in joins}  # tables that are the many side of a join
+    own_period = {t.name: next(iter(period_columns(t)), None) for t in tables}
     fact_list: list[_Fact] = []
     left_out: list[str] = []
     for table in tables:
-        if not measures(table) or (table.name in touched and not any(j.left == table.name for j in joins)):
-            continue
         reachable = _reachable(table.name, joins)
-        time_column = None
-        for other in reachable:
-            dated = next((c.name for c in by_name[other].columns if c.family == "time"), None)
-            if dated:
-                time_column = dated if other == table.name else f"{other}.{dated}"
-                break
-        if time_column is None:
+        own = own_period[table.name]
+        if own is not None:
+            fact_list.append(_Fact(table, own.name, reachable))
+            continue
+        if not measures(table):
+            continue
+        header = next((t for t in reachable[1:] if t in headers and own_period[t] is not None), None) if table.name in headers else None
+        if header is None:
             left_out.append(table.name)
             continue
-        fact_list.append(_Fact(table, time_column, reachable))
+        dated = own_period[header]
+        assert dated is not None
+        fact_list.append(_Fact(table, f"{header}.{dated.name}", reachable))
 
-    # attribute dimensions: low-cardinality text columns of every table a fact reaches
+    # attribute dimensions: text columns of every table a fact reaches; a text join key is a dimension
+    # on the many side (the fact's own values, no join needed), never on the one side
     def dimension_column(table: TableFacts, column: ColumnFacts) -> bool:
+        keyed = column.name in table.primary_key or (table.name, column.name) in one_side or is_key_name(column.name)
         return (
             column.family == "text"
-            and not is_key(table, column.name)
+            and not keyed
             and column.distinct_count is not None
-            and 0 < column.distinct_count <= min(max_values, facts.distinct_cap)
+            and column.distinct_count > 0
             and not _english_twin(table, column.name)
             and not _free_text(column)
         )
@@ -511,7 +704,7 @@ def draft_model(facts: WarehouseFacts, *, name: str, max_values: int = DEFAULT_D
     dim_columns = [(by_name[t], c) for t in dim_tables for c in by_name[t].columns if dimension_column(by_name[t], c)]
     repeated = {c.name for _, c in dim_columns if sum(1 for _, o in dim_columns if o.name == c.name) > 1}
 
-    metric_columns = [(f, c) for f in fact_list for c in measures(f.table)]
+    metric_columns = [(f, c) for f in fact_list for c, _ in measures(f.table)]
     metric_repeated = {c.name for _, c in metric_columns if sum(1 for _, o in metric_columns if o.name == c.name) > 1}
     reserved_names = set(GRAINS)
 
@@ -531,25 +724,32 @@ def draft_model(facts: WarehouseFacts, *, name: str, max_values: int = DEFAULT_D
             for f in fact_list
             if table.name in f.reachable and f.table.name != table.name
         ]
-        definition = f"Draft: {table.name}.{column.name} ({column.distinct_count} values)" + (
-            "; joined " + "; ".join(paths) if paths else ""
-        )
+        count = column.distinct_count or 0
+        many = count > cap
+        definition = f"Draft: {table.name}.{column.name} ({count:,} values" + (
+            f"; {cap} are indexed, any other a question names is looked up in the warehouse)" if many else ")"
+        ) + ("; joined " + "; ".join(paths) if paths else "")
+        nouns = list(dict.fromkeys([label, _plural(label)]))
         dimension: dict[str, Any] = {
             "name": dim_name,
             "kind": "attribute",
             "zh": label,
             "en": label,
-            "nouns_en": [label],
+            "nouns_en": nouns,
             "table": table.name,
             "column": column.name,
         }
         twin = _english_twin_of(table, column.name)
         if twin:
             dimension["en_column"] = twin
+        if many:
+            dimension["max_values"] = cap
+            dimension["index_values"] = True
         dimension["definition_zh"] = definition
         dimension["definition_en"] = definition
         dimensions.append(dimension)
-        entity_values.append({"dimension": dim_name, "values": list(column.values[:max_values])})
+        if column.values and not many:
+            entity_values.append({"dimension": dim_name, "values": list(column.values[:cap])})
     if fact_list:
         for grain in GRAINS:
             dimensions.append({"name": grain, "kind": "time", "zh": grain, "en": grain, "grain": grain,
@@ -569,35 +769,59 @@ def draft_model(facts: WarehouseFacts, *, name: str, max_values: int = DEFAULT_D
         metric_names.add(chosen)
         return chosen
 
+    newest: list[date] = []
     for fact in fact_list:
         table = fact.table
         alias = aliases[table.name]
         source = table.name
         sources.append({"name": source, "table": table.name, "time_column": fact.time_column})
+        dated_table, _, dated_column = fact.time_column.rpartition(".")
+        dated = by_name[dated_table or table.name].column(dated_column)
+        last = _day(dated.high) if dated is not None else None
+        if last is not None:
+            newest.append(last)
+        others = [c.name for c in period_columns(table) if c.name != fact.time_column]
+        dated_by = f"by {fact.time_column}" + (f" (other dates: {', '.join(others)})" if others else "")
         reachable_dims = [dimension_names[(t.name, c.name)] for t, c in dim_columns if t.name in fact.reachable]
         metric_dims = [*reachable_dims, *GRAINS]
         prefix = table_prefix(table)
-        for column in measures(table):
-            metric_name = unique_metric(f"{table.name}_{column.name}" if column.name in metric_repeated else column.name, table.name)
-            label = _words(column.name, prefix) + (f" of {table.name}" if column.name in metric_repeated else "")
-            definition = f"Draft: SUM({table.name}.{column.name}), by {fact.time_column}"
-            metrics.append({
-                "name": metric_name, "zh": label, "en": label, "kind": _metric_kind(column), "source": source,
-                "expression": f"SUM({alias}.{column.name})", "dimensions": metric_dims,
-                "formula": f"SUM({table.name}.{column.name})", "definition_zh": definition, "definition_en": definition,
-            })  # fmt: skip
         count_name = unique_metric(f"{table.name}_count", table.name)
-        label = f"{table.name} rows"
-        definition = f"Draft: the number of {table.name} rows, by {fact.time_column}"
+        things = table_words(table.name)
+        thing = things if sum(1 for f in fact_list if table_words(f.table.name) == things) == 1 else table.name.replace("_", " ")
+        label = f"number of {thing}"
+        *first, last_word = thing.split(" ")
+        singular = " ".join([*first, _singular(last_word)])
+        definition = f"Draft: the number of {table.name} rows, {dated_by}"
         metrics.append({
-            "name": count_name, "zh": label, "en": label, "kind": "count", "source": source, "expression": "COUNT(*)",
+            "name": count_name, "zh": label, "en": label,
+            "synonyms_en": list(dict.fromkeys([label, f"how many {thing}", f"count of {thing}", f"{singular} count"])),
+            "kind": "count", "source": source, "expression": "COUNT(*)",
             "dimensions": metric_dims, "formula": f"COUNT(*) FROM {table.name}",
             "definition_zh": definition, "definition_en": definition,
         })  # fmt: skip
+        for column, measure in measures(table):
+            metric_name = unique_metric(f"{table.name}_{column.name}" if column.name in metric_repeated else column.name, table.name)
+            words = _words(column.name, prefix) + (f" of {table.name}" if column.name in metric_repeated else "")
+            if measure.aggregate == "AVG":
+                label, synonyms = f"average {words}", [f"average {words}", f"mean {words}", f"avg {words}"]
+            else:
+                label, synonyms = words, [words, f"total {words}"]
+            expression = f"{measure.aggregate}({alias}.{column.name})"
+            definition = f"Draft: {measure.aggregate}({table.name}.{column.name}), {dated_by}; {measure.why}"
+            entry: dict[str, Any] = {
+                "name": metric_name, "zh": label, "en": label, "synonyms_en": list(dict.fromkeys(synonyms)),
+                "kind": measure.kind, "source": source, "expression": expression, "dimensions": metric_dims,
+                "formula": f"{measure.aggregate}({table.name}.{column.name})",
+            }  # fmt: skip
+            if measure.aggregate == "AVG":
+                entry["additive"] = False
+            entry["definition_zh"] = definition
+            entry["definition_en"] = definition
+            metrics.append(entry)
 
     model_tables = []
     for table in tables:
-        entry: dict[str, Any] = {"name": table.name}
+        entry = {"name": table.name}
         if facts.schema:
             entry["table"] = f"{facts.schema}.{table.name}"
         entry["alias"] = aliases[table.name]
@@ -617,7 +841,9 @@ def draft_model(facts: WarehouseFacts, *, name: str, max_values: int = DEFAULT_D
         "guess until curated."
     )
     if left_out:
-        description += f" Tables with measures but no date reachable, left out as facts: {', '.join(left_out)}."
+        description += (
+            f" Tables with measures but no date of their own or of a header table they join, left out as facts: {', '.join(left_out)}."
+        )
     if facts.skipped:
         description += f" Names left out (not plain lower-case identifiers): {', '.join(facts.skipped)}."
     for note in facts.notes:
@@ -635,12 +861,24 @@ def draft_model(facts: WarehouseFacts, *, name: str, max_values: int = DEFAULT_D
         "dimensions": dimensions,
         "entity_values": entity_values,
     }
+    if newest and max(newest) < add_months(month_start(today), -1):
+        last_day = max(newest)
+        document["as_of"] = (last_day + timedelta(days=1)).isoformat()
+        document["default_window"] = "all"
+        description += (
+            f" The data ends on {last_day.isoformat()}, more than a month before this draft ({today.isoformat()}): "
+            f"relative periods are read as of {document['as_of']} (as_of) and a question naming no period covers every "
+            "row (default_window: all)."
+        )
+        document["description"] = description
     return document
 
 
 def _free_text(column: ColumnFacts) -> bool:
     if _FREE_TEXT_WORDS.search(column.name.lower()):
         return True
+    if column.mean_length is not None:
+        return column.mean_length > FREE_TEXT_LENGTH
     return bool(column.values) and sum(map(len, column.values)) / len(column.values) > FREE_TEXT_LENGTH
 
 
@@ -675,24 +913,36 @@ _HEADER = """\
 # Format: memtool.semantic-model/1 (docs/semantic-model.md). It validates and compiles as it is,
 # but every name and label is the column's and every definition says "Draft". Before using it:
 #   - metrics: rename them, write zh labels and synonyms_zh / synonyms_en (the words users say),
-#     definition_zh / definition_en, fix kind (money, count, ratio) and delete the sums that mean
-#     nothing (keys, rates, priorities); add ratios and distinct counts by hand.
+#     definition_zh / definition_en, fix kind (money, count, ratio, decimal); each fact has a row
+#     count ("number of ..."), and each numeric column a SUM, or an AVG when its name or values say
+#     it does not add up (delays, prices, rates, negative values, fractions); delete the ones that
+#     mean nothing, add ratios and distinct counts by hand.
 #   - dimensions: zh labels, nouns_zh / nouns_en, group terms; check every join path named in a
 #     definition (a table reached along two paths plays two roles: give it two table entries).
 #   - sources: the time column of each fact, exclusions (test rows, cancelled or unpaid rows) and
 #     details (one-to-many children such as refunds, summed per row before joining).
 #   - ambiguous_terms, unsupported_terms, entity_aliases, outside_values, clarify_dimensions,
 #     currency (default 元), and bump model_version on every change of a definition.
-#   - entity_values holds at most --max-values values per dimension, read when this was drafted.
+#   - entity_values holds at most --max-values values per dimension, read when this was drafted; a
+#     dimension with more values has max_values set: a value a question names beyond those is looked
+#     up in the warehouse.
 """
 
 
 def to_yaml(document: dict[str, Any]) -> str:
-    """The document as YAML under a header saying what to curate."""
+    """The document as YAML under a header saying what to curate (and, for a historical data set, that
+    it is read as of its end)."""
     import yaml  # lazily: only the command line writes YAML
 
     body = yaml.safe_dump(document, allow_unicode=True, sort_keys=False, width=120, default_flow_style=False)
-    return _HEADER + body
+    header = _HEADER
+    if document.get("as_of"):
+        header += (
+            f"# The data ends before {document['as_of']}, more than a month before this draft was written: as_of reads\n"
+            "# relative periods (last month, this year) as of then, and default_window: all answers a question that\n"
+            "# names no period over every row. Remove both if the warehouse is loaded again up to today.\n"
+        )
+    return header + body
 
 
 def metric_dimension_pairs(document: dict[str, Any]) -> Iterable[tuple[str, str]]:
