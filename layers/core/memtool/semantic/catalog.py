@@ -192,6 +192,16 @@ class DimensionSpec(BaseModel):
         description="whether its noun alone groups by it; false when the noun is also an everyday word of the domain ('customers "
         "in GERMANY'): then only 按/各/by/per, or a top-N ('top 5 customers'), group by it",
     )
+    role_words_zh: tuple[str, ...] = Field(
+        (),
+        description="words next to a value that say it is this dimension's, when one table plays two roles (从/出发 for an "
+        "origin, 飞往/到 for a destination); none: the common pairs by the dimension's name and nouns",
+    )
+    role_words_en: tuple[str, ...] = Field(
+        (),
+        description="English role words (from/out of for an origin, to/into for a destination); none: the common pairs by the "
+        "dimension's name and nouns",
+    )
     definition_zh: str = ""
     definition_en: str = ""
     model_version: str = "1"

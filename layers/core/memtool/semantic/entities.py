@@ -6,6 +6,11 @@ falls back to the values the semantic model lists (``entity_values``) when no wa
 reachable. Every name resolves to the warehouse's own value,
 so "Shanghai" and "上海" produce the same filter and the same cache key.
 
+A dimension over the same column as another (one table in two roles: the origin and the destination
+airport, the customer's and the supplier's nation) that has no values of its own read
+(``index_values: false``) takes the other's: a value of the second role resolves through the first
+role's names, and the words around it in a question say which role it is.
+
 A value that is an everyday word (the refund reason 其他, "other") is recognised only by its
 aliases (其他原因, "other reasons"): on its own it would turn "其他渠道" into a refund-reason filter.
 """
@@ -50,6 +55,7 @@ class EntityIndex:
     source: str = "static"  # "warehouse" | "static"
     probe: ValueProbe | None = None  # asks the warehouse about a value of a dimension that is not indexed
     capped: frozenset[str] = frozenset()  # dimensions with more values than were indexed (max_values)
+    borrowed: dict[str, str] = field(default_factory=dict)  # a second role -> the role whose values it took
 
     def __post_init__(self) -> None:
         self._probed: dict[tuple[str, str], bool] = {}
@@ -95,6 +101,8 @@ class EntityIndex:
             return bool(warehouse.run(sql, max_rows=1, timeout_seconds=timeout_seconds, params=[value]).rows)
 
         index = cls._assemble(raw, catalog, source="warehouse")
+        # a second role over a capped column is capped too: its values are the first role's
+        capped |= {role for role, first in index.borrowed.items() if first in capped}
         index.probe, index.capped = probe, frozenset(capped)
         return index
 
@@ -130,6 +138,14 @@ class EntityIndex:
                 names.extend(n for n in (shortener.short_zh(value), english and shortener.short_en(english)) if n)
             label_en = english.replace("_", " ") if english else next((a for a in extra if a.isascii()), None)
             values.append(EntityValue(dimension, value, label_en, tuple(dict.fromkeys(names))))
+        borrowed: dict[str, str] = {}
+        has_values = {entity.dimension for entity in values}
+        for dimension, roles in role_siblings(catalog).items():
+            first = next((role for role in roles if role in has_values), None)
+            if dimension in has_values or first is None:
+                continue
+            borrowed[dimension] = first
+            values.extend([EntityValue(dimension, e.value, e.label_en, e.names) for e in values if e.dimension == first])
         known = {_key(name) for entity in values for name in entity.names}
         outside = [
             OutsideName(item.dimension, name)
@@ -137,7 +153,7 @@ class EntityIndex:
             for name in item.names
             if _key(name) not in known
         ]
-        return cls(values, outside, source)
+        return cls(values, outside, source, borrowed=borrowed)
 
     # ---- reading --------------------------------------------------------------------------
 
@@ -171,6 +187,11 @@ class EntityIndex:
                 self._probed.pop(next(iter(self._probed)))
         return self._probed[key]
 
+    def needs_probe(self, dimension: str) -> bool:
+        """Whether a value of ``dimension`` missing from the index may still be held: the dimension
+        is not indexed, or has more values than were read (its cap), and the warehouse can be asked."""
+        return self.probe is not None and (dimension not in self._values_of or dimension in self.capped)
+
     def of(self, dimension: str) -> list[EntityValue]:
         return [e for e in self.values if e.dimension == dimension]
 
@@ -184,6 +205,23 @@ class EntityIndex:
 
     def dimensions(self) -> set[str]:
         return {e.dimension for e in self.values}
+
+
+def role_siblings(catalog: Catalog) -> dict[str, tuple[str, ...]]:
+    """The attribute dimensions over one warehouse column through different model tables (the
+    origin and destination airport, the customer's and the supplier's nation): each dimension of
+    such a group -> the whole group, in the model's order. Dimensions alone on their column are absent."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for dimension in catalog.attribute_dimensions:
+        if dimension.table is None or dimension.column is None:
+            continue
+        try:
+            physical = catalog.table(dimension.table).physical
+        except KeyError:
+            physical = dimension.table
+        key = (physical.lower(), dimension.column.lower())
+        groups.setdefault(key, []).append(dimension.name)
+    return {name: tuple(group) for group in groups.values() if len(group) > 1 for name in group}
 
 
 _SPACES = re.compile(r"[\s_\-]+")

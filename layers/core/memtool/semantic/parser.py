@@ -20,12 +20,12 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 from typing import Any, Literal
 
-from memtool.semantic.catalog import Catalog, Lang
-from memtool.semantic.entities import EntityIndex, EntityValue
+from memtool.semantic.catalog import Catalog, DimensionSpec, Lang
+from memtool.semantic.entities import EntityIndex, EntityValue, role_siblings
 from memtool.semantic.followup import (
     FOLLOW_UP_PATTERNS,
     ChoiceTarget,
@@ -252,6 +252,47 @@ business company our overall explain meaning mean measure measured counted count
 )
 
 
+# Roles by preposition: when one table plays two roles (origin and destination airport), the words
+# around a value say which. A dimension without role words of its own takes the common pair its
+# name or nouns call for (``role_words``).
+_ORIGIN_KEYS = frozenset({"origin", "origins", "source", "sources", "departure", "departures", "depart", "orig", "src"})
+_DEST_KEYS = frozenset({"destination", "destinations", "dest", "target", "targets", "arrival", "arrivals", "arrive"})
+_ORIGIN_KEYS_ZH = ("出发", "始发", "起飞", "起点", "来源", "发货地", "出发地")
+_DEST_KEYS_ZH = ("目的地", "目的", "到达", "抵达", "终点", "降落")
+_ORIGIN_WORDS = (("从", "出发", "始发", "起飞"), ("from", "out of", "departing from", "departing", "leaving", "leaving from"))
+_DEST_WORDS = (
+    ("到", "飞往", "去", "前往", "到达", "抵达", "飞抵", "开往", "去往"),
+    ("to", "into", "bound for", "arriving at", "arriving in", "flying to", "going to"),
+)
+# What may stand between a role word and its value: "from the JFK", "从 EWR", "EWR的".
+_ROLE_GAP = re.compile(r"[\s的]*(?:the\s+)?", re.IGNORECASE)
+_VALUE_STOP = re.compile(r"[,，。?？!！;；:：、()（）\[\]\"“”]")
+# Two values joined ("from JFK and LGA", "从EWR和JFK出发"): the second takes the first's role.
+_COORDINATED = re.compile(r"\s*(?:,|、|和|与|及|或|(?<![A-Za-z])(?:and|or)(?![A-Za-z]))\s*(?:the\s+)?", re.IGNORECASE)
+# Where a value the index does not hold may be, next to a role word or noun: one run of ASCII words
+# ("JFK", "New York") or of Chinese characters (纽约; 的 ends it).
+_VALUE_CHUNK = re.compile(r"[A-Za-z0-9]+(?:[\s'&.\-]+[A-Za-z0-9]+)*|(?:(?!的)[\u4e00-\u9fff])+")
+_VALUE_WORD = re.compile(r"[A-Za-z0-9]+(?:['&.\-][A-Za-z0-9]+)*")
+_MAX_PROBES = 24  # warehouse look-ups one question may make for values not in the index
+
+
+def role_words(dimension: DimensionSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The words (Chinese, English) next to a value that make it this dimension's: the model's own
+    (``role_words_zh``/``role_words_en``), else the common pair by the dimension's name and nouns:
+    origin/source/departure take from/out of/从/出发/始发, destination/target/arrival take
+    to/into/到/飞往/去. Other dimensions have none."""
+    if dimension.role_words_zh or dimension.role_words_en:
+        return dimension.role_words_zh, dimension.role_words_en
+    name = set(re.split(r"[_\-]+", dimension.name.lower()))  # from_airport, to_city
+    words = {w for phrase in (dimension.en, *dimension.nouns_en) for w in re.split(r"[\s_\-]+", phrase.lower()) if w} | name
+    chinese = [phrase for phrase in (dimension.zh, *dimension.nouns_zh) if not phrase.isascii()]
+    origin = bool(words & _ORIGIN_KEYS or "from" in name) or any(k in p for p in chinese for k in _ORIGIN_KEYS_ZH)
+    dest = bool(words & _DEST_KEYS or "to" in name) or any(k in p for p in chinese for k in _DEST_KEYS_ZH)
+    if origin == dest:
+        return (), ()
+    return _ORIGIN_WORDS if origin else _DEST_WORDS
+
+
 def normalize(text: str) -> str:
     """NFKC (full-width digits and punctuation to ASCII) and single spaces."""
     text = unicodedata.normalize("NFKC", text)
@@ -309,6 +350,16 @@ class QuestionParser:
         for dim in catalog.attribute_dimensions:
             nouns.extend((noun, dim.name) for noun in {*dim.nouns_zh, *dim.nouns_en})
         self._nouns = [(term_pattern(noun), noun, dim) for noun, dim in nouns]
+        # Role words ("from", "飞往") and the dimensions each says a value is of; dimensions over one column.
+        self._siblings = role_siblings(catalog)
+        role_terms: dict[str, set[str]] = {}
+        for dim in catalog.attribute_dimensions:
+            zh_words, en_words = role_words(dim)
+            for word in (*zh_words, *en_words):
+                if normalize(word):
+                    role_terms.setdefault(normalize(word).lower(), set()).add(dim.name)
+        self._role_terms = [(term_pattern(word), frozenset(dims)) for word, dims in role_terms.items()]
+        self._role_bearing = frozenset(dim for dims in role_terms.values() for dim in dims)
         noun_alt_zh = "|".join(re.escape(n) for n, _ in sorted(nouns, key=lambda p: -len(p[0])) if not n.isascii())
         noun_alt_en = "|".join(
             r"[\s\-]+".join(re.escape(w) for w in n.split()) for n, _ in sorted(nouns, key=lambda p: -len(p[0])) if n.isascii()
@@ -375,7 +426,7 @@ class QuestionParser:
     def recognise(self, question: str, *, today: date, corrections: Sequence[TermMapping] = ()) -> ParsedQuestion:
         text = normalize(question)
         parsed = ParsedQuestion(text=text, lang=language_of(text))
-        spans = self._select(self._candidates(text, today, corrections))
+        spans = self._with_probed_values(text, self._select(self._candidates(text, today, corrections)))
         parsed.spans = spans
         self._interpret(parsed, spans)
         self._leftovers(parsed, spans)
@@ -437,6 +488,9 @@ class QuestionParser:
         for pattern, _noun, dim in self._nouns:
             for m in _find(pattern, text):
                 add(m, "noun", dim, 6)
+        for pattern, dims in self._role_terms:
+            for m in _find(pattern, text):
+                add(m, "role", dims, 8)
         for order, pattern, superlative in self._order_words:
             for m in _find(pattern, text):
                 add(m, "order", (order, superlative), 6)
@@ -477,6 +531,7 @@ class QuestionParser:
     def _interpret(self, parsed: ParsedQuestion, spans: list[Span]) -> None:
         negate_until = -1
         previous_entity_dim: tuple[int, str] | None = None  # (end, dimension) of the last entity
+        resolved: dict[int, str] = {}  # span index -> the dimension its value was read as
         for index, span in enumerate(spans):
             kind = span.kind
             if kind == "correction":
@@ -506,14 +561,22 @@ class QuestionParser:
                 parsed.outside.append((span.text, span.payload.dimension))
             elif kind == "entity":
                 values: list[EntityValue] = span.payload
-                dims = {v.dimension for v in values}
-                if len(dims) > 1:
+                if len({v.dimension for v in values}) == 1:
+                    role = self._in_another_role(parsed.text, spans, index, values[0].dimension)
+                    if role is not None:
+                        parsed.outside.append((span.text, role))
+                        continue
+                else:
                     values = self._by_neighbour(parsed.text, spans, index, values)
-                    dims = {v.dimension for v in values}
-                if len(dims) > 1:
+                if len({v.dimension for v in values}) > 1:
+                    values = self._by_role(parsed.text, spans, index, values, resolved)
+                if len({v.dimension for v in values}) > 1:
                     parsed.entity_conflicts.append((span.text, values))
                     continue
+                if values != span.payload:  # what it was read as: masking and follow-ups see one dimension
+                    spans[index] = replace(span, payload=values)
                 entity = values[0]
+                resolved[index] = entity.dimension
                 bucket = parsed.exclusions if span.start < negate_until else parsed.filters
                 _add_unique(bucket.setdefault(entity.dimension, []), entity.value)
                 previous_entity_dim = (span.end, entity.dimension)
@@ -592,6 +655,172 @@ class QuestionParser:
             if chosen and len({v.dimension for v in chosen}) == 1:
                 return chosen
         return values
+
+    @staticmethod
+    def _role_named(text: str, spans: list[Span], index: int) -> set[str]:
+        """The dimensions the role words next to span ``index`` name: one right before it ("from
+        JFK", "飞往LAX"), or one right after it ("EWR出发") unless that one is right before the next
+        value ("EWR到LAX": 到 is LAX's)."""
+        named: set[str] = set()
+        before, after = index - 1, index + 1
+        if before >= 0 and spans[before].kind == "role" and _ROLE_GAP.fullmatch(text[spans[before].end : spans[index].start]):
+            named |= spans[before].payload
+        if after < len(spans) and spans[after].kind == "role" and _ROLE_GAP.fullmatch(text[spans[index].end : spans[after].start]):
+            following = after + 1
+            forward = (
+                following < len(spans)
+                and spans[following].kind == "entity"
+                and _ROLE_GAP.fullmatch(text[spans[after].end : spans[following].start]) is not None
+            )
+            if not forward:
+                named |= spans[after].payload
+        return named
+
+    def _by_role(
+        self, text: str, spans: list[Span], index: int, values: list[EntityValue], resolved: dict[int, str]
+    ) -> list[EntityValue]:
+        """A value of a table in two roles read by the role word next to it: "from JFK", "从EWR出发"
+        (origin), "to LAX", "飞往LAX" (destination). A value joined to the one before ("from JFK
+        and LGA") takes its role. Unchanged otherwise: a value named with no role word is asked about."""
+        named = self._role_named(text, spans, index)
+        chosen = [v for v in values if v.dimension in named]
+        if chosen and len({v.dimension for v in chosen}) == 1:
+            return chosen
+        before = index - 1
+        if not named and before in resolved and _COORDINATED.fullmatch(text[spans[before].end : spans[index].start]):
+            chosen = [v for v in values if v.dimension == resolved[before]]
+            if chosen:
+                return chosen
+        return values
+
+    def _in_another_role(self, text: str, spans: list[Span], index: int, dimension: str) -> str | None:
+        """The role a role word gives a value that only another role holds ("from JFK", JFK only a
+        destination): that role's dimension, asked about, never read as the other role."""
+        if dimension not in self._role_bearing:
+            return None
+        named = self._role_named(text, spans, index)
+        if not named or dimension in named:
+            return None
+        return next(d.name for d in self.catalog.attribute_dimensions if d.name in named)
+
+    def _with_probed_values(self, text: str, spans: list[Span]) -> list[Span]:
+        """Values the index cannot hold (a dimension with more values than its cap, or one not
+        indexed), looked up in the warehouse where the question names the dimension: the words
+        right after or before one of its role words or nouns ("from JFK", "从EWR出发", "JFK
+        airport"), as written, in upper case and in title case. A word the warehouse holds is a
+        value (an entity span); one it does not hold stays a word, asked about. The look-up is a
+        bound, cached ``SELECT 1 ... LIMIT 1`` (``EntityIndex.holds``), at most ``_MAX_PROBES`` a question."""
+        if self.entities.probe is None:
+            return spans
+        taken = bytearray(len(text) + 1)
+        for span in spans:
+            taken[span.start : span.end] = b"\x01" * (span.end - span.start)
+        found: list[Span] = []
+        budget = [_MAX_PROBES]
+        spans = list(spans)
+        for index, span in enumerate(spans):
+            if span.kind == "role":
+                named: Iterable[str] = span.payload
+            elif span.kind == "noun":
+                named = (span.payload,)
+            else:
+                continue
+            groups = list(dict.fromkeys(self._siblings.get(name, (name,)) for name in named))
+            groups = [g for g in groups if all(self.entities.needs_probe(d) for d in g)]
+            if not groups:
+                continue
+            if span.kind == "role":  # "from JFK", JFK indexed as a destination only: is it an origin past the cap?
+                for other in (index - 1, index + 1):
+                    if 0 <= other < len(spans) and spans[other].kind == "entity":
+                        gap = text[spans[other].end : span.start] if other < index else text[span.end : spans[other].start]
+                        if _ROLE_GAP.fullmatch(gap):
+                            spans[other] = self._with_roles_held(spans[other], groups, budget)
+            after: int | None = span.end
+            before: int | None = span.start
+            while after is not None or before is not None:
+                candidates = self._value_candidates(text, taken, after, before)
+                after = before = None
+                for start, end in candidates:
+                    words = text[start:end]
+                    values = [
+                        EntityValue(dimension, value, None, (words,))
+                        for group in groups
+                        if (value := self._probe_value(words, group[0], budget)) is not None
+                        for dimension in group
+                    ]
+                    if values:
+                        found.append(Span(start, end, "entity", words, values, 4))
+                        taken[start:end] = b"\x01" * (end - start)
+                        joined = _COORDINATED.match(text, end)  # "from JFK and LGA": LGA is looked up too
+                        if joined is not None and joined.end() > end:
+                            after = joined.end()
+                        break
+        return sorted([*spans, *found], key=lambda s: s.start) if found else spans
+
+    def _with_roles_held(self, span: Span, groups: list[tuple[str, ...]], budget: list[int]) -> Span:
+        """An indexed value next to a role word of a dimension past its cap: that dimension's too when the warehouse holds it."""
+        values: list[EntityValue] = list(span.payload)
+        for group in groups:
+            if any(v.dimension in group for v in values):
+                continue
+            for value in dict.fromkeys(v.value for v in span.payload):
+                if budget[0] <= 0:
+                    break
+                budget[0] -= 1
+                if self.entities.holds(group[0], value):
+                    first = next(v for v in span.payload if v.value == value)
+                    values.extend(EntityValue(d, value, first.label_en, first.names) for d in group)
+                    break
+        return span if len(values) == len(span.payload) else replace(span, payload=values)
+
+    def _probe_value(self, words: str, dimension: str, budget: list[int]) -> str | None:
+        for variant in dict.fromkeys((words, words.upper(), words.title())):
+            if budget[0] <= 0:
+                return None
+            budget[0] -= 1
+            if self.entities.holds(dimension, variant):
+                return variant
+        return None
+
+    def _value_candidates(self, text: str, taken: bytearray, after: int | None, before: int | None) -> list[tuple[int, int]]:
+        """Where a value may be: the words not yet read right after position ``after``, then right
+        before ``before``, longest first (at most four English words, or two to eight characters)."""
+        out: list[tuple[int, int]] = []
+        if after is not None:
+            gap = _ROLE_GAP.match(text, after)
+            start = end = gap.end() if gap else after
+            while end < len(text) and not taken[end] and not _VALUE_STOP.match(text, end):
+                end += 1
+            out.extend(self._value_pieces(text, start, end, forward=True))
+        if before is not None:
+            end = before
+            while end > 0 and text[end - 1] in " 的":
+                end -= 1
+            start = end
+            while start > 0 and not taken[start - 1] and not _VALUE_STOP.match(text, start - 1):
+                start -= 1
+            out.extend(self._value_pieces(text, start, end, forward=False))
+        return out
+
+    def _value_pieces(self, text: str, start: int, end: int, *, forward: bool) -> list[tuple[int, int]]:
+        chunks = [(m.start() + start, m.end() + start) for m in _VALUE_CHUNK.finditer(text[start:end])]
+        if not chunks:
+            return []
+        chunk_start, chunk_end = chunks[0] if forward else chunks[-1]
+        piece = text[chunk_start:chunk_end]
+        if not piece.isascii():
+            sizes = range(min(8, chunk_end - chunk_start), 1, -1)
+            return [(chunk_start, chunk_start + n) if forward else (chunk_end - n, chunk_end) for n in sizes]
+        words = [(m.start() + chunk_start, m.end() + chunk_start) for m in _VALUE_WORD.finditer(piece)]
+        out: list[tuple[int, int]] = []
+        for n in range(min(4, len(words)), 0, -1):
+            chosen = words[:n] if forward else words[-n:]
+            edge_start, edge_end = chosen[-1] if forward else chosen[0]
+            edge = text[edge_start:edge_end]
+            if edge.lower() in self._filler_en and not edge.isupper():
+                continue  # "JFK in", "the": a value does not end (or start) with a filler word
+            out.append((chosen[0][0], chosen[-1][1]))
+        return out
 
     @staticmethod
     def _after_top_n(text: str, spans: list[Span], index: int) -> bool:
@@ -863,12 +1092,14 @@ class QuestionParser:
                 if zh
                 else f"The data has no {dim_label} called '{name}'. Which {dim_label} do you mean?"
             )
-            return ClarificationNeed(question, name, options, "outside_value")
+            targets = [ChoiceTarget(dimension=dimension, value=e.value) for e in self.entities.of(dimension)]
+            return ClarificationNeed(question, name, options, "outside_value", targets)
         if parsed.entity_conflicts:
             term, values = parsed.entity_conflicts[0]
             options = [f"{v.label(parsed.lang)} ({self.catalog.dimension(v.dimension).label(parsed.lang)})" for v in values]
             question = f"「{term}」指的是哪一个？" if zh else f"Which '{term}' do you mean?"
-            return ClarificationNeed(question, term, options, "ambiguous_value")
+            targets = [ChoiceTarget(dimension=v.dimension, value=v.value) for v in values]  # a looked-up value is not in the index
+            return ClarificationNeed(question, term, options, "ambiguous_value", targets)
         if parsed.unsupported:
             term = parsed.unsupported[0]
             question = (
