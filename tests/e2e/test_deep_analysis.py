@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -297,3 +299,159 @@ def test_a_segment_scan_that_cannot_run_leaves_the_totals_analyses_standing(api,
     assert [a["kind"] for a in answer["analysis"]["analyses"]] == ["anomaly", "attribution"]
     assert all(a["success"] for a in answer["analysis"]["analyses"])
     assert "the segment scan could not run: the analysis's table has more than 5000 rows; narrow the question" in answer["notes"]
+
+
+# ---- why, for a ratio: the rate/mix decomposition (issue 22, item 4) ----------------------------
+
+_PAID = "NOT ol.is_test AND ol.paid_at IS NOT NULL AND strftime(ol.paid_at, '%Y-%m') = '{month}'"
+_LINE_REFUNDS = "WITH r AS (SELECT order_id, line_id, SUM(refund_amount) AS refund FROM fact_refund GROUP BY 1, 2) "
+_BY = {"product": ("dim_product", "product_id", "product_name"), "channel": ("dim_channel", "channel_id", "channel_name"),
+       "region": ("dim_region", "region_id", "region_name")}  # fmt: skip
+
+
+def warehouse_rows(path: Path, sql: str) -> list[list[Decimal]]:
+    """Rows of the demo warehouse, numbers as the decimals they are (the adapter hands out floats
+    of DECIMAL(12,2) sums, whose shortest repr is the decimal itself)."""
+    from memtool.sql.duckdb_warehouse import DuckDBWarehouse
+
+    warehouse = DuckDBWarehouse(path)
+    try:
+        rows = warehouse.run(sql, max_rows=1000, timeout_seconds=10).rows
+    finally:
+        warehouse.close()
+    return [[Decimal(repr(c)) if isinstance(c, float) else Decimal(c) if isinstance(c, int) else c for c in row] for row in rows]
+
+
+def refund_rate_by_hand(path: Path, month: str) -> dict[str, dict[str, tuple[Fraction, Fraction]]]:
+    """Refunds (of the month's paid, non-test lines) and gross revenue, for the whole ("") and per
+    product, channel and refund reason, in hand-written SQL; a reason's denominator is all sales."""
+    where = _PAID.format(month=month)
+    [[refunds, gross]] = warehouse_rows(
+        path, _LINE_REFUNDS + f"SELECT SUM(COALESCE(r.refund, 0)), SUM(ol.gross_amount) FROM fact_order_line ol "
+        f"LEFT JOIN r USING (order_id, line_id) WHERE {where}",
+    )  # fmt: skip
+    out = {"": {"": (Fraction(refunds), Fraction(gross))}}
+    for dimension in ("product", "channel"):
+        table, key, column = _BY[dimension]
+        rows = warehouse_rows(
+            path, _LINE_REFUNDS + f"SELECT d.{column}, SUM(COALESCE(r.refund, 0)), SUM(ol.gross_amount) FROM fact_order_line ol "
+            f"LEFT JOIN r USING (order_id, line_id) JOIN {table} d USING ({key}) WHERE {where} GROUP BY 1",
+        )  # fmt: skip
+        out[dimension] = {str(m): (Fraction(n), Fraction(d)) for m, n, d in rows}
+    rows = warehouse_rows(
+        path, "SELECT f.reason, SUM(f.refund_amount) FROM fact_refund f JOIN fact_order_line ol USING (order_id, line_id) "
+        f"WHERE {where} GROUP BY 1",
+    )  # fmt: skip
+    out["refund_reason"] = {str(m): (Fraction(n), Fraction(gross)) for m, n in rows}
+    return out
+
+
+Pairs = dict[str, tuple[Fraction, Fraction]]
+
+
+def parts_by_hand(before: Pairs, after: Pairs, whole_before: tuple[Fraction, Fraction], whole_after: tuple[Fraction, Fraction]) -> Pairs:
+    """Each segment's (rate effect, mix effect): w̄·Δr and r̄·Δw, with w = d / D and r = n / d."""
+    parts = {}
+    for member in {*before, *after}:
+        (n0, d0), (n1, d1) = before.get(member, (0, 0)), after.get(member, (0, 0))
+        r0 = Fraction(n0) / d0 if d0 else Fraction(n1) / d1
+        r1 = Fraction(n1) / d1 if d1 else r0
+        w0, w1 = Fraction(d0) / whole_before[1], Fraction(d1) / whole_after[1]
+        parts[member] = ((w0 + w1) / 2 * (r1 - r0), (r0 + r1) / 2 * (w1 - w0))
+    return parts
+
+
+@pytest.mark.parametrize(("question", "lang"), [("为什么7月退款率升高", "zh"), ("why did the refund rate rise in July", "en")])
+def test_why_a_refund_rate_moved_is_a_rate_and_mix_attribution_that_sums_to_the_change(api, aws, demo_warehouse, question, lang):
+    from memtool.analysis.summary import catalog_labels
+    from memtool.semantic.catalog import load_catalog
+
+    answer = ask(api, question)
+
+    assert (answer["status"], answer["route"]) == ("answered", "deep_analysis_workflow"), answer
+    analysis = answer["analysis"]
+    assert analysis["status"] == "complete" and analysis["skipped"] == []
+    [run] = analysis["analyses"]
+    assert (run["kind"], run["tool"]) == ("attribution", "code_interpreter")
+    result = analysis["result"]
+    assert result["method"] == "rate_mix" and (result["before_period"], result["after_period"]) == ("2026-06", "2026-07")
+    june, july = refund_rate_by_hand(demo_warehouse, "2026-06"), refund_rate_by_hand(demo_warehouse, "2026-07")
+    (n0, d0), (n1, d1) = june[""][""], july[""][""]
+    change = n1 / d1 - n0 / d0
+    assert result["before_total"] == pytest.approx(float(n0 / d0), abs=1e-9)
+    assert result["after_total"] == pytest.approx(float(n1 / d1), abs=1e-9)
+    assert result["total_change"] == pytest.approx(float(change), abs=1e-9)
+    assert round(result["after_total"], 4) == answer["rows"][-1][1]  # the answer's own July
+    assert (Decimal(repr(result["numerator"]["after"])), Decimal(repr(result["denominator"]["after"]))) == (n1, d1)  # to the cent
+    assert {d["dimension"]: d["denominators"] for d in result["dimensions"]} == {
+        "product": "partition", "channel": "partition", "refund_reason": "shared",  # a reason's rate is over all sales
+    }  # fmt: skip
+    biggest = (Fraction(0), "", "", "")
+    for dimension in result["dimensions"]:
+        name = dimension["dimension"]
+        contributions = {c["member"]: c for c in dimension["contributions"]}
+        hand = parts_by_hand(june[name], july[name], june[""][""], july[""][""])
+        assert set(contributions) == set(hand), name
+        assert sum(rate + mix for rate, mix in hand.values()) == change  # exactly, by hand too
+        assert math.fsum(c["rate_effect"] + c["mix_effect"] for c in contributions.values()) == pytest.approx(float(change), abs=1e-9)
+        assert dimension["rate_effect"] + dimension["mix_effect"] == pytest.approx(float(change), abs=1e-9)
+        for member, (rate, mix) in hand.items():
+            c = contributions[member]
+            assert c["rate_effect"] == pytest.approx(float(rate), abs=1e-9) and c["mix_effect"] == pytest.approx(float(mix), abs=1e-9)
+            before, after = june[name].get(member, (0, 0)), july[name].get(member, (0, 0))
+            assert (Decimal(repr(c["numerator_before"])), Decimal(repr(c["numerator_after"]))) == (before[0], after[0])  # to the cent
+            assert (Decimal(repr(c["denominator_before"])), Decimal(repr(c["denominator_after"]))) == (before[1], after[1])
+            for effect, value in (("rate", rate), ("mix", mix)):
+                if abs(value) > abs(biggest[0]):
+                    biggest = (value, name, member, effect)
+        if name == "refund_reason":
+            assert all(c["mix_effect"] == 0 for c in contributions.values())
+    value, dimension_name, member, effect = biggest
+    assert result["biggest_part"]["dimension"] == dimension_name and result["biggest_part"]["member"] == member
+    assert (result["biggest_part"]["effect"], result["biggest_part"]["value"]) == (effect, pytest.approx(float(value), abs=1e-9))
+    # The summary names the biggest part, and the rates keep their digits.
+    labels = catalog_labels(load_catalog(), lang)
+    summary = analysis["summary"]
+    assert answer["answer"] == summary
+    if lang == "zh":
+        assert summary.startswith("退款率从 2026-06 的 0.0293 降到 2026-07 的 0.0131（−0.0162）。")  # it fell: the summary says so
+        assert f"最大的一项是{labels[dimension_name]}「{member}」" in summary
+    else:
+        assert summary.startswith("refund rate fell from 0.0293 in 2026-06 to 0.0131 in 2026-07 (−0.0162).")
+        assert f"The biggest part is {labels[dimension_name]} {member}'s own refund rate" in summary
+    assert not any("could not run" in n or "no analysis ran" in n for n in answer["notes"])
+
+
+def test_why_average_order_value_moved_splits_it_to_the_cent(api, aws, demo_warehouse):
+    answer = ask(api, "为什么7月客单价下降")
+
+    assert answer["status"] == "answered", answer
+    result = answer["analysis"]["result"]
+    assert result["method"] == "rate_mix"
+    assert (result["numerator"]["column"], result["denominator"]["column"]) == ("gross_revenue", "order_count")
+
+    def by_region(month: str) -> tuple[tuple[Fraction, Fraction], dict[str, tuple[Fraction, Fraction]]]:
+        where = _PAID.format(month=month)
+        [[gross, orders]] = warehouse_rows(
+            demo_warehouse, f"SELECT SUM(gross_amount), COUNT(DISTINCT order_id) FROM fact_order_line ol WHERE {where}"
+        )
+        rows = warehouse_rows(
+            demo_warehouse, "SELECT d.region_name, SUM(ol.gross_amount), COUNT(DISTINCT ol.order_id) FROM fact_order_line ol "
+            f"JOIN dim_region d USING (region_id) WHERE {where} GROUP BY 1",
+        )  # fmt: skip
+        return (Fraction(gross), Fraction(orders)), {str(m): (Fraction(n), Fraction(d)) for m, n, d in rows}
+
+    (whole0, june), (whole1, july) = by_region("2026-06"), by_region("2026-07")
+    change = whole1[0] / whole1[1] - whole0[0] / whole0[1]
+    assert abs(Fraction(repr(result["total_change"])) - change) < Fraction(1, 200)  # to the cent (元)
+    region = next(d for d in result["dimensions"] if d["dimension"] == "region")
+    hand = parts_by_hand(june, july, whole0, whole1)
+    cent = Fraction(1, 200)
+    for c in region["contributions"]:
+        rate, mix = hand[c["member"]]
+        assert abs(Fraction(repr(c["rate_effect"])) - rate) < cent and abs(Fraction(repr(c["mix_effect"])) - mix) < cent
+    for dimension in result["dimensions"]:
+        assert abs(Fraction(math.fsum(c["delta"] for c in dimension["contributions"])) - change) < cent
+    # An order holding two products counts in both: the product split still sums, and says its weights overlap.
+    assert next(d for d in result["dimensions"] if d["dimension"] == "product")["denominators"] == "overlapping"
+    assert answer["analysis"]["summary"].startswith("客单价从 2026-06 的 2,982 升到 2026-07 的 3,012（+29.66）。最大的一项是")

@@ -7,7 +7,10 @@ import math
 import random
 import subprocess
 import sys
+from collections.abc import Mapping
 from decimal import Decimal
+from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
@@ -167,6 +170,183 @@ def test_attribution_names_the_missing_period() -> None:
             period_column="period", value_column="v", dimensions=["r"], before_period="2025-12", after_period="2026-02",
         )
     assert error.value.field == "before_period"
+
+
+# --- rate/mix attribution of a ratio -------------------------------------------------------------
+
+
+def _pairs(table: Mapping[str, tuple[Any, Any]]) -> dict[str, tuple[Fraction, Fraction]]:
+    return {m: (Fraction(Decimal(str(n))), Fraction(Decimal(str(d)))) for m, (n, d) in table.items()}
+
+
+def _whole(table: dict[str, tuple[Fraction, Fraction]]) -> tuple[Fraction, Fraction]:
+    return sum((n for n, _ in table.values()), Fraction(0)), sum((d for _, d in table.values()), Fraction(0))
+
+
+def test_rate_and_mix_parts_sum_exactly_to_the_change_of_the_ratio() -> None:
+    # Refunds over sales in three channels: every channel's own rate and its share of sales move.
+    before = _pairs({"hospital": ("1200.50", "40000.00"), "retail": ("300.25", "25000.00"), "online": ("99.99", "5000.00")})
+    after = _pairs({"hospital": ("800.10", "38000.00"), "retail": ("610.00", "30500.00"), "online": ("250.00", "9000.00")})
+    (n0, d0), (n1, d1) = _whole(before), _whole(after)
+
+    parts = kernels.rate_mix_parts(before, after, (n0, d0), (n1, d1))
+
+    change = n1 / d1 - n0 / d0
+    assert sum((p["rate_effect"] + p["mix_effect"] for p in parts), Fraction(0)) == change  # exactly, in rationals
+    hospital = next(p for p in parts if p["member"] == "hospital")
+    w0, w1 = Fraction(40000, 70000), Fraction(38000, 77500)
+    r0, r1 = Fraction(Decimal("1200.50")) / 40000, Fraction(Decimal("800.10")) / 38000
+    assert hospital["rate_effect"] == (w0 + w1) / 2 * (r1 - r0)  # the symmetric (Shapley) form
+    assert hospital["mix_effect"] == (r0 + r1) / 2 * (w1 - w0)
+
+
+def test_many_random_segments_still_sum_exactly_and_the_report_floats_within_a_rounding() -> None:
+    rng = random.Random(22)
+    before = {f"m{i}": (f"{rng.uniform(0, 900):.2f}", f"{rng.uniform(1000, 90000):.2f}") for i in range(30)}
+    after = {f"m{i}": (f"{rng.uniform(0, 900):.2f}", f"{rng.uniform(1000, 90000):.2f}") for i in range(4, 34)}  # members come and go
+    b, a = _pairs(before), _pairs(after)
+
+    parts = kernels.rate_mix_parts(b, a, _whole(b), _whole(a))
+
+    change = _whole(a)[0] / _whole(a)[1] - _whole(b)[0] / _whole(b)[1]
+    assert sum((p["delta"] for p in parts), Fraction(0)) == change
+    entering = next(p for p in parts if p["member"] == "m33")
+    assert entering["rate_effect"] == 0 and entering["mix_effect"] == entering["delta"] != 0  # a new segment is pure mix
+    leaving = next(p for p in parts if p["member"] == "m0")
+    assert leaving["rate_effect"] == 0 and leaving["mix_effect"] < 0
+
+
+def test_a_pure_mix_shift_has_no_rate_effects() -> None:
+    # Every segment keeps its own rate (2% and 5%); sales move from the low-rate one to the high-rate one.
+    before = _pairs({"low": (200, 10000), "high": (500, 10000)})
+    after = _pairs({"low": (100, 5000), "high": (750, 15000)})
+
+    parts = kernels.rate_mix_parts(before, after, _whole(before), _whole(after))
+
+    assert all(p["rate_effect"] == 0 for p in parts)
+    assert sum((p["mix_effect"] for p in parts), Fraction(0)) == Fraction(850, 20000) - Fraction(700, 20000)
+
+
+def test_a_pure_rate_change_has_no_mix_effects() -> None:
+    # The same shares of sales (40/60, the total doubled); the segments' own rates move.
+    before = _pairs({"a": (80, 4000), "b": (300, 6000)})
+    after = _pairs({"a": (400, 8000), "b": (240, 12000)})
+
+    parts = kernels.rate_mix_parts(before, after, _whole(before), _whole(after))
+
+    assert all(p["mix_effect"] == 0 for p in parts)
+    rates = {p["member"]: p["rate_effect"] for p in parts}
+    assert rates == {"a": Fraction(4, 10) * Fraction(3, 100), "b": Fraction(6, 10) * Fraction(-3, 100)}
+
+
+def test_segments_that_do_not_partition_the_numerator_are_refused() -> None:
+    before = _pairs({"a": (10, 100), "b": (10, 100)})
+    after = _pairs({"a": (10, 100), "b": (20, 100)})
+    with pytest.raises(KernelInputError) as error:
+        kernels.rate_mix_parts(before, after, (Fraction(25), Fraction(200)), _whole(after))
+    assert error.value.unanswerable and "do not partition" in str(error.value)
+
+
+RATE_ROWS = [
+    # period, dimension, member, refunds, sales
+    ["2026-06", "channel", "医院", 900.00, 30000.00],
+    ["2026-06", "channel", "零售", 300.00, 20000.00],
+    ["2026-07", "channel", "医院", 310.00, 31000.00],
+    ["2026-07", "channel", "零售", 380.00, 19000.00],
+    ["2026-06", "refund_reason", "质量问题", 1000.00, 50000.00],  # a reason over all sales: the reasons' rates add up
+    ["2026-06", "refund_reason", "物流延误", 200.00, 50000.00],
+    ["2026-07", "refund_reason", "质量问题", 400.00, 50000.00],
+    ["2026-07", "refund_reason", "物流延误", 290.00, 50000.00],
+]
+RATE_COLUMNS = ["month", "dimension", "member", "refund_amount", "gross_revenue"]
+RATE_TOTALS = {"2026-06": [1200.00, 50000.00], "2026-07": [690.00, 50000.00]}
+
+
+def _rate_report(**overrides: Any) -> dict[str, Any]:
+    arguments: dict[str, Any] = {
+        "period_column": "month", "dimension_column": "dimension", "member_column": "member", "numerator_column": "refund_amount",
+        "denominator_column": "gross_revenue", "totals": RATE_TOTALS, "before_period": "2026-06", "after_period": "2026-07",
+        "shared_denominator": ["refund_reason"],
+    }  # fmt: skip
+    return kernels.rate_attribution_report(RATE_COLUMNS, RATE_ROWS, **{**arguments, **overrides})
+
+
+def test_the_rate_report_splits_each_dimension_and_names_the_biggest_part() -> None:
+    report = _rate_report()
+
+    assert report["method"] == "rate_mix"
+    assert report["before_total"] == pytest.approx(0.024, abs=1e-15) and report["after_total"] == pytest.approx(0.0138, abs=1e-15)
+    assert report["total_change"] == pytest.approx(-0.0102, abs=1e-15)
+    for dimension in report["dimensions"]:
+        parts = math.fsum(c["rate_effect"] + c["mix_effect"] for c in dimension["contributions"])
+        assert parts == pytest.approx(report["total_change"], abs=1e-15)
+        assert dimension["rate_effect"] + dimension["mix_effect"] == pytest.approx(report["total_change"], abs=1e-15)
+    channel, reason = report["dimensions"]
+    assert (channel["dimension"], channel["denominators"], reason["denominators"]) == ("channel", "partition", "shared")
+    assert reason["mix_effect"] == 0 and [c["member"] for c in reason["contributions"]] == ["质量问题", "物流延误"]
+    hospital = channel["contributions"][0]
+    assert hospital["member"] == "医院" and (hospital["before"], hospital["after"]) == (0.03, 0.01)
+    # 医院's own rate fell from 3% to 1% at an average weight of 0.61: −0.0122, the biggest single part.
+    assert hospital["rate_effect"] == pytest.approx(0.61 * -0.02, abs=1e-15)
+    assert report["biggest_part"] == {"dimension": "channel", "member": "医院", "effect": "rate", "value": hospital["rate_effect"],
+                                      "share": pytest.approx(hospital["rate_effect"] / -0.0102)}  # fmt: skip
+
+
+def test_a_dimension_that_cannot_add_up_is_skipped_with_its_reason() -> None:
+    rows = [*RATE_ROWS, ["2026-06", "product", "A", 1.00, 10.00], ["2026-07", "product", "A", 2.00, 10.00]]
+    report = kernels.rate_attribution_report(
+        RATE_COLUMNS, rows, period_column="month", dimension_column="dimension",
+        member_column="member", numerator_column="refund_amount", denominator_column="gross_revenue", totals=RATE_TOTALS,
+        before_period="2026-06", after_period="2026-07", shared_denominator=["refund_reason"],
+    )  # fmt: skip
+    assert [d["dimension"] for d in report["dimensions"]] == ["channel", "refund_reason"]
+    [skipped] = report["skipped"]
+    assert skipped["dimension"] == "product" and "do not partition" in skipped["reason"]
+
+
+def test_a_numerator_off_by_its_queries_rounding_is_absorbed_not_refused() -> None:
+    rows = [[*r[:3], float(str(r[3])) + (0.01 if r[2] == "零售" and r[0] == "2026-07" else 0), r[4]] for r in RATE_ROWS]
+    with pytest.raises(KernelInputError):
+        kernels.rate_attribution_report(
+            RATE_COLUMNS, rows[:4], period_column="month", dimension_column="dimension",
+            member_column="member", numerator_column="refund_amount", denominator_column="gross_revenue", totals=RATE_TOTALS,
+            before_period="2026-06", after_period="2026-07",
+        )  # fmt: skip
+    report = _rate_report(rounding=0.005)
+    assert report["skipped"] == []
+    rounded = kernels.rate_attribution_report(
+        RATE_COLUMNS, rows[:4], period_column="month", dimension_column="dimension",
+        member_column="member", numerator_column="refund_amount", denominator_column="gross_revenue", totals=RATE_TOTALS,
+        before_period="2026-06", after_period="2026-07", rounding=0.005,
+    )  # fmt: skip
+    [channel] = rounded["dimensions"]
+    assert math.fsum(c["delta"] for c in channel["contributions"]) == pytest.approx(rounded["total_change"], abs=1e-15)
+
+
+def test_the_rate_summary_names_the_biggest_part_and_keeps_a_ratios_digits() -> None:
+    report = _rate_report()
+    labels = {"channel": "渠道", "refund_reason": "退款原因", "gross_revenue": "销售额"}
+
+    zh = summarize_analysis("attribution", report, lang="zh", metric_label="退款率", unit=None, dimension_labels=labels)
+    en_labels = {"channel": "channel", "refund_reason": "refund reason", "gross_revenue": "gross revenue"}
+    en = summarize_analysis("attribution", report, lang="en", metric_label="refund rate", unit=None, dimension_labels=en_labels)
+
+    assert zh.startswith("退款率从 2026-06 的 0.024 降到 2026-07 的 0.0138（−0.0102）。")
+    assert "最大的一项是渠道「医院」自身退款率的变化：−0.0122（占变化的 119.6%）。" in zh
+    assert "按退款原因看（分母都是全部销售额，没有结构效应），质量问题 −0.012（0.02→0.008）" in zh
+    assert "各渠道自身退款率的变化合计" in zh and "渠道结构（销售额占比）的变化合计" in zh
+    assert en.startswith(
+        "refund rate fell from 0.024 in 2026-06 to 0.0138 in 2026-07 (−0.0102). The biggest part is channel 医院's own refund rate, −0.0122"
+    )
+
+
+def test_a_ratio_keeps_enough_digits_to_be_read() -> None:
+    assert format_amount(0.0312, lang="en", unit=None) == "0.0312"
+    assert format_amount(-0.000344, lang="zh", unit=None) == "−0.000344"
+    assert format_amount(0.5, lang="en", unit="元") == "0.5 yuan"  # money keeps cents
+    point = {"label": "2026-05", "value": 0.0312, "expected": 0.0203, "z": 4.2, "flagged_by": ["robust_z"]}
+    text = summarize_analysis("anomaly", {"points": [point], "threshold": 3.5}, lang="en", metric_label="refund rate", unit=None)
+    assert text.startswith("In 2026-05, refund rate was 0.0312, 53.7% above the expected 0.0203 (robust z = 4.2)")
 
 
 # --- distributions and correlation against scipy ------------------------------------------------
@@ -334,7 +514,7 @@ def test_the_kernels_source_imports_only_the_standard_library_and_numpy() -> Non
         if isinstance(node, (ast.Import, ast.ImportFrom))
         for alias in node.names
     }
-    assert imported <= {"__future__", "math", "statistics", "collections", "decimal", "typing", "numpy"}
+    assert imported <= {"__future__", "math", "statistics", "collections", "decimal", "fractions", "typing", "numpy"}
 
 
 def test_the_month_after_a_drop_is_judged_without_the_drop() -> None:

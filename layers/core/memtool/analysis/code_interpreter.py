@@ -161,8 +161,15 @@ def code_interpreter_tool(
         data = json.dumps({"columns": arguments.columns, "rows": arguments.rows, "params": params}, ensure_ascii=False, default=str)
         inputs = {"data.json": data.encode("utf-8")}
         generated = bool(arguments.code)
-        script = arguments.code if arguments.code else templated_script(arguments.analysis, params)
+        first: list[str] = []
+        if generated and params.get("method") == "rate_mix":
+            # A ratio's rate/mix parts are checked by nothing a generated script could be held to
+            # (its result shape is the additive one): the templated kernel answers.
+            generated = False
+            first.append("the generated script was not used (a rate/mix attribution runs the templated kernel)")
+        script = arguments.code if generated and arguments.code else templated_script(arguments.analysis, params)
         run, notes = sandbox().run(script, files=inputs, timeout_seconds=timeout_seconds, charts=generated or arguments.return_files)
+        notes = [*first, *notes]
         if generated:
             problem = _generated_problem(arguments.analysis, run)
             if problem is not None:

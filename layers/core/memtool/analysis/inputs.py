@@ -6,6 +6,9 @@
   explain it (region or city, channel, product; for refunds also the refund reason), for the
   period asked about and the period before it. Those queries are compiled from the intent by the
   semantic layer, so the same definitions (and lessons) hold, and run through the guardrails.
+  A ratio (refund rate, average order value) is not additive: its numerator and denominator
+  metrics (found from its expression) are read for the whole and by each dimension instead, for
+  the rate/mix decomposition, after checking the pair gives back the ratio itself.
 - **clustering**, **correlation** and **regression** need several measures per member: the asked
   metric with the catalog's other measures, by the question's grouping (cities by default).
 
@@ -116,22 +119,15 @@ def forecast_table(columns: list[str], rows: list[list[Any]], intent: Intent | N
     return table
 
 
-def attribution_table(
-    intent: Intent,
-    windows: AnalysisWindows,
-    run: Callable[[Intent], tuple[list[str], list[list[Any]], str]],
-    model: Catalog,
-    series_labels: Sequence[str],
-    today: date | None = None,
-) -> Table:
-    """The metric by every explaining dimension, for the month asked about and the one before.
+Run = Callable[[Intent], tuple[list[str], list[list[Any]], str]]
 
-    One query per period, grouped by all the dimensions at once, so each dimension's parts add up
-    to the same total change. A month not over yet is compared as month to date with the same
-    days of the month before. ``run(intent) -> (columns, rows, sql)`` compiles, guards and runs.
-    """
-    if not model.metric(intent.metric).additive:
-        raise ValueError(f"{intent.metric} is a ratio: its change cannot be split into parts that add up")
+
+def _compared_windows(
+    windows: AnalysisWindows, series_labels: Sequence[str], today: date | None
+) -> tuple[TimeWindow, TimeWindow, list[str]]:
+    """(the month before, the month asked about, notes): the focus when it is one month, else the
+    series' last month; a month not over yet is compared as month to date with the same days of
+    the month before."""
     focus = windows.focus
     if focus is None or add_months(month_start(focus.start), 1) < focus.end:
         # No single month named (or a longer period): the last month of the series against the one before.
@@ -151,6 +147,30 @@ def attribution_table(
             f"{after.label} is not over: it is compared as month to date ({after.start:%m-%d}..{today - timedelta(days=1):%m-%d}) "
             f"with the same days of {before.label}"
         )
+    return before, after, notes
+
+
+def attribution_table(
+    intent: Intent,
+    windows: AnalysisWindows,
+    run: Run,
+    model: Catalog,
+    series_labels: Sequence[str],
+    today: date | None = None,
+) -> Table:
+    """The metric by every explaining dimension, for the month asked about and the one before.
+
+    One query per period, grouped by all the dimensions at once, so each dimension's parts add up
+    to the same total change. A month not over yet is compared as month to date with the same
+    days of the month before. ``run(intent) -> (columns, rows, sql)`` compiles, guards and runs.
+    A ratio (refund rate, average order value) gets its numerator and denominator by segment
+    instead (``rate_attribution_table``), for the rate/mix decomposition.
+    """
+    before, after, notes = _compared_windows(windows, series_labels, today)
+    if not model.metric(intent.metric).additive:
+        table = rate_attribution_table(intent, before, after, run, model)
+        table.notes[:0] = notes
+        return table
     dims = _drill_dimensions(model, intent)
     if not dims:
         raise ValueError(f"{intent.metric} has no dimension to break its change down by")
@@ -177,6 +197,197 @@ def attribution_table(
         queries=queries,
         notes=notes,
     )
+
+
+# ---- ratios: each segment's numerator and denominator ------------------------------------------
+
+
+def _sql_key(node: Any) -> str:
+    return str(node.sql(dialect="redshift", normalize=True, comments=False))
+
+
+def _bare(node: Any) -> Any:
+    """An operand of a ratio without its casts, parentheses and NULLIF(…, 0) guard."""
+    from sqlglot import exp
+
+    def guard(node: Any) -> bool:  # NULLIF(x, 0): x, with division by zero made NULL
+        return isinstance(node, exp.Nullif) and isinstance(node.expression, exp.Literal) and node.expression.name in ("0", "0.0")
+
+    while isinstance(node, (exp.Cast, exp.TryCast, exp.Paren)) or guard(node):
+        node = node.this
+    return node
+
+
+def ratio_parts(model: Catalog, name: str) -> tuple[str, str]:
+    """(the numerator metric, the denominator metric) of a ratio metric: the model's metrics whose
+    expressions are the two sides of its division (``refund_rate`` = ``refund_amount`` /
+    ``gross_revenue``; ``avg_order_value`` = ``gross_revenue`` / ``order_count``), on the same
+    source, time column and filters. ValueError when its expression is no such division."""
+    from sqlglot import exp, parse_one
+    from sqlglot.errors import ParseError, TokenError
+
+    metric = model.metric(name)
+
+    def parsed(expression: str) -> Any:
+        try:
+            return parse_one(expression, read="redshift")
+        except (ParseError, TokenError):
+            return None
+
+    def period_of(m: Any) -> str | None:  # a metric's own time column, else its source's
+        try:
+            return m.time_column or model.source(m.source).time_column
+        except KeyError:
+            return m.time_column
+
+    top = parsed(metric.expression)
+    top = _bare(top) if top is not None else None
+    if not isinstance(top, exp.Div):
+        raise ValueError(f"{name} is not a ratio of two sums (its expression is not one division): its change cannot be split into parts")
+    wanted = {"numerator": _sql_key(_bare(top.this)), "denominator": _sql_key(_bare(top.expression))}
+    found: dict[str, str] = {}
+    for other in model.metrics:
+        if (
+            other.name == name
+            or not other.additive
+            or other.kind == "ratio"
+            or other.source != metric.source
+            or period_of(other) != period_of(metric)
+            or sorted(other.filters) != sorted(metric.filters)
+        ):
+            continue
+        node = parsed(other.expression)
+        if node is None:
+            continue
+        key = _sql_key(_bare(node))
+        for side, expected in wanted.items():
+            if key == expected and side not in found:
+                found[side] = other.name
+    missing = [side for side in wanted if side not in found]
+    if missing:
+        raise ValueError(
+            f"{name}'s {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not a metric of the model "
+            "(an additive metric on the same source with the same expression): its change cannot be split into parts"
+        )
+    return found["numerator"], found["denominator"]
+
+
+def _on_detail_of(model: Catalog, metric: Any, dimension: str) -> bool:
+    """Whether ``dimension`` is an attribute of the detail a by-detail metric splits by (refund reason)."""
+    if metric.by_detail is None or not model.has_dimension(dimension):
+        return False
+    try:
+        detail = model.source(metric.source).detail(metric.by_detail.detail)
+    except KeyError:
+        return False
+    return model.dimension(dimension).table == detail.table
+
+
+def _cell(value: Any) -> Any:
+    return 0 if value is None else value
+
+
+def rate_attribution_table(intent: Intent, before: TimeWindow, after: TimeWindow, run: Run, model: Catalog) -> Table:
+    """The ratio's numerator and denominator for the whole and per member of every explaining
+    dimension, in the two periods: one row per (month, dimension, member) with both, and the
+    whole's pair per period in ``params["totals"]``, for ``kernels.rate_attribution_report``.
+
+    Each side is its own metric of the model (``ratio_parts``), compiled by the semantic layer
+    like any query. Where the ratio reads a detail's attribute over the whole's denominator
+    (refunds by reason / all sales: the reasons' rates add up to the rate), every member's
+    denominator is the whole's (``shared_denominator``) and filters on that attribute leave the
+    denominator alone, as the compiler reads the ratio. Before anything is split, the pair must
+    give back the ratio itself, as the model computes it for each period.
+    """
+    metric = model.metric(intent.metric)
+    numerator, denominator = ratio_parts(model, intent.metric)
+    num_spec, den_spec = model.metric(numerator), model.metric(denominator)
+    filters = tuple(intent.filters)
+    for f in filters:
+        if f.dimension not in num_spec.dimensions:
+            raise ValueError(f"{numerator} (the numerator of {intent.metric}) cannot be filtered by {f.dimension}")
+    den_filters = tuple(f for f in filters if not (f.dimension not in den_spec.dimensions and _on_detail_of(model, metric, f.dimension)))
+    for f in den_filters:
+        if f.dimension not in den_spec.dimensions:
+            raise ValueError(f"{denominator} (the denominator of {intent.metric}) cannot be filtered by {f.dimension}")
+    notes: list[str] = []
+    dims: list[str] = []
+    shared: list[str] = []
+    for d in _drill_dimensions(model, intent):
+        if d not in num_spec.dimensions:
+            notes.append(f"{intent.metric} is not broken down by {d}: its numerator {numerator} has no {d}")
+        elif d in den_spec.dimensions:
+            dims.append(d)
+        elif _on_detail_of(model, metric, d) and metric.by_detail is not None and metric.by_detail.denominator:
+            dims.append(d)
+            shared.append(d)
+        else:
+            notes.append(f"{intent.metric} is not broken down by {d}: its denominator {denominator} has no {d}")
+    if not dims:
+        raise ValueError(f"{intent.metric} has no dimension its numerator and denominator can both be broken down by")
+    queries: list[str] = []
+
+    def value_of(name: str, window: TimeWindow, by: tuple[str, ...], where: tuple[Filter, ...]) -> list[list[Any]]:
+        # In the base unit: parts rounded in 万元 would not add up to the total.
+        _, rows, sql = run(Intent(metric=name, dimensions=by, filters=where, time_window=window, unit=None))
+        queries.append(sql)
+        return rows
+
+    rows: list[list[Any]] = []
+    totals: dict[str, list[Any]] = {}
+    for window in (before, after):
+        whole_n = _cell((value_of(numerator, window, (), filters) or [[None]])[0][-1])
+        whole_d = _cell((value_of(denominator, window, (), den_filters) or [[None]])[0][-1])
+        if not whole_d:
+            raise ValueError(f"{denominator} is 0 in {window.label}: {intent.metric} is undefined there, there is no change to split")
+        shown = (value_of(intent.metric, window, (), filters) or [[None]])[0][-1]
+        _check_reproduces(intent.metric, metric.kind, shown, whole_n, whole_d, numerator, denominator, window.label)
+        totals[window.label] = [whole_n, whole_d]
+        for d in dims:
+            by_n = {row[0]: _cell(row[-1]) for row in value_of(numerator, window, (d,), filters)}
+            if d in shared:
+                by_d = dict.fromkeys(by_n, whole_d)
+            else:
+                by_d = {row[0]: _cell(row[-1]) for row in value_of(denominator, window, (d,), den_filters)}
+            for member in dict.fromkeys([*by_d, *by_n]):
+                rows.append([window.label, d, member, by_n.get(member, 0), by_d.get(member, 0)])
+    return Table(
+        columns=["month", "dimension", "member", numerator, denominator],
+        rows=rows,
+        params={
+            "method": "rate_mix",
+            "period_column": "month",
+            "dimension_column": "dimension",
+            "member_column": "member",
+            "numerator_column": numerator,
+            "denominator_column": denominator,
+            "value_column": intent.metric,
+            "dimensions": dims,
+            "shared_denominator": shared,
+            "totals": totals,
+            "rounding": 0.005 if num_spec.kind == "money" else 0.0,  # the compiler rounds money to cents
+            "before_period": before.label,
+            "after_period": after.label,
+        },
+        queries=queries,
+        notes=notes,
+    )
+
+
+def _check_reproduces(
+    name: str, kind: str, shown: Any, whole_n: Any, whole_d: Any, numerator: str, denominator: str, period: str
+) -> None:
+    """The pair must give back the ratio the model computes (rounded as the compiler rounds it:
+    ratios to 4 decimals, money to 2); otherwise its parts would explain another number."""
+    if shown is None:
+        raise ValueError(f"{name} has no value in {period}: there is no change to split")
+    ours = float(whole_n) / float(whole_d)
+    allowed = 0.5e-4 if kind == "ratio" else 0.005 if kind == "money" else 0.0
+    if abs(ours - float(shown)) > allowed + 1e-9 * max(1.0, abs(ours)):
+        raise ValueError(
+            f"{numerator} / {denominator} is {ours!r} in {period}, but {name} is {shown!r}: "
+            f"they are not its numerator and denominator, so its change is not split"
+        )
 
 
 def profile_table(

@@ -130,21 +130,40 @@ if plt is not None:
     fig.savefig("chart.png", dpi=100)
 ''',
     "attribution": '''
-result = attribution_report(
-    COLUMNS, ROWS, period_column=PARAMS.get("period_column", "period"), value_column=PARAMS.get("value_column", "value"),
-    dimensions=PARAMS.get("dimensions") or [], before_period=PARAMS.get("before_period"), after_period=PARAMS.get("after_period"),
-)
+if PARAMS.get("method") == "rate_mix":  # a ratio: each segment's own rate and the mix of segments
+    result = rate_attribution_report(
+        COLUMNS, ROWS, period_column=PARAMS.get("period_column", "period"), dimension_column=PARAMS.get("dimension_column", "dimension"),
+        member_column=PARAMS.get("member_column", "member"), numerator_column=PARAMS["numerator_column"],
+        denominator_column=PARAMS["denominator_column"], totals=PARAMS["totals"], before_period=PARAMS["before_period"],
+        after_period=PARAMS["after_period"], shared_denominator=PARAMS.get("shared_denominator") or [],
+        rounding=PARAMS.get("rounding", 0.0),
+    )
+else:
+    result = attribution_report(
+        COLUMNS, ROWS, period_column=PARAMS.get("period_column", "period"), value_column=PARAMS.get("value_column", "value"),
+        dimensions=PARAMS.get("dimensions") or [], before_period=PARAMS.get("before_period"), after_period=PARAMS.get("after_period"),
+    )
 _write(result)
 plt = _pyplot()
 if plt is not None:
     dims = result["dimensions"]
+    rates = result.get("method") == "rate_mix"
     fig, axes = plt.subplots(len(dims), 1, figsize=(8, 2 + 2.5 * len(dims)), squeeze=False)
     for ax, dim in zip(axes[:, 0], dims):
         parts = list(reversed(dim["contributions"][:10]))
-        colors = ["tab:green" if c["delta"] >= 0 else "tab:red" for c in parts]
-        ax.barh([str(c["member"]) for c in parts], [c["delta"] for c in parts], color=colors)
+        names = [str(c["member"]) for c in parts]
+        if rates:  # each member's rate effect and mix effect, side by side
+            y = list(range(len(parts)))
+            ax.barh([i + 0.2 for i in y], [c["rate_effect"] for c in parts], height=0.4, color="tab:blue", label="rate")
+            ax.barh([i - 0.2 for i in y], [c["mix_effect"] for c in parts], height=0.4, color="tab:orange", label="mix")
+            ax.set_yticks(y, names)
+            ax.legend(fontsize=7)
+        else:
+            colors = ["tab:green" if c["delta"] >= 0 else "tab:red" for c in parts]
+            ax.barh(names, [c["delta"] for c in parts], color=colors)
         ax.axvline(0, color="black", linewidth=0.8)
-        ax.set_title(f"{dim['dimension']}: {result['before_period']} -> {result['after_period']} ({result['total_change']:+,.2f})")
+        change = f"{result['total_change']:+.4g}" if rates else f"{result['total_change']:+,.2f}"
+        ax.set_title(f"{dim['dimension']}: {result['before_period']} -> {result['after_period']} ({change})")
     fig.tight_layout()
     fig.savefig("chart.png", dpi=100)
 ''',

@@ -7,6 +7,7 @@ so it cannot report a figure the analysis did not produce.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -27,9 +28,20 @@ def _number(value: float, *, digits: int = 2) -> str:
     return (_MINUS if value < 0 else "") + text
 
 
+def _digits(magnitude: float, unit: str | None) -> int:
+    """Decimals to show: none from 100, two from 1; below 1 without a unit (a ratio: 0.0312, a
+    refund rate) three significant digits (to eight decimals), so a rate and its change stay readable."""
+    if magnitude >= 100:
+        return 0
+    if magnitude >= 1 or magnitude == 0 or unit is not None:
+        return 2
+    return min(8, max(2, 2 - math.floor(math.log10(magnitude))))
+
+
 def format_amount(value: float, *, lang: Lang, unit: str | None) -> str:
     """An amount the way a reader of ``lang`` expects: 万/亿 in Chinese (when the unit is 元 or
-    none), thousands separators in English."""
+    none), thousands separators in English; a ratio (no unit, below 1) with three significant
+    digits ("0.0312")."""
     sign = _MINUS if value < 0 else ""
     magnitude = abs(value)
     if lang == "zh" and unit in (None, "元"):
@@ -38,12 +50,11 @@ def format_amount(value: float, *, lang: Lang, unit: str | None) -> str:
             return f"{sign}{magnitude / 1e8:.2f} 亿{suffix}"
         if magnitude >= 1e4:
             return f"{sign}{magnitude / 1e4:.1f} 万{suffix}"
-        return f"{sign}{_number(magnitude, digits=0 if magnitude >= 100 else 2)} {suffix}".rstrip()
+        return f"{sign}{_number(magnitude, digits=_digits(magnitude, unit))} {suffix}".rstrip()
     if lang == "zh":
         return f"{sign}{_number(magnitude)} {unit}"
     shown = _EN_UNITS.get(unit or "", unit)
-    digits = 0 if magnitude >= 100 else 2
-    return f"{sign}{_number(magnitude, digits=digits)}" + (f" {shown}" if shown else "")
+    return f"{sign}{_number(magnitude, digits=_digits(magnitude, unit))}" + (f" {shown}" if shown else "")
 
 
 def _signed(value: float, *, lang: Lang, unit: str | None) -> str:
@@ -150,6 +161,8 @@ def _forecast(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | No
 
 
 def _attribution(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | None, labels: Mapping[str, str]) -> str:
+    if result.get("method") == "rate_mix":
+        return _rate_attribution(result, lang, metric, unit, labels)
     before, after, change = result["before_total"], result["after_total"], result["total_change"]
     b, a = result["before_period"], result["after_period"]
     fmt = lambda v: format_amount(v, lang=lang, unit=unit)  # noqa: E731
@@ -176,6 +189,72 @@ def _attribution(result: Mapping[str, Any], lang: Lang, metric: str, unit: str |
                 said.append(f"{c['member']} contributed {delta}{share}")
         parts.append(f"按{name}看，" + "，".join(said) + "。" if lang == "zh" else f"By {name}, " + ", ".join(said) + ".")
     return "".join(parts) if lang == "zh" else " ".join(parts)
+
+
+def _rate_attribution(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | None, labels: Mapping[str, str]) -> str:
+    """A ratio's change in its rate and mix parts: the whole, the biggest part, then each dimension's
+    rate and mix totals with its top members."""
+    before, after, change = result["before_total"], result["after_total"], result["total_change"]
+    b, a = result["before_period"], result["after_period"]
+    base = labels.get(result["denominator"]["column"], result["denominator"]["column"])
+    fmt = lambda v: format_amount(v, lang=lang, unit=unit)  # noqa: E731
+    sig = lambda v: _signed(v, lang=lang, unit=unit)  # noqa: E731
+    zh = lang == "zh"
+    if zh:
+        verb = "升到" if change > 0 else "降到" if change < 0 else "持平于"
+        parts = [f"{metric}从 {b} 的 {fmt(before)} {verb} {a} 的 {fmt(after)}（{sig(change)}）。"]
+    else:
+        verb = "rose" if change > 0 else "fell" if change < 0 else "held"
+        parts = [f"{metric} {verb} from {fmt(before)} in {b} to {fmt(after)} in {a} ({sig(change)})."]
+    top = result.get("biggest_part")
+    if top:
+        name = labels.get(top["dimension"], top["dimension"])
+        if zh:
+            share = f"（占变化的 {_percent(top['share'])}）" if top.get("share") is not None else ""
+            who = f"{name}「{top['member']}」"
+            what = f"{who}自身{metric}的变化" if top["effect"] == "rate" else f"{who}在{base}中占比的变化（结构效应）"
+            parts.append(f"最大的一项是{what}：{sig(top['value'])}{share}。")
+        else:
+            share = f" ({_percent(top['share'])} of the change)" if top.get("share") is not None else ""
+            what = (
+                f"{name} {top['member']}'s own {metric}"
+                if top["effect"] == "rate"
+                else f"the mix: {name} {top['member']}'s share of {base}"
+            )
+            parts.append(f"The biggest part is {what}, {sig(top['value'])}{share}.")
+    for dimension in result["dimensions"]:
+        name = labels.get(dimension["dimension"], dimension["dimension"])
+        movers = [c for c in dimension["contributions"] if c["delta"] != 0][:_TOP_MEMBERS]
+        if not movers:
+            continue
+        shared = dimension.get("denominators") == "shared"
+        said = []
+        for c in movers:
+            ratios = f"{fmt(c['before'])}→{fmt(c['after'])}" if c["before"] is not None and c["after"] is not None else ""
+            if shared:
+                said.append(f"{c['member']} {sig(c['delta'])}" + (f"（{ratios}）" if zh and ratios else f" ({ratios})" if ratios else ""))
+            elif zh:
+                said.append(f"{c['member']} {sig(c['delta'])}（自身 {sig(c['rate_effect'])}，结构 {sig(c['mix_effect'])}）")
+            else:
+                said.append(f"{c['member']} {sig(c['delta'])} (rate {sig(c['rate_effect'])}, mix {sig(c['mix_effect'])})")
+        if zh and shared:
+            parts.append(f"按{name}看（分母都是全部{base}，没有结构效应），" + "，".join(said) + "。")
+        elif zh:
+            overlap = f"（各{name}的{base}有重叠，结构按占全部{base}的比例计）" if dimension.get("denominators") == "overlapping" else ""
+            parts.append(
+                f"按{name}看，各{name}自身{metric}的变化合计 {sig(dimension['rate_effect'])}，"
+                f"{name}结构（{base}占比）的变化合计 {sig(dimension['mix_effect'])}{overlap}：" + "，".join(said) + "。"
+            )
+        elif shared:
+            parts.append(f"By {name} (each over all {base}: no mix), " + ", ".join(said) + ".")
+        else:
+            overlapping = dimension.get("denominators") == "overlapping"
+            overlap = f" (the members' {base} overlap; the mix reads their shares of the whole's)" if overlapping else ""
+            parts.append(
+                f"By {name}, the members' own {metric} moved it {sig(dimension['rate_effect'])} and their mix "
+                f"(shares of {base}) {sig(dimension['mix_effect'])}{overlap}: " + ", ".join(said) + "."
+            )
+    return "".join(parts) if zh else " ".join(parts)
 
 
 def _clustering(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | None, labels: Mapping[str, str]) -> str:
