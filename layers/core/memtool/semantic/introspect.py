@@ -506,7 +506,8 @@ def measure_of(table: TableFacts, column: ColumnFacts) -> Measure | None:
     """The aggregate a numeric column gets, or None for a number that is never added up.
 
     Never: calendar parts (year, month, day, hour, minute, ...), codes and identifiers (``*_no``,
-    ``zip``, ``flight`` in ``flights``: a column named as its table's entity), coordinates.
+    ``zip``, ``flight`` in ``flights``: a column named as its table's entity), coordinates, and a
+    column holding one value in every row (nothing to measure: a flag never set).
     ``AVG``: a name of a non-additive measure (delay, time, duration, rate, ratio, price, temperature,
     age, speed, percent, rank, rating, score, ...), negative values in a column not named as an
     amount or a quantity (a delay, a temperature, a margin), or a fraction (every value in [0, 1]).
@@ -526,6 +527,8 @@ def measure_of(table: TableFacts, column: ColumnFacts) -> Measure | None:
         return None  # flights.flight, orders.order: the thing's own number
     spelled = column.data_type.strip().lower()
     whole = bool(_WHOLE.match(spelled))
+    if column.low is not None and column.low == column.high:
+        return None  # one value in every row (TPC-H's o_shippriority, all 0): it measures nothing
     money = bool(_MONEY_WORDS.search(name)) or spelled.startswith(("decimal", "numeric"))
     quantity = bool(_QUANTITY_WORDS.search(name))
     low, high = _number(column.low), _number(column.high)
@@ -794,6 +797,7 @@ def draft_model(
         definition = f"Draft: the number of {table.name} rows, {dated_by}"
         metrics.append({
             "name": count_name, "zh": label, "en": label,
+            # not the bare noun: "the years of the flights" would read as the number of flights
             "synonyms_en": list(dict.fromkeys([label, f"how many {thing}", f"count of {thing}", f"{singular} count"])),
             "kind": "count", "source": source, "expression": "COUNT(*)",
             "dimensions": metric_dims, "formula": f"COUNT(*) FROM {table.name}",
@@ -934,7 +938,11 @@ def to_yaml(document: dict[str, Any]) -> str:
     it is read as of its end)."""
     import yaml  # lazily: only the command line writes YAML
 
-    body = yaml.safe_dump(document, allow_unicode=True, sort_keys=False, width=120, default_flow_style=False)
+    class _Dumper(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:  # every metric's dimension list spelled out, no &id001 / *id001
+            return True
+
+    body = yaml.dump(document, Dumper=_Dumper, allow_unicode=True, sort_keys=False, width=120, default_flow_style=False)
     header = _HEADER
     if document.get("as_of"):
         header += (
