@@ -362,6 +362,11 @@ def test_a_value_named_in_a_role_it_does_not_have_is_asked_about(by_columns: Rul
     assert plan.clarification.reason == "outside_value" and plan.clarification.term == "BOS"
     assert {t.get("dimension") for t in plan.clarification.targets} == {"origin"}
     assert by_columns.plan("BOS出发的航班数").status == "needs_clarification"
+    # JFK, indexed as an origin, is a destination too past the cap: named with no role word, asked about
+    bare = by_columns.plan("How many flights at JFK?")
+    assert bare.status == "needs_clarification" and bare.clarification is not None, bare.notes
+    assert bare.clarification.reason == "ambiguous_value"
+    assert [t.get("dimension") for t in bare.clarification.targets] == ["origin", "dest"]
     unknown = by_columns.plan("flights from LAX")  # in no index, and the origins are all indexed: a word not known
     assert unknown.status == "needs_clarification" and unknown.sql is None
 

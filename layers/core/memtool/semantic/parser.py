@@ -360,6 +360,7 @@ class QuestionParser:
                     role_terms.setdefault(normalize(word).lower(), set()).add(dim.name)
         self._role_terms = [(term_pattern(word), frozenset(dims)) for word, dims in role_terms.items()]
         self._role_bearing = frozenset(dim for dims in role_terms.values() for dim in dims)
+        self._role_words_of = {d: frozenset(w for w, dims in role_terms.items() if d in dims) for d in self._role_bearing}
         noun_alt_zh = "|".join(re.escape(n) for n, _ in sorted(nouns, key=lambda p: -len(p[0])) if not n.isascii())
         noun_alt_en = "|".join(
             r"[\s\-]+".join(re.escape(w) for w in n.split()) for n, _ in sorted(nouns, key=lambda p: -len(p[0])) if n.isascii()
@@ -719,6 +720,10 @@ class QuestionParser:
         budget = [_MAX_PROBES]
         spans = list(spans)
         for index, span in enumerate(spans):
+            counterparts = self._counterparts(span)
+            if counterparts:  # "flights at JFK", JFK indexed as an origin: is it a destination past the cap too?
+                spans[index] = self._with_roles_held(span, counterparts, budget)
+        for index, span in enumerate(spans):
             if span.kind == "role":
                 named: Iterable[str] = span.payload
             elif span.kind == "noun":
@@ -756,6 +761,19 @@ class QuestionParser:
                             after = joined.end()
                         break
         return sorted([*spans, *found], key=lambda s: s.start) if found else spans
+
+    def _counterparts(self, span: Span) -> list[tuple[str, ...]]:
+        """For an indexed value of a dimension with role words, the dimensions of the other roles
+        (other role words) whose values are not all indexed: the value may be theirs too."""
+        if span.kind != "entity":
+            return []
+        dims = {v.dimension for v in span.payload}
+        if not dims <= self._role_bearing:
+            return []
+        words = {self._role_words_of[d] for d in dims}
+        others = [d for d in self._role_bearing if d not in dims and self._role_words_of[d] not in words]
+        groups = dict.fromkeys(self._siblings.get(d, (d,)) for d in sorted(others))
+        return [g for g in groups if not dims & set(g) and all(self.entities.needs_probe(d) for d in g)]
 
     def _with_roles_held(self, span: Span, groups: list[tuple[str, ...]], budget: list[int]) -> Span:
         """An indexed value next to a role word of a dimension past its cap: that dimension's too when the warehouse holds it."""
