@@ -342,6 +342,8 @@ def test_an_expected_value_the_answer_already_has_is_not_kept(api, aws):
 
 def test_a_total_of_nothing_is_an_empty_result(api, aws):
     answer = ask(api, "2030年1月上海的销售额")
-    assert answer["status"] == "answered" and answer["rows"] == [[None]]
-    report = api.call("POST", "/diagnose", {"episode_id": answer["episode_id"], "comment": "   "}).json()
+    assert answer["status"] == "no_data" and answer["rows"] == [[None]]  # a period outside the data
+    reply = api.call("POST", "/diagnose", {"episode_id": answer["episode_id"], "comment": "   "})
+    report = reply.json()
+    assert "failure" in report, (reply.status, report)
     assert report["failure"]["class"] == "empty_result"

@@ -371,7 +371,7 @@ class DiagnosisService:
         guard = value.get("guard")
         if value.get("outcome") == "failed" and isinstance(guard, dict) and guard.get("allowed") is False:
             return guard_failure(guard.get("code"), guard.get("reason"))
-        if value.get("outcome") == "answered":
+        if value.get("outcome") in ("answered", "no_data"):  # no_data: empty, for a period outside the data
             empty = value.get("row_count") == 0 or value.get("empty") is True  # no rows, or only NULLs
             return logical_failure(expected=False, row_count=0 if empty else value.get("row_count"))
         return None
