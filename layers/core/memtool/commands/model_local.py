@@ -23,10 +23,12 @@ def register(model_subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     p_init = model_subparsers.add_parser(
         "init",
         help="draft a semantic model (YAML) from a warehouse's live schema",
-        description="Reads the warehouse's tables, columns, declared keys, row counts and text values, and drafts a "
-        "model: numeric columns as measures, low-cardinality text columns as dimensions (with their values), dates "
-        "as time columns, joins from declared or name-guessed keys. The draft validates and compiles; curate its "
-        "names, synonyms and definitions before use. Exit codes: 0 drafted, 2 the warehouse could not be read.",
+        description="Reads the warehouse's tables, columns, declared keys, row counts, value ranges and text values, "
+        "and drafts a model: a row count per fact table, numeric columns as SUM or AVG measures (never keys, codes or "
+        "calendar parts), text columns as dimensions (values past --max-values looked up in the warehouse), dates as "
+        "time columns (a data set that ended long ago is read as of its end), joins from declared keys or from columns "
+        "named as another table's key. The draft validates and compiles; curate its names, synonyms and definitions "
+        "before use. Exit codes: 0 drafted, 2 the warehouse could not be read.",
     )
     p_init.add_argument(
         "--warehouse", required=True, metavar="URL", help="duckdb:///path.duckdb or postgresql://user[:password]@host[:port]/db"
@@ -36,7 +38,8 @@ def register(model_subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         "--max-values",
         type=int,
         default=50,
-        help="a text column with at most this many distinct values is a dimension; its values are kept (default 50)",
+        help="a dimension's values kept in the draft; a dimension with more keeps this many, the others are looked up "
+        "in the warehouse when a question names them (default 50)",
     )
     p_init.add_argument("--name", help="the model's name (default: the schema, or the database or file name)")
     p_init.add_argument("-o", "--output", metavar="FILE", help="write the YAML here instead of stdout (never over an existing file)")
