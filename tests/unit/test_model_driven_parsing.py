@@ -99,3 +99,21 @@ def test_a_value_of_two_roles_alone_is_asked_about(tpch: RulePlanner) -> None:
     plan = tpch.plan("Revenue from GERMANY in 1995")
     assert plan.status == "needs_clarification" and plan.clarification is not None
     assert plan.clarification.reason == "ambiguous_value" and len(plan.clarification.options) == 2
+
+
+def test_a_model_without_chinese_nouns_asks_instead_of_failing() -> None:
+    """An unedited draft has English nouns only: 按<noun> must match nothing, not the empty noun."""
+    from datetime import date
+
+    from memtool.planning.rule_planner import RulePlanner
+    from memtool.semantic.catalog import Catalog, load_catalog
+    from memtool.semantic.entities import EntityIndex
+
+    document = load_catalog().model_dump(mode="json")
+    for dimension in document["dimensions"]:
+        dimension["nouns_zh"], dimension["group_terms_zh"] = [], []
+    catalog = Catalog.model_validate(document)
+    planner = RulePlanner(catalog, EntityIndex.static(catalog), today=date(2026, 11, 29))
+    assert planner.plan("按渠道的净收入").status == "needs_clarification"
+    english = planner.plan("net revenue by channel last month")
+    assert english.status == "planned" and english.intent is not None and english.intent.dimensions == ("channel",)

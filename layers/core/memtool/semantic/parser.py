@@ -365,6 +365,9 @@ class QuestionParser:
         noun_alt_en = "|".join(
             r"[\s\-]+".join(re.escape(w) for w in n.split()) for n, _ in sorted(nouns, key=lambda p: -len(p[0])) if n.isascii()
         )
+        # A model without nouns in one language (an unedited draft has no Chinese ones) must match
+        # nothing there, never the empty noun.
+        noun_alt_zh, noun_alt_en = noun_alt_zh or r"(?!x)x", noun_alt_en or r"(?!x)x"
         self._noun_dim = {noun.lower(): dim for noun, dim in nouns}
         self._group_patterns = [
             re.compile(rf"{_GROUP_PREFIX_ZH}(?P<noun>{noun_alt_zh})"),
