@@ -91,7 +91,14 @@ def test_two_values_asked_for_together_are_one_sum(runtime: LocalRuntime) -> Non
 
 
 @pytest.mark.parametrize(
-    "question", ["上个月医院渠道的净收入占比是多少", "what share of last month's net revenue came from the hospital channel?"]
+    "question",
+    [
+        "上个月医院渠道的净收入占比是多少",
+        "what share of last month's net revenue came from the hospital channel?",
+        # phrasings found by asking questions the code was not written for
+        "what percent of last month's net revenue came from the hospital channel?",
+        "上个月医院渠道净收入所占比例",
+    ],
 )
 def test_a_share_of_one_value_is_its_part_of_the_whole(runtime: LocalRuntime, question: str) -> None:
     answer = ask(runtime, question)

@@ -179,7 +179,9 @@ _TOGETHER = re.compile(
     r"(?<![A-Za-z0-9])(?:in\s+total|combined|altogether|together|sum\s+of|total\s+of|added\s+up)(?![A-Za-z0-9])",
     re.IGNORECASE,
 )
-_SHARE = r"占比|份额|比重|构成|" + rf"{_B}(?:share|shares|proportion|percentage\s+of\s+total|mix){_E}"
+_SHARE = r"占比|份额|比重|构成|百分比|所占比例|" + (
+    rf"{_B}(?:share|shares|proportion|percentage\s+of\s+total|percentage|percent\s+of|fraction\s+of|mix){_E}"
+)
 _NEGATION = (
     r"除了|除去|除(?=\S{1,12}?(?:以外|之外|外))|不含|不包括|不包含|排除|去掉|不看|不要看|不算|不计|剔除|"
     rf"{_B}(?:excluding|except(?:\s+for)?|other\s+than|not\s+including|without){_E}"
