@@ -157,7 +157,7 @@ class AskSteps:
         self._model = model
         self._foreign_tables = foreign_tables
         self._granted_tables = granted_tables
-        self._data_spans: dict[tuple[str, str, str], tuple[float, tuple[date, date] | None]] = {}
+        self._data_spans: dict[tuple[str, str, str, str | None], tuple[float, tuple[date, date] | None]] = {}
 
     def run(self, step: str, raw_state: dict[str, Any]) -> dict[str, Any]:
         method = getattr(self, f"step_{step.lower()}", None)
@@ -436,7 +436,7 @@ class AskSteps:
         measures = [i for i, c in enumerate(result.columns) if c not in intent.dimensions]
         if result.rows and any(row[i] is not None for row in result.rows for i in measures if i < len(row)):
             return
-        span = self._data_span(state.caller.tenant, intent.metric, warehouse)
+        span = self._data_span(state.caller.tenant, intent.metric, warehouse, intent.time_column)
         window = intent.time_window
         label = window.label or f"[{window.start}, {window.end})"
         if span is None:
@@ -449,18 +449,18 @@ class AskSteps:
         else:
             state.note(f"no rows for {label} matched, inside the data's range ({first} to {last})")
 
-    def _data_span(self, tenant: str, metric: str, warehouse: Warehouse) -> tuple[date, date] | None:
+    def _data_span(self, tenant: str, metric: str, warehouse: Warehouse, time_column: str | None = None) -> tuple[date, date] | None:
         """The first and last day of the metric's period column, read once per model version and kept
         (at most DATA_SPAN_CACHE entries, for DATA_SPAN_SECONDS, like the live schema)."""
         assert self._compiler is not None
         compiler = self._compiler(tenant)
-        key = (tenant, compiler.catalog.model_version, metric)
+        key = (tenant, compiler.catalog.model_version, metric, time_column)
         now = time.monotonic()
         cached = self._data_spans.get(key)
         if cached is not None and cached[0] > now:
             return cached[1]
         try:
-            rows = warehouse.run(compiler.time_range_sql(metric), max_rows=1, timeout_seconds=5).rows
+            rows = warehouse.run(compiler.time_range_sql(metric, time_column), max_rows=1, timeout_seconds=5).rows
         except Exception:  # without the range, the empty answer is only noted
             logger.warning("the data's range for %s could not be read", metric, exc_info=True)
             return None

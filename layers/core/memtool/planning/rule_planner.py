@@ -245,6 +245,8 @@ class RulePlanner:
         for name in [*intent.dimensions, *(f.dimension for f in intent.filters)]:
             if not self.catalog.has_dimension(name) or name not in metric.dimensions:
                 return f"{metric.name} has no dimension {name!r}"
+        if intent.time_column is not None and intent.time_column not in self.catalog.time_column_choices(metric.name):
+            return f"{intent.time_column[:40]!r} is not a date {metric.name} is read by"
         for item in intent.filters:
             if self.catalog.dimension(item.dimension).kind != "attribute":
                 return f"{item.dimension} is not an attribute"
@@ -269,6 +271,10 @@ class RulePlanner:
             return f"unknown dimension {target.dimension!r}"
         if target.value is not None and (target.dimension is None or not self.entities.holds(target.dimension, target.value)):
             return f"{target.value[:40]!r} is not a {target.dimension or 'value'} of the data"
+        if target.time_column is not None and not any(
+            target.time_column in self.catalog.time_column_choices(m.name) for m in self.catalog.metrics
+        ):
+            return f"{target.time_column[:40]!r} is not a date of the model"
         return None
 
     def _clarification_reply(
@@ -345,6 +351,7 @@ class RulePlanner:
             return None
         named: list[ChoiceTarget] = [ChoiceTarget(metric=m) for m in parsed.metrics]
         named += [ChoiceTarget(dimension=d, value=v) for d, values in parsed.filters.items() for v in values]
+        named += [ChoiceTarget(time_column=c) for c in parsed.date_columns]  # "the end date"
         if len(named) != 1:
             return None
         return next((i for i, t in enumerate(targets) if t == named[0]), None)

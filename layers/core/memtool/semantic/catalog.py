@@ -110,6 +110,11 @@ class SourceSpec(BaseModel):
     name: str = Field(pattern=_NAME)
     table: str = Field(description="the model table of the facts")
     time_column: str | None = Field(None, description="the default period column of its metrics")
+    other_time_columns: tuple[str, ...] = Field(
+        (),
+        description="other dates of the same rows a period could mean (a poll's start and end): a question that names a "
+        "period or a time grain, for a metric without a time_column of its own, asks which date unless it names one",
+    )
     exclusions: tuple[RowExclusion, ...] = ()
     details: tuple[DetailSpec, ...] = ()
 
@@ -365,6 +370,15 @@ class Catalog(BaseModel):
         except KeyError:
             raise KeyError(f"no table {name!r} in the model") from None
 
+    def time_column_choices(self, metric: str) -> tuple[str, ...]:
+        """The dates a period of ``metric`` may read, the default first: more than one only when its
+        source names ``other_time_columns`` and the metric has no ``time_column`` of its own."""
+        spec = self.metric(metric)
+        if spec.time_column is not None or not self.sources:
+            return (spec.time_column,) if spec.time_column else ()
+        source = self.source(spec.source)
+        return tuple(c for c in (source.time_column, *source.other_time_columns) if c)
+
     def source(self, name: str) -> SourceSpec:
         try:
             return self._source_by_name[name]
@@ -463,6 +477,10 @@ def model_problems(model: Catalog) -> list[str]:
     for i, source in enumerate(model.sources):
         if source.table not in tables:
             problems.append(f"sources[{i}].table: unknown table {source.table!r}")
+        if source.other_time_columns and source.time_column is None:
+            problems.append(f"sources[{i}].other_time_columns: the source has no time_column they are alternatives to")
+        if source.time_column in source.other_time_columns or len(set(source.other_time_columns)) < len(source.other_time_columns):
+            problems.append(f"sources[{i}].other_time_columns: a date is named twice")
         for j, detail in enumerate(source.details):
             if detail.table not in tables:
                 problems.append(f"sources[{i}].details[{j}].table: unknown table {detail.table!r}")

@@ -133,9 +133,18 @@ class IntentCompiler:
     def _refunds_by_refund_date(self, metric: MetricSpec) -> bool:
         return metric.name in self.options.refunds_by_refund_date and self._dated_detail(metric) is not None
 
-    def time_range_sql(self, metric: str) -> str:
+    def _by_date(self, metric: str, column: str) -> IntentCompiler:
+        """This compiler with ``metric``'s period read from ``column``, one of the dates its model
+        offers (``Catalog.time_column_choices``); any other name is refused."""
+        if column not in self.catalog.time_column_choices(metric):
+            raise CompileError(f"{column[:60]!r} is not a date {metric} may be read by")
+        return self.with_options(self.options.with_time_column(metric, column))
+
+    def time_range_sql(self, metric: str, time_column: str | None = None) -> str:
         """The first and last value of the metric's period column (``SELECT MIN, MAX``), to tell an
         empty answer for a period outside the data from an honest empty one."""
+        if time_column is not None:
+            return self._by_date(metric, time_column).time_range_sql(metric)
         spec = self.catalog.metric(metric)
         table, _, bare = self.time_column(spec).rpartition(".")
         physical = self.catalog.table(table).physical if table else self._fact(spec)[0]
@@ -154,6 +163,8 @@ class IntentCompiler:
     def compile(self, intent: Intent) -> CompiledQuery:
         if not self.catalog.has_metric(intent.metric):
             raise CompileError(f"unknown metric {intent.metric!r}")
+        if intent.time_column is not None:
+            return self._by_date(intent.metric, intent.time_column).compile(intent.model_copy(update={"time_column": None}))
         metric = self.catalog.metric(intent.metric)
         dims = [self._dimension(name, metric) for name in intent.dimensions]
         for f in intent.filters:

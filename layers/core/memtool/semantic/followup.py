@@ -163,12 +163,13 @@ class ChoiceTarget:
     dimension: str | None = None
     value: str | None = None
     window: str | None = None  # the label of one of several windows
+    time_column: str | None = None  # one of the dates a period may read (Catalog.time_column_choices)
 
     @classmethod
     def from_json(cls, data: Any) -> ChoiceTarget | None:
         if not isinstance(data, dict):
             return None
-        fields = {k: data.get(k) for k in ("metric", "dimension", "value", "window")}
+        fields = {k: data.get(k) for k in ("metric", "dimension", "value", "window", "time_column")}
         if not any(isinstance(v, str) and v for v in fields.values()):
             return None
         return cls(**{k: v if isinstance(v, str) and v else None for k, v in fields.items()})
@@ -250,6 +251,11 @@ def merge_previous(parsed: ParsedQuestion, previous: Intent, catalog: Catalog) -
         if previous.comparison is not None and parsed.comparison is None:
             parsed.comparison = previous.comparison.kind
             carried.append(f"comparison {previous.comparison.kind}")
+    if previous.time_column is not None and not parsed.date_columns and previous.time_column in catalog.time_column_choices(
+        parsed.metrics[0] if len(parsed.metrics) == 1 and catalog.has_metric(parsed.metrics[0]) else previous.metric
+    ):
+        parsed.date_columns = [previous.time_column]
+        carried.append(f"date {previous.time_column}")
     if parsed.top_n is None and previous.limit is not None and parsed.group_dims:
         parsed.top_n, parsed.order = previous.limit, previous.order
         carried.append(f"top {previous.limit}")

@@ -50,6 +50,9 @@ class Intent(BaseModel):
     # A share of a total: "groups" (each group's share of the scope's total), or the dimension whose
     # filter is the part ("医院渠道的净收入占比": the channel filter's share of all channels).
     share: str | None = None
+    # The date a period reads when the metric's source has several (a poll's start and end): one of
+    # ``Catalog.time_column_choices``; None reads the default.
+    time_column: str | None = Field(None, max_length=200)
 
     def signature(self, *, tenant: str, model_version: str) -> str:
         """The semantic-cache key: metric, dimensions (in order), filters, the absolute window and the
@@ -70,4 +73,6 @@ class Intent(BaseModel):
         }
         if self.share is not None:  # absent for every other intent, so their keys stay what they were
             payload["share"] = self.share
+        if self.time_column is not None:
+            payload["time_column"] = self.time_column
         return hashlib.sha256(json.dumps(payload, ensure_ascii=False, sort_keys=True).encode()).hexdigest()[:32]

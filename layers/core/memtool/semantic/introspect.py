@@ -777,13 +777,16 @@ def draft_model(
         table = fact.table
         alias = aliases[table.name]
         source = table.name
-        sources.append({"name": source, "table": table.name, "time_column": fact.time_column})
+        others = [c.name for c in period_columns(table) if c.name != fact.time_column]
+        # Which of several dates a period means only a person knows: with others listed, a question
+        # naming a period asks which (a curator who settles it removes them).
+        sources.append({"name": source, "table": table.name, "time_column": fact.time_column,
+                        **({"other_time_columns": others} if others else {})})  # fmt: skip
         dated_table, _, dated_column = fact.time_column.rpartition(".")
         dated = by_name[dated_table or table.name].column(dated_column)
         last = _day(dated.high) if dated is not None else None
         if last is not None:
             newest.append(last)
-        others = [c.name for c in period_columns(table) if c.name != fact.time_column]
         dated_by = f"by {fact.time_column}" + (f" (other dates: {', '.join(others)})" if others else "")
         reachable_dims = [dimension_names[(t.name, c.name)] for t, c in dim_columns if t.name in fact.reachable]
         metric_dims = [*reachable_dims, *GRAINS]
@@ -924,7 +927,9 @@ _HEADER = """\
 #   - dimensions: zh labels, nouns_zh / nouns_en, group terms; check every join path named in a
 #     definition (a table reached along two paths plays two roles: give it two table entries).
 #   - sources: the time column of each fact, exclusions (test rows, cancelled or unpaid rows) and
-#     details (one-to-many children such as refunds, summed per row before joining).
+#     details (one-to-many children such as refunds, summed per row before joining). A fact with
+#     several dates lists the others in other_time_columns, and a question naming a period asks
+#     which date it means; remove them once you know.
 #   - ambiguous_terms, unsupported_terms, entity_aliases, outside_values, clarify_dimensions,
 #     currency (default 元), and bump model_version on every change of a definition.
 #   - entity_values holds at most --max-values values per dimension, read when this was drafted; a

@@ -105,6 +105,7 @@ class ParsedQuestion:
     lasting: list[str] = field(default_factory=list)  # "以后", "默认", "from now on": a standing preference
     this_time: bool = False  # "这次", "just this once": for this question only
     chart: str | None = None  # a chart the question names ("柱状图", "bar chart")
+    date_columns: list[str] = field(default_factory=list)  # dates the question names ("by enddate"): time_column choices
 
     @property
     def has_grouping(self) -> bool:

@@ -295,6 +295,19 @@ def role_words(dimension: DimensionSpec) -> tuple[tuple[str, ...], tuple[str, ..
     return _ORIGIN_WORDS if origin else _DEST_WORDS
 
 
+_DATE_SUFFIX = re.compile(r"^(?P<head>[a-z]{2,}?)(?P<tail>date|time|day|at|on)$")
+
+
+def date_words(column: str) -> tuple[str, ...]:
+    """The words a question may name a date column by: ``enddate``, ``end date``, ``end_date``."""
+    bare = column.rpartition(".")[2].lower()
+    words = {bare, bare.replace("_", " ")}
+    split = _DATE_SUFFIX.match(bare)
+    if split is not None and "_" not in bare:
+        words.add(f"{split.group('head')} {split.group('tail')}")
+    return tuple(sorted(w for w in words if len(w) >= 3))
+
+
 def normalize(text: str) -> str:
     """NFKC (full-width digits and punctuation to ASCII) and single spaces."""
     text = unicodedata.normalize("NFKC", text)
@@ -397,6 +410,15 @@ class QuestionParser:
         self._lasting = re.compile(_LASTING, re.IGNORECASE)
         self._this_time = re.compile(_THIS_TIME, re.IGNORECASE)
         self._charts = [(chart, re.compile(p, re.IGNORECASE)) for chart, p in _CHARTS]
+        # The dates a period may read where a source has several ("by enddate", "end date"): each choice's words.
+        self._date_terms = [
+            (term_pattern(word), column)
+            for source in catalog.sources
+            if source.other_time_columns
+            for column in (source.time_column, *source.other_time_columns)
+            if column
+            for word in date_words(column)
+        ]
         # The model's own nouns left over once its phrases are read ("华东大区": the value, then 大区) name nothing more.
         model_words = [*catalog.filler_words, *(n for d in catalog.dimensions for n in (*d.nouns_zh, *d.nouns_en))]
         extra_zh = [w for w in model_words if not w.isascii()]
@@ -521,6 +543,9 @@ class QuestionParser:
         for chart, pattern in self._charts:
             for m in _find(pattern, text):
                 add(m, "chart", chart, 5)
+        for pattern, column in self._date_terms:
+            for m in _find(pattern, text):
+                add(m, "date_column", column, 3)
         return spans
 
     @staticmethod
@@ -640,6 +665,8 @@ class QuestionParser:
                 parsed.this_time = True
             elif kind == "chart":
                 parsed.chart = parsed.chart or span.payload
+            elif kind == "date_column":
+                _add_unique(parsed.date_columns, span.payload)
         mark_incompatible(parsed, self.catalog)
 
     def _by_neighbour(self, text: str, spans: list[Span], index: int, values: list[EntityValue]) -> list[EntityValue]:
@@ -951,6 +978,10 @@ class QuestionParser:
             result.clarification = need
             return result
         grain = parsed.grain or ("month" if parsed.trend else None)
+        time_column, need = self._date_asked(parsed, metric, grain)
+        if need is not None:
+            result.clarification = need
+            return result
         if grain is None and route == "deep_analysis_workflow":
             grain = "month"
             result.notes.append("deep analysis: added a month grain so the analysis gets a series")
@@ -993,7 +1024,10 @@ class QuestionParser:
             limit=limit,
             unit=parsed.unit if self.catalog.metric(metric).kind == "money" else None,
             share=share,
+            time_column=time_column,
         )
+        if time_column is not None:
+            result.notes.append(f"dated by {time_column}, as the question says")
         if parsed.unit is not None and self.catalog.metric(metric).kind == "money":
             result.notes.append(f"unit {parsed.unit} from the question")
         elif parsed.unit is not None:
@@ -1005,6 +1039,28 @@ class QuestionParser:
         if parsed.ignored_words:
             result.notes.append("ignored words: " + ", ".join(parsed.ignored_words))
         return result
+
+    def _date_asked(self, parsed: ParsedQuestion, metric: str, grain: str | None) -> tuple[str | None, ClarificationNeed | None]:
+        """Which date a period reads when the metric's rows have several (``other_time_columns``):
+        the one the question names (None for the default), or a question back when it names a
+        period or a grain and no date. Reading the period on the wrong date is a wrong answer."""
+        choices = self.catalog.time_column_choices(metric)
+        if len(choices) < 2:
+            return None, None
+        named = [c for c in parsed.date_columns if c in choices]
+        if len(named) == 1:
+            return (None if named[0] == choices[0] else named[0]), None
+        if not named and not (parsed.times or parsed.carried_window is not None or grain is not None):
+            return None, None  # the default window: as the model's header says, by its time column
+        options = [c.rpartition(".")[2] for c in choices]
+        label = self.catalog.metric(metric).label(parsed.lang)
+        question = (
+            f"「{label}」的每一行有几个日期（{'、'.join(options)}）。时间范围按哪个日期算？"
+            if parsed.lang == "zh"
+            else f"Each row of {label} has several dates ({', '.join(options)}). Which date should the period be read on?"
+        )
+        targets = [ChoiceTarget(time_column=c) for c in choices]
+        return None, ClarificationNeed(question, None, options, "which_date", targets)
 
     def _share_asked(
         self, parsed: ParsedQuestion, metric: str, dimensions: tuple[str, ...], comparison: Comparison | None
@@ -1068,6 +1124,8 @@ class QuestionParser:
             _add_unique(parsed.group_dims, target.dimension)
         elif target.window is not None:
             parsed.times = [t for t in parsed.times if t.window.label == target.window] or parsed.times[:1]
+        elif target.time_column is not None:
+            parsed.date_columns = [target.time_column]
         mark_incompatible(parsed, self.catalog)
 
     def _clarification(self, parsed: ParsedQuestion) -> ClarificationNeed | None:
@@ -1301,6 +1359,8 @@ def _describe_target(target: ChoiceTarget) -> str:
         return f"{target.dimension} = {target.value}"
     if target.dimension is not None:
         return f"group by {target.dimension}"
+    if target.time_column is not None:
+        return f"date {target.time_column}"
     return f"window {target.window}"
 
 

@@ -117,6 +117,8 @@ def _identifiers(model: Catalog) -> Iterator[tuple[str, str, bool]]:
     for i, source in enumerate(model.sources):
         if source.time_column:
             yield f"sources[{i}].time_column", source.time_column, True
+        for j, column in enumerate(source.other_time_columns):
+            yield f"sources[{i}].other_time_columns[{j}]", column, True
         for j, exclusion in enumerate(source.exclusions):
             if exclusion.column:
                 yield f"sources[{i}].exclusions[{j}].column", exclusion.column, False
