@@ -275,6 +275,8 @@ _COORDINATED = re.compile(r"\s*(?:,|、|和|与|及|或|(?<![A-Za-z])(?:and|or)(
 # ("JFK", "New York") or of Chinese characters (纽约; 的 ends it).
 _VALUE_CHUNK = re.compile(r"[A-Za-z0-9]+(?:[\s'&.\-]+[A-Za-z0-9]+)*|(?:(?!的)[\u4e00-\u9fff])+")
 _VALUE_WORD = re.compile(r"[A-Za-z0-9]+(?:['&.\-][A-Za-z0-9]+)*")
+# A name as written: capitalised words (or upper case and digits), a few in a row ("Public Policy Polling").
+_NAME_RUN = re.compile(r"(?<![A-Za-z0-9])(?:[A-Z][A-Za-z0-9&'.\-]*)(?:\s+[A-Z][A-Za-z0-9&'.\-]*){0,3}(?![A-Za-z0-9])")
 _MAX_PROBES = 24  # warehouse look-ups one question may make for values not in the index
 
 
@@ -792,7 +794,45 @@ class QuestionParser:
                         if joined is not None and joined.end() > end:
                             after = joined.end()
                         break
+        found += self._bare_values(text, taken, budget)
         return sorted([*spans, *found], key=lambda s: s.start) if found else spans
+
+    def _bare_values(self, text: str, taken: bytearray, budget: list[int]) -> list[Span]:
+        """Names written as names ("did Ipsos conduct", "Ipsos做了"), with no noun or role word to
+        say whose, looked up in every dimension past its cap (or not indexed): a name one dimension
+        holds is its value; one that several hold is asked about (an entity conflict); one none
+        holds stays a word. English words count from the second word on, so the capital of a
+        sentence's first word is not read as a name."""
+        groups = list(
+            dict.fromkeys(
+                self._siblings.get(d.name, (d.name,))
+                for d in self.catalog.attribute_dimensions
+                if self.entities.needs_probe(d.name)
+            )
+        )
+        groups = [g for g in groups if all(self.entities.needs_probe(d) for d in g)]
+        if not groups:
+            return []
+        english = language_of(text) == "en"
+        first_word = re.match(r"\s*[A-Za-z0-9]+", text)
+        out: list[Span] = []
+        for match in _NAME_RUN.finditer(text):
+            start, end = match.span()
+            if any(taken[start:end]) or (english and first_word is not None and start < first_word.end()):
+                continue
+            words = match.group(0)
+            if words.lower() in self._filler_en or budget[0] <= 0:
+                continue
+            values = [
+                EntityValue(dimension, value, None, (words,))
+                for group in groups
+                if (value := self._probe_value(words, group[0], budget)) is not None
+                for dimension in group
+            ]
+            if values:
+                out.append(Span(start, end, "entity", words, values, 4))
+                taken[start:end] = b"\x01" * (end - start)
+        return out
 
     def _counterparts(self, span: Span) -> list[tuple[str, ...]]:
         """For an indexed value of a dimension with role words, the dimensions of the other roles
