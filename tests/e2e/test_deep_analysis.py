@@ -414,10 +414,14 @@ def test_why_a_refund_rate_moved_is_a_rate_and_mix_attribution_that_sums_to_the_
     summary = analysis["summary"]
     assert answer["answer"] == summary
     if lang == "zh":
-        assert summary.startswith("退款率从 2026-06 的 0.0293 降到 2026-07 的 0.0131（−0.0162）。")  # it fell: the summary says so
+        # it fell while the question says it rose: the summary says so first, then the numbers
+        assert summary.startswith("注意：问题说退款率升高了，但数据里它是下降的。退款率从 2026-06 的 0.0293 降到 2026-07 的 0.0131（−0.0162）。")
         assert f"最大的一项是{labels[dimension_name]}「{member}」" in summary
     else:
-        assert summary.startswith("refund rate fell from 0.0293 in 2026-06 to 0.0131 in 2026-07 (−0.0162).")
+        assert summary.startswith(
+            "Note: the question says refund rate rose, but in the data it fell. "
+            "refund rate fell from 0.0293 in 2026-06 to 0.0131 in 2026-07 (−0.0162)."
+        )
         assert f"The biggest part is {labels[dimension_name]} {member}'s own refund rate" in summary
     assert not any("could not run" in n or "no analysis ran" in n for n in answer["notes"])
 
@@ -454,4 +458,5 @@ def test_why_average_order_value_moved_splits_it_to_the_cent(api, aws, demo_ware
         assert abs(Fraction(math.fsum(c["delta"] for c in dimension["contributions"])) - change) < cent
     # An order holding two products counts in both: the product split still sums, and says its weights overlap.
     assert next(d for d in result["dimensions"] if d["dimension"] == "product")["denominators"] == "overlapping"
-    assert answer["analysis"]["summary"].startswith("客单价从 2026-06 的 2,982 升到 2026-07 的 3,012（+29.66）。最大的一项是")
+    # asked why it fell; it rose: said first
+    assert answer["analysis"]["summary"].startswith("注意：问题说客单价下降了，但数据里它是上升的。客单价从 2026-06 的 2,982 升到 2026-07 的 3,012（+29.66）。最大的一项是")

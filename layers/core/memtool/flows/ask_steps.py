@@ -801,6 +801,7 @@ class AskSteps:
         from memtool.analysis.summary import (
             catalog_labels,
             focus_sentence,
+            premise_sentence,
             reported_part,
             scope_prefix,
             segment_sentence,
@@ -873,6 +874,8 @@ class AskSteps:
                     task["kind"], shown, lang=lang, metric_label=labels.get(context.get("metric") or "", context.get("metric") or ""),
                     unit=context.get("unit"), dimension_labels=labels,
                 )  # fmt: skip
+                if task["kind"] == "attribution":
+                    summary = premise_sentence(state.input.question, shown, lang, labels.get(context.get("metric") or "", context.get("metric") or "")) + summary
                 if task["kind"] == "anomaly" and context.get("focus"):
                     with_segments = any(t["kind"] == "segments" for t in state.analysis_tasks)
                     summary = focus_sentence(result or {}, context["focus"], lang, context.get("group"), total=with_segments) + summary
