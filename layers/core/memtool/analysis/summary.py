@@ -341,14 +341,23 @@ def _few(n: int, lang: str) -> str:
 
 # ---- the sentences around the analyses' own: the period asked about, segments, scope ----------
 
-_ASKED_UP = re.compile(r"(?:升高|上升|上涨|增长|增加|变高|提高|涨)|\b(?:rose|rise|rising|risen|increase[sd]?|increasing|went up|go up|grew|grow|growing|higher|jump(?:ed)?|spike[sd]?)\b", re.IGNORECASE)
-_ASKED_DOWN = re.compile(r"(?:下降|下跌|降低|减少|变低|跌|下滑)|\b(?:fell|fall|falling|fallen|drop(?:ped|s)?|decline[sd]?|declining|decrease[sd]?|went down|go down|lower|shrank|dip(?:ped)?)\b", re.IGNORECASE)
+_ASKED_UP = re.compile(
+    r"(?:升高|上升|上涨|增长|增加|变高|提高|涨)"
+    r"|\b(?:rose|rise|rising|risen|increase[sd]?|increasing|went up|go up|grew|grow|growing|higher|jump(?:ed)?|spike[sd]?)\b",
+    re.IGNORECASE,
+)
+_ASKED_DOWN = re.compile(
+    r"(?:下降|下跌|降低|减少|变低|跌|下滑)"
+    r"|\b(?:fell|fall|falling|fallen|drop(?:ped|s)?|decline[sd]?|declining|decrease[sd]?|went down|go down|lower|shrank|dip(?:ped)?)\b",
+    re.IGNORECASE,
+)
 
 
 def premise_sentence(question: str, result: Mapping[str, Any], lang: str, metric: str) -> str:
     """When a why-question says which way the metric moved and the data moved the other way ("为什么7月
     退款率升高" when it fell): a sentence that says so, before the attribution, so the answer never
-    reads as if the premise held (English ends with a space before the next sentence). Empty when the question names no direction or the data agrees."""
+    reads as if the premise held (English ends with a space before the next sentence). Empty when
+    the question names no direction or the data agrees."""
     change = result.get("total_change")
     if not isinstance(change, (int, float)) or change == 0 or not math.isfinite(change):
         return ""

@@ -875,7 +875,8 @@ class AskSteps:
                     unit=context.get("unit"), dimension_labels=labels,
                 )  # fmt: skip
                 if task["kind"] == "attribution":
-                    summary = premise_sentence(state.input.question, shown, lang, labels.get(context.get("metric") or "", context.get("metric") or "")) + summary
+                    metric_label = labels.get(context.get("metric") or "", context.get("metric") or "")
+                    summary = premise_sentence(state.input.question, shown, lang, metric_label) + summary
                 if task["kind"] == "anomaly" and context.get("focus"):
                     with_segments = any(t["kind"] == "segments" for t in state.analysis_tasks)
                     summary = focus_sentence(result or {}, context["focus"], lang, context.get("group"), total=with_segments) + summary
