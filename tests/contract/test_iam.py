@@ -549,8 +549,10 @@ def run_paths(harness: Harness) -> None:
             harness.invoke("MemoryWriteFunction", "memory_write", "GET /memories/search (indexed)", search)
 
     # A data question through AskFlow's steps, then POST /ask (its StartSyncExecution answered with that flow's end).
+    # The console input leaves out what AskFlow's Defaults state takes from the execution: its name
+    # and its start time (this walk of the states passes the Pass states by).
     first = load_event("ask_flow_input.json")
-    first["episode_id"] = f"ep_{uuid.uuid4().hex[:26].upper()}"
+    first.update(episode_id=f"ep_{uuid.uuid4().hex[:26].upper()}", started_at=datetime.now(UTC).isoformat())
     final = run_ask_flow(harness, first, "AskFlow nl2sql")
     episode_id = final["episode_id"]
     harness.log.sfn_output = lambda execution_input: {**final, "episode_id": execution_input["episode_id"]}

@@ -14,6 +14,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -918,8 +919,8 @@ def run_on_local_engine(
             roleArn=f"arn:aws:iam::{ACCOUNT}:role/{machine}Role",
             type=props["Type"],
         )["stateMachineArn"]
-        execution_arn = sfn.start_execution(
-            stateMachineArn=arn, input=json.dumps(execution_input)
+        execution_arn = sfn.start_execution(  # named, as AWS names every execution (moto leaves it None)
+            stateMachineArn=arn, name=str(uuid.uuid4()), input=json.dumps(execution_input)
         )["executionArn"]
         deadline = time.monotonic() + 20
         while True:
@@ -1011,6 +1012,33 @@ def in_map_order(steps: list[str]) -> list[str]:
         else:
             out.append(step)
     return out
+
+
+def test_ask_flow_takes_what_the_input_leaves_out_from_the_execution(
+    monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]
+) -> None:
+    # The console input has no episode id and no start time: the execution's name and start time
+    left_out = happy_flow_steps("nl2sql_query")
+    execution = run_on_local_engine(monkeypatch, template, "AskFlow", left_out, {"question": "q"})
+
+    assert execution["status"] == "SUCCEEDED"
+    prepared = left_out.calls[0]
+    assert prepared[0] == "Prepare"
+    assert prepared[1]["episode_id"] == execution["executionArn"].rsplit(":", 1)[-1]  # the execution's name
+    # moto's engine writes the start time without its offset; AWS writes it with a Z
+    started = datetime.fromisoformat(prepared[1]["started_at"])
+    assert started.tzinfo is None or started.utcoffset() == timedelta(0)
+    # DescribeExecution's startDate, as boto3 reads it (to the millisecond)
+    assert abs(started.replace(tzinfo=UTC) - execution["startDate"].astimezone(UTC)) < timedelta(milliseconds=1)
+    assert prepared[1]["question"] == "q" and set(prepared[1]) == {"question", "episode_id", "started_at"}
+
+    # POST /ask sends both: the input's own win
+    given = happy_flow_steps("nl2sql_query")
+    sent = {"question": "q", "episode_id": "ep_01JD0000000000000000000000", "started_at": "2026-11-29T09:00:00+00:00"}
+    execution = run_on_local_engine(monkeypatch, template, "AskFlow", given, sent)
+
+    assert execution["status"] == "SUCCEEDED"
+    assert given.calls[0] == ("Prepare", sent)
 
 
 def test_ask_flow_runs_each_analysis_on_its_runner_and_keeps_the_results_in_task_order(

@@ -113,7 +113,8 @@ def _edit_asl(template: Path, edit: object) -> None:
 
 
 def _first_task(definition: dict) -> dict:
-    return definition["States"][definition["StartAt"]]
+    """Prepare: the flow starts with Pass states (its Defaults), which have no TimeoutSeconds."""
+    return next(state for state in definition["States"].values() if state["Type"] == "Task")
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import json
 import logging
 import re
 import threading
+from datetime import UTC, datetime
 
 import pytest
 
@@ -196,12 +197,30 @@ def test_this_time_conditions_beat_the_profile_without_changing_it(api, aws):
     assert profile[0]["value"] == {"unit": "万元"} and profile[0]["version"] == 1
 
 
-def test_the_console_input_runs_on_the_local_engine(aws):
-    # events/ask_flow_input.json is what an operator pastes into the Step Functions console
-    execution = container.flow_runner().run("AskFlow", load_event("ask_flow_input.json"))
-    assert execution.status == "SUCCEEDED", execution
-    assert execution.output["status"] == "answered" and execution.output["result"]["rows"]
-    assert json.dumps(execution.output, ensure_ascii=False)
+def test_the_console_input_runs_on_any_day_and_makes_a_new_episode_each_run(aws):
+    # events/ask_flow_input.json is what an operator pastes into the Step Functions console: it
+    # carries no clock and no episode id, so AskFlow's Defaults take them from the execution
+    container.use_clock(None)  # the real clock, not the fixtures' 2026-11-29
+    console_input = load_event("ask_flow_input.json")
+    assert "started_at" not in console_input and "episode_id" not in console_input
+
+    before = datetime.now(UTC)
+    runs = [container.flow_runner().run("AskFlow", load_event("ask_flow_input.json")) for _ in range(2)]
+    after = datetime.now(UTC)
+
+    for execution in runs:
+        assert execution.status == "SUCCEEDED", execution
+        assert execution.output["status"] == "answered" and execution.output["result"]["rows"], execution.output
+        assert json.dumps(execution.output, ensure_ascii=False)
+        # the execution's own start time, read as UTC (moto's engine writes it without an offset)
+        assert before <= datetime.fromisoformat(execution.output["started_at"]) <= after
+    ids = [execution.output["episode_id"] for execution in runs]
+    assert ids[0] != ids[1]
+    # two episodes kept, one per run, each under its execution's name
+    caller = console_input["caller"]
+    kept = container.memory_store().heads(Partition(caller["tenant"], caller["user"]), [MemoryKind.EPISODIC])
+    assert sorted(record.provenance.episode_id for record in kept) == sorted(ids)
+    assert all(record.value["outcome"] == "answered" for record in kept)
 
 
 class BrokenPlanner:

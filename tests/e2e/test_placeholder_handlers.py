@@ -51,6 +51,17 @@ def test_the_maintenance_step_event_runs_reconcile_index(aws):
     assert reply["checked"] == reply["indexed"] + reply["stale"]
 
 
+def test_the_flow_steps_event_runs_prepare(aws):
+    """events/flow_steps.json, as AskFlow's Prepare Task sends it (``sam local invoke FlowStepsFunction
+    -e``): the state after the Defaults state filled in the episode id and start time (Prepare reads
+    neither), returned with its route and nothing of the input lost."""
+    event = load_event("flow_steps.json")
+    state = function_handler(ROOT, "flow_steps")(event, LocalLambdaContext())
+    assert state["route"] == "nl2sql_query"
+    assert {key: state[key] for key in event["state"]} == event["state"]
+    assert state["working"] == [] and state["profile"] == {}  # a new session, no preferences
+
+
 def test_an_unknown_maintenance_step_fails_naming_the_steps(aws):
     from memtool.flows.maintenance import MaintenanceStepFailed
 

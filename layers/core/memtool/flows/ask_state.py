@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memtool.diagnosis.model import DiagnosisReport
 from memtool.planning.context import PlanContext, plan_context
@@ -154,6 +155,19 @@ class AskState(BaseModel):
     data_status: str | None = None  # "no_data": nothing came back because the period lies outside the data
     notes: list[str] = Field(default_factory=list)  # what the steps want the caller to know
     timings: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("started_at")
+    @classmethod
+    def _started_in_utc(cls, value: str) -> str:
+        """An ISO 8601 time with its offset. AskFlow's Defaults state fills a missing one from
+        ``$$.Execution.StartTime``: AWS writes it with a ``Z``, moto's engine as a naive UTC time;
+        both are read as UTC. A value that is no time is kept as given (the steps that read it
+        then use their whole budget)."""
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+        return (moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)).isoformat()
 
     def note(self, text: str) -> None:
         if text not in self.notes:
