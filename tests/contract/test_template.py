@@ -3,7 +3,7 @@
 They hold the deployable shape to what the code and the local runtime rely on: cfn-lint is clean,
 the tables have the key schema the record store expects, every function answers its routes, every
 state machine's placeholders are substituted, every ASL parses on the Step Functions engine that
-the local runtime uses, and the flows route the way DESIGN.md section 5 says. Fast, no network.
+the local runtime uses, and the flows route the way docs/architecture.md (AskFlow) says. Fast, no network.
 """
 
 from __future__ import annotations

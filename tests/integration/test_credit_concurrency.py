@@ -5,7 +5,7 @@ atomic drops uses, and a version write that puts back the credit it read drops l
 SQLite is raced by threads and by processes sharing one file. DynamoDB is raced by threads
 against the locked-down moto server (``LocalMotoServer``), which applies each call atomically as
 DynamoDB does for one item; moto in-process is neither atomic nor isolated under threads, so a
-pass there would prove nothing (DESIGN.md: prove what moto cannot).
+pass there would prove nothing (docs/architecture.md, Tests: prove what moto cannot).
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ WANG = Partition("acme", "wang")
 # Skipped rather than xfail: it passes or fails by luck on moto, and it is the slowest test here.
 MOTO_NOT_ISOLATED = pytest.mark.skip(
     reason="moto's in-process DynamoDB transactions are neither atomic nor isolated under threads, "
-    "so a pass or a failure there proves nothing (DESIGN.md: prove what moto cannot); DynamoDB "
+    "so a pass or a failure there proves nothing (docs/architecture.md, Tests: prove what moto cannot); DynamoDB "
     "itself serialises them, and the SQLite store is proven here"
 )
 

@@ -1,4 +1,4 @@
-"""The layering rules of DESIGN.md section 3: imports point down, never up.
+"""The layering rules of docs/architecture.md (Layers): imports point down, never up.
 
 Every module of the library (and every Lambda handler) is read with ``ast``, imports inside
 functions included, and each import of a memtool module is checked against the levels below.
@@ -71,7 +71,7 @@ def level(module: str) -> int:
         return ENTRY
     assert name is not None
     if name not in LEVELS:
-        raise KeyError(f"{module}: the package memtool.{name} has no level in DESIGN.md section 3 (add it to LEVELS)")
+        raise KeyError(f"{module}: the package memtool.{name} has no level in docs/architecture.md, Layers (add it to LEVELS)")
     return LEVELS[name]
 
 
@@ -126,7 +126,7 @@ def test_every_import_points_down_the_layers():
 
     found = violations(sources)
 
-    assert found == [], "imports that point up DESIGN.md section 3's layers:\n" + "\n".join(map(str, found))
+    assert found == [], "imports that point up the layers of docs/architecture.md:\n" + "\n".join(map(str, found))
 
 
 def test_every_package_has_a_level():

@@ -1,4 +1,4 @@
-"""Shared constants of the ground floor (DESIGN.md section 3): no imports from memtool above."""
+"""Shared constants of the ground floor (docs/architecture.md, Layers): no imports from memtool above."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-# DESIGN.md §4: how many of each kind recall injects per route (knowledge: shared definitions).
+# docs/architecture.md, Memory: how many of each kind recall injects per route (knowledge: shared definitions).
 DEFAULT_RECALL_BUDGETS: dict[str, dict[str, int]] = {
     "nl2sql_query": {"profile": 5, "episodic": 2, "correction": 5, "knowledge": 2, "causal": 2},
     "kpi_lookup": {"profile": 2, "episodic": 0, "correction": 1, "knowledge": 1, "causal": 1},

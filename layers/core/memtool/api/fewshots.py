@@ -20,7 +20,7 @@ REASON_MAX_CHARS = 500
 
 
 class FewshotStatus(StrEnum):
-    """The statuses a few-shot goes through (DESIGN.md §4)."""
+    """The statuses a few-shot goes through (docs/architecture.md, Memory)."""
 
     PENDING_REVIEW = "pending_review"
     APPROVED = "approved"

@@ -1,4 +1,4 @@
-"""Reward fusion: R = α·R_env + β·R_user (DESIGN.md §6), each part in [-1, 1].
+"""Reward fusion: R = α·R_env + β·R_user (docs/architecture.md, Learning), each part in [-1, 1].
 
 R_env is what the environment said about the episode: its outcome. R_user is what the user said:
 an explicit rating, or, when there is none, implicit signals (copied the answer, asked a related

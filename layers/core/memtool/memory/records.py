@@ -1,4 +1,4 @@
-"""Memory records: the kinds, statuses and fields every stored memory carries (DESIGN.md §4)."""
+"""Memory records: the kinds, statuses and fields every stored memory carries (docs/architecture.md, Memory)."""
 
 from __future__ import annotations
 

@@ -97,7 +97,7 @@ logger = logging.getLogger("memtool.planning")
 
 RETRYABLE_ERROR_CODES = BEDROCK_RETRYABLE_ERRORS
 
-# Characters of quoted memory data per route (DESIGN.md §4: deep analysis gets the most context).
+# Characters of quoted memory data per route (docs/architecture.md, Memory: deep analysis gets the most context).
 DEFAULT_PROMPT_BUDGET: dict[str, int] = {
     "nl2sql_query": 6_000,
     "kpi_lookup": 3_000,
@@ -149,7 +149,7 @@ def few_shot_from_memory(record: Mapping[str, Any]) -> FewShot | None:
     """A fewshot memory record as a FewShot, or None unless it is approved and has both halves.
 
     Accepted: ``value={"question": ..., "sql": ...}`` or content ``"上月净收入 → SELECT ..."``
-    (``->`` also works). Only approved examples steer generation (DESIGN.md §6).
+    (``->`` also works). Only approved examples steer generation (docs/architecture.md, Learning).
     """
     if record.get("kind") != "fewshot" or record.get("status") != "approved" or not record.get("id"):
         return None
