@@ -203,6 +203,20 @@ def test_a_read_only_state_folder_stops_serve_and_demo_in_one_line(tmp_path: Pat
     assert sorted(p.name for p in state.iterdir()) == before  # no -wal, no -shm, no probe left behind
 
 
+def test_a_port_in_use_stops_serve_and_demo_in_one_line(tmp_path: Path, runtime_env) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for command in (("serve", "--port", str(port)), ("demo", "--port", str(port))):
+            done = memtool(*command, "--home", str(tmp_path / "home"))
+            assert done.returncode == 2, (command, done.stderr)
+            assert one_line(done) == f"memtool {command[0]}: port {port} on 127.0.0.1 is already in use (choose another with --port)"
+            assert "API " not in done.stdout  # no banner (serve), no "API at" (demo): the runtime did not start
+
+
 def test_a_read_only_state_file_stops_serve_in_one_line(tmp_path: Path, runtime_env) -> None:
     home = tmp_path / "home"
     path = home / "state" / "memtool.sqlite3"

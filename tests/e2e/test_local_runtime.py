@@ -95,6 +95,36 @@ def test_http_errors_are_json_with_a_field(tmp_path):
         assert json.loads(error.value.read())["field"] == "body"
 
 
+def test_demo_runs_its_runtime_on_the_port_it_is_given(tmp_path, monkeypatch, capsys, demo_warehouse):
+    import memtool.demo
+    from memtool.cli import main
+
+    monkeypatch.setenv("MEMTOOL_WAREHOUSE_PATH", str(demo_warehouse))
+    monkeypatch.setenv("MEMTOOL_TODAY", "2026-11-29")
+    reached: list[tuple[str, int, object]] = []
+
+    def scenario(api: ApiClient) -> None:  # the story itself is test_demo_tells_the_story_on_a_slim_local_install's
+        health = api.call("GET", "/health")
+        reached.append((api.base_url, health.status, health.body["status"]))
+
+    monkeypatch.setattr(memtool.demo, "scenario", scenario)
+    port = free_port()
+
+    assert main(["demo", "--home", str(tmp_path / "home"), "--port", str(port)]) == 0
+
+    assert reached == [(f"http://127.0.0.1:{port}", 200, "ok")]
+    assert f"API at http://127.0.0.1:{port}," in capsys.readouterr().out
+
+
+def test_demo_takes_a_port_or_a_url_not_both(capsys):
+    from memtool.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["demo", "--url", "http://127.0.0.1:3000", "--port", "3000"])
+    assert exit_.value.code == 2
+    assert "argument --port: not allowed with argument --url" in capsys.readouterr().err
+
+
 # A slim local install (`pip install -e ".[local]"`) has none of the AWS-only clients: the demo runs
 # with them made unimportable, and a probe line says none was loaded.
 SLIM_DEMO = """

@@ -85,10 +85,11 @@ def demo(args: argparse.Namespace) -> int:
     from memtool.errors import MemtoolError
 
     try:
-        return run_demo(home=_home(args.home), url=args.url)
-    except MemtoolError as exc:
-        # The runtime refused to start (its state folder cannot be written, a state database is
-        # damaged): one line naming it and what to do, as serve says it, not a traceback.
+        return run_demo(home=_home(args.home), url=args.url, port=args.port)
+    except (OSError, MemtoolError) as exc:
+        # The runtime refused to start (its --port is in use, its state folder cannot be written,
+        # a state database is damaged): one line naming it and what to do, as serve says it, not a
+        # traceback.
         print(f"memtool demo: {_one_line(exc)}", file=sys.stderr)
         return 2
 
@@ -221,7 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p_demo = commands.add_parser("demo", help="run a scripted scenario against the local runtime")
     p_demo.add_argument("--home", help="state folder (default .memtool or MEMTOOL_HOME)")
-    p_demo.add_argument("--url", help="use an already running `memtool serve` at this URL")
+    where = p_demo.add_mutually_exclusive_group()
+    where.add_argument("--url", help="use an already running `memtool serve` at this URL")
+    where.add_argument("--port", type=int, default=0, help="port of the demo's own local runtime on 127.0.0.1 (default: a free one)")
     p_demo.set_defaults(func=demo)
 
     p_mcp = commands.add_parser(

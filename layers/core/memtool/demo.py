@@ -208,7 +208,8 @@ def _wait_until_indexed(api: ApiClient, memory_id: str, timeout: float = 10.0) -
     return state
 
 
-def run_demo(home: Path, url: str | None = None) -> int:
+def run_demo(home: Path, url: str | None = None, port: int = 0) -> int:
+    """The scenario against ``url``, or against a local runtime of its own on ``port`` (0: a free one)."""
     # A fresh user per run, so every run tells the same story whatever the saved state holds.
     user = f"analyst-li-{uuid.uuid4().hex[:4]}"
     print(f"tenant {TENANT}, user {user}")
@@ -219,7 +220,7 @@ def run_demo(home: Path, url: str | None = None) -> int:
     from memtool.runtime.local import LocalRuntime
 
     print("memtool demo: starting the local runtime (SQLite store, local API, AskFlow on moto's engine)…", flush=True)
-    with LocalRuntime(home=home, port=0, progress=lambda line: print(f"    {line}", flush=True)) as runtime:
+    with LocalRuntime(home=home, port=port, progress=lambda line: print(f"    {line}", flush=True)) as runtime:
         print(f"    API at {runtime.api_url}, state in {runtime.state_dir.resolve()}")
         scenario(ApiClient(runtime.api_url or "", TENANT, user))
     print(f"\nDone. State saved under {runtime.state_dir.resolve()}.")
