@@ -439,3 +439,9 @@ def test_two_processes_writing_one_version_have_exactly_one_winner(store, path):
     assert head.version == 2 and head.content in {"process 0", "process 1"}
     assert [r.version for r in store.history(LI, record.id, NOW)] == [1, 2]
     assert [e.event_name for e in store.outbox_batch()] == ["INSERT", "MODIFY"]
+
+
+def test_each_pooled_connection_keeps_a_small_page_cache(tmp_path: Path) -> None:
+    # bounded memory (issue 21, item 8): the pool's page caches are 8 × 512 KiB, not 8 × SQLite's 2 MiB
+    with closing(sqlite_store.open_connection(tmp_path / "state.sqlite3")) as conn:
+        assert conn.execute("PRAGMA cache_size").fetchone()[0] == -sqlite_store.CACHE_KIB == -512
