@@ -1,19 +1,30 @@
 """Soak the local runtime as a user would: thousands of asks and writes over HTTP, measured.
 
 Starts `memtool serve` as a child process (the default SQLite store, the real HTTP server,
-AskFlow on moto's engine, the demo warehouse), then:
+AskFlow on moto's engine, the demo warehouse; through ``bench/soak_server.py``, which can hold a
+heap profiler), then:
 
 1. **Memory under load.** Sends ``--asks`` asks and ``--writes`` memory writes, interleaved, from
-   ``--clients`` concurrent clients, sampling the server's RSS (``/proc/<pid>/status``) as it
-   goes. Reports RSS after start, after a warm-up, and at the end; the target is growth below
-   150 MB over 2,000 asks and 5,000 writes.
+   ``--clients`` concurrent clients. The asks vary as a team's would: ``--tenants`` tenants,
+   ``--users`` users spread over them, each user's session replaced every ``--turns`` asks (so
+   per-user and per-session state is exercised, not one hot session). The server's RSS
+   (``/proc/<pid>/status`` VmRSS, with RssAnon beside it) is read after start, after a warm-up of
+   200 asks, at every 1,000 asks, and at the end. The target is growth below 40 MB from 1,000 to
+   5,000 asks.
 2. **Write latency against store size.** Measures the p50 of ``--probe`` single-client writes
-   when the store holds about 100 memories and again at 10,000 (three rounds each, on a server
-   whose indexer has caught up; the median round counts); the target is a ratio within 1.5×.
+   when the store holds about 100 memories and again at ``--large`` (three rounds each, on a
+   server whose indexer has caught up; the median round counts); the target is a ratio within 1.5×.
 3. **Correctness while soaking.** Counts 5xx answers and connection errors (target: 0), and
    checks at the end that the indexer delivered everything (no lag, no dead letters).
 
-    python bench/soak.py [--asks 2000 --writes 5000 --clients 8] [--out bench/results/soak.md]
+``--profile`` starts ``tracemalloc`` inside the server and takes a snapshot at each of
+``--snapshots`` asks (default 500 and 2,000); the report gets the top lines that grew between the
+first and the last (``Snapshot.compare_to(..., "lineno")``), with the top 30 and the callers of
+the top 10 in ``--profile-out``. Profiling slows the server several-fold, and its own traces
+count in the RSS: take RSS figures from a run without it.
+
+    python bench/soak.py [--asks 5000 --writes 2000 --clients 8] [--out bench/results/soak.md]
+    python bench/soak.py --asks 2000 --writes 0 --profile --profile-out bench/results/soak_profile.md
 
 Not a test: figures vary with the machine, so the README reports them with how they were taken.
 """
@@ -73,10 +84,19 @@ def request(port: int, method: str, path: str, body: Any = None, *, tenant: str,
 
 
 def rss_mb(pid: int) -> float:
+    return _status_mb(pid, "VmRSS")
+
+
+def anon_mb(pid: int) -> float:
+    """The anonymous part of the RSS (the heap): file pages (SQLite's, DuckDB's, mapped libraries) excluded."""
+    return _status_mb(pid, "RssAnon")
+
+
+def _status_mb(pid: int, field_name: str) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field_name + ":"):
             return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
+    raise RuntimeError(f"no {field_name}")
 
 
 @dataclass
@@ -99,7 +119,7 @@ class Tally:
 
 def start_server(home: Path, port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "memtool.cli", "serve", "--port", str(port), "--home", str(home)],
+        [sys.executable, str(ROOT / "bench" / "soak_server.py"), "serve", "--port", str(port), "--home", str(home)],
         cwd=ROOT,
         env={**os.environ, **env},
         stdout=subprocess.DEVNULL,
@@ -127,15 +147,18 @@ def settle(port: int, timeout: float = 300) -> None:
 
 def write_p50(port: int, tenant: str, count: int, rounds: int = 3) -> float:
     """The median of ``rounds`` p50s of ``count`` sequential writes, each round on a settled server."""
-    return statistics.median(_write_p50(port, tenant, count) for _ in range(rounds) if settle(port) is None)
+    p50s = []
+    for _ in range(rounds):
+        settle(port)
+        p50s.append(_write_p50(port, tenant, count))
+    return statistics.median(p50s)
 
 
 def _write_p50(port: int, tenant: str, count: int) -> float:
     timings = []
     for n in range(count):
-        status, _, elapsed = request(
-            port, "POST", "/memories", {"kind": "episodic", "content": f"probe write {n} {uuid.uuid4().hex[:8]}"}, tenant=tenant, user="probe"
-        )
+        body = {"kind": "episodic", "content": f"probe write {n} {uuid.uuid4().hex[:8]}"}
+        status, _, elapsed = request(port, "POST", "/memories", body, tenant=tenant, user="probe")
         assert status == 201, status
         timings.append(elapsed)
     return statistics.median(timings)
@@ -143,84 +166,191 @@ def _write_p50(port: int, tenant: str, count: int) -> float:
 
 def fill(port: int, tenant: str, count: int, clients: int) -> None:
     def one(n: int) -> None:
-        status, _, _ = request(port, "POST", "/memories", {"kind": "episodic", "content": f"filler {n} {uuid.uuid4().hex}"}, tenant=tenant, user=f"u{n % 50}")
+        body = {"kind": "episodic", "content": f"filler {n} {uuid.uuid4().hex}"}
+        status, _, _ = request(port, "POST", "/memories", body, tenant=tenant, user=f"u{n % 50}")
         assert status == 201, status
 
     with ThreadPoolExecutor(max_workers=clients) as pool:
         list(pool.map(one, range(count)))
 
 
+class Profiler:
+    """Asks the server's profiler (bench/soak_server.py) for tracemalloc snapshots and compares them."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.taken: dict[int, Path] = {}
+        self.threads: list[threading.Thread] = []
+
+    def snapshot(self, asks: int) -> None:
+        """Request one in the background: the load goes on while the server writes it."""
+        (self.folder / f"asks-{asks}.request").write_text("")
+        thread = threading.Thread(target=self._await, args=(asks,), daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def _await(self, asks: int) -> None:
+        path = self.folder / f"asks-{asks}.snapshot"
+        deadline = time.monotonic() + 900
+        while time.monotonic() < deadline and not path.exists():
+            time.sleep(0.5)
+        if path.exists():
+            self.taken[asks] = path
+
+    def report(self, top: int = 30, callers: int = 10) -> tuple[list[str], list[str]]:
+        """The top lines that grew from the first snapshot to the last: (a top-10 table, the full detail)."""
+        import tracemalloc
+
+        for thread in self.threads:
+            thread.join(timeout=900)
+        if len(self.taken) < 2:
+            return ["(fewer than two snapshots were taken)"], []
+        first_at, last_at = min(self.taken), max(self.taken)
+        first = tracemalloc.Snapshot.load(str(self.taken[first_at]))
+        last = tracemalloc.Snapshot.load(str(self.taken[last_at]))
+        by_line = last.compare_to(first, "lineno")
+        total_first = sum(stat.size for stat in first.statistics("filename"))
+        total_last = sum(stat.size for stat in last.statistics("filename"))
+        heading = f"tracemalloc, asks {first_at:,} → {last_at:,}: traced heap {total_first / 2**20:.1f} → {total_last / 2**20:.1f} MB"
+
+        def row(stat: Any) -> str:
+            frame = stat.traceback[0]
+            return (
+                f"| `{_short(frame.filename)}:{frame.lineno}` | {stat.size_diff / 2**10:+,.0f} KiB | {stat.count_diff:+,} |"
+                f" {stat.size / 2**10:,.0f} KiB |"
+            )
+
+        table = ["| line | grew | blocks | held at the end |", "|---|---:|---:|---:|"]
+        summary = [heading, "", *table, *(row(stat) for stat in by_line[:10])]
+        detail = [f"## {heading}", "", "### Top 30 by line", "", *table, *(row(stat) for stat in by_line[:top])]
+        detail += ["", f"### Callers of the top {callers} (by traceback)", ""]
+        by_trace = {stat.traceback: stat for stat in last.compare_to(first, "traceback")}
+        for stat in by_line[:callers]:
+            frame = stat.traceback[0]
+            # the tracebacks that end on this line, the biggest growth first
+            stacks = sorted(
+                (s for tb, s in by_trace.items() if tb[-1].filename == frame.filename and tb[-1].lineno == frame.lineno),
+                key=lambda s: -s.size_diff,
+            )[:2]
+            detail.append(f"- `{_short(frame.filename)}:{frame.lineno}` ({stat.size_diff / 2**10:+,.0f} KiB)")
+            for found in stacks:
+                chain = " ← ".join(f"{_short(f.filename)}:{f.lineno}" for f in reversed(found.traceback))
+                detail.append(f"  - {found.size_diff / 2**10:+,.0f} KiB: {chain}")
+        return summary, detail
+
+
+def _short(filename: str) -> str:
+    for marker in ("site-packages/", "/memtool/", "lib/python3"):
+        if marker in filename:
+            return filename.split(marker, 1)[1] if marker != "/memtool/" else "memtool/" + filename.split(marker, 1)[1]
+    return filename
+
+
+def ask_marks(asks: int) -> list[int]:
+    """Where the load reads RSS: after a 200-ask warm-up, at every 1,000 asks, and at the end."""
+    return sorted({m for m in (200, *range(1000, asks + 1, 1000), asks) if 0 < m <= asks})
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--asks", type=int, default=2000)
-    parser.add_argument("--writes", type=int, default=5000)
+    parser.add_argument("--asks", type=int, default=5000)
+    parser.add_argument("--writes", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--tenants", type=int, default=3, help="tenants the asks and writes are spread over")
+    parser.add_argument("--users", type=int, default=60, help="users, spread over the tenants")
+    parser.add_argument("--turns", type=int, default=5, help="asks per session before the user starts a new one")
     parser.add_argument("--probe", type=int, default=60, help="writes per latency probe round (3 rounds)")
     parser.add_argument("--large", type=int, default=10_000, help="store size of the second latency probe")
     parser.add_argument("--scale", type=float, default=1.0, help="demo warehouse scale")
+    parser.add_argument("--profile", action="store_true", help="tracemalloc in the server; snapshots at --snapshots asks")
+    parser.add_argument("--snapshots", default="500,2000", help="asks at which the profiler takes a snapshot")
+    parser.add_argument("--profile-out", type=Path, help="the profile's top 30 and its callers (markdown)")
+    parser.add_argument("--skip-probes", action="store_true", help="only the load (no write-latency probes)")
     parser.add_argument("--out", type=Path, help="write the report (markdown) here too")
     args = parser.parse_args()
 
     home = Path(tempfile.mkdtemp(prefix="memtool-soak-"))
     port = int(os.environ.get("SOAK_PORT", "0")) or _free_port()
     env = {"MEMTOOL_WAREHOUSE_SCALE": str(args.scale), "MEMTOOL_TODAY": date.today().isoformat()}
+    profiler: Profiler | None = None
+    if args.profile:
+        profiler = Profiler(home / "profile")
+        profiler.folder.mkdir(parents=True)
+        env["SOAK_PROFILE_DIR"] = str(profiler.folder)
+    snapshot_at = {int(n) for n in args.snapshots.split(",") if n.strip()} if profiler else set()
     print(f"starting memtool serve on port {port} (home {home}) …", flush=True)
+    wall_started = time.time()
     server = start_server(home, port, env)
     lines: list[str] = []
+    small = large = float("nan")
+    marks = ask_marks(args.asks)
+    at_mark: dict[int, tuple[float, float, float]] = {}  # asks -> (RSS, RssAnon, seconds into the load)
     try:
         started_rss = rss_mb(server.pid)
-        # ---- latency against store size ------------------------------------------------
         probe_tenant = f"probe-{uuid.uuid4().hex[:6]}"
-        # The first probe's rounds write 3 × probe memories: fill so that they are centred on 100.
-        fill(port, probe_tenant, max(0, 100 - (3 * args.probe) // 2), args.clients)
-        small = write_p50(port, probe_tenant, args.probe)
-        print(f"write p50 at ~100 memories: {small:.2f} ms", flush=True)
+        if not args.skip_probes:
+            # ---- latency against store size ---------------------------------------------
+            # The first probe's rounds write 3 × probe memories: fill so that they are centred on 100.
+            fill(port, probe_tenant, max(0, 100 - (3 * args.probe) // 2), args.clients)
+            small = write_p50(port, probe_tenant, args.probe)
+            print(f"write p50 at ~100 memories: {small:.2f} ms", flush=True)
 
         # ---- load: asks and writes, interleaved ----------------------------------------
         tally = Tally()
         samples: list[tuple[int, float]] = []
-        done = 0
+        done = asks_done = 0
         done_lock = threading.Lock()
         total = args.asks + args.writes
         # Interleaved evenly: operation i is an ask when the running share of asks steps up.
-        operations = [
-            "ask" if (i + 1) * args.asks // total > i * args.asks // total else "write" for i in range(total)
-        ]
-        warm_rss: float | None = None
-        load_tenant = f"soak-{uuid.uuid4().hex[:6]}"
+        operations = ["ask" if (i + 1) * args.asks // total > i * args.asks // total else "write" for i in range(total)]
+        run = uuid.uuid4().hex[:6]
+        tenants = [f"soak{t}-{run}" for t in range(max(1, args.tenants))]
+        asks_of: dict[int, int] = {}  # user -> asks sent, for its session number
+        load_started = time.perf_counter()
 
         def operate(index_op: tuple[int, str]) -> None:
-            nonlocal done, warm_rss
+            nonlocal done, asks_done
             index, op = index_op
-            user = f"u{index % 20}"
+            user_number = index % max(1, args.users)
+            tenant, user = tenants[user_number % len(tenants)], f"u{user_number}"
             try:
                 if op == "ask":
-                    status, _, _ = request(port, "POST", "/ask", {"question": QUESTIONS[index % len(QUESTIONS)], "session_id": f"s-{user}"}, tenant=load_tenant, user=user)
+                    with done_lock:
+                        turn = asks_of[user_number] = asks_of.get(user_number, -1) + 1
+                    session = f"s-{user}-{turn // max(1, args.turns)}"
+                    question = QUESTIONS[(index + turn) % len(QUESTIONS)]
+                    status, _, _ = request(port, "POST", "/ask", {"question": question, "session_id": session}, tenant=tenant, user=user)
                 else:
-                    status, _, _ = request(port, "POST", "/memories", {"kind": "episodic", "content": f"soak note {index} {uuid.uuid4().hex[:10]}"}, tenant=load_tenant, user=user)
+                    body = {"kind": "episodic", "content": f"soak note {index} {uuid.uuid4().hex[:10]}"}
+                    status, _, _ = request(port, "POST", "/memories", body, tenant=tenant, user=user)
             except OSError:
                 status = None
             tally.add(status)
             with done_lock:
                 done += 1
-                if done == 200:
-                    warm_rss = rss_mb(server.pid)
+                if op == "ask":
+                    asks_done += 1
+                    if asks_done in marks:
+                        at_mark[asks_done] = (rss_mb(server.pid), anon_mb(server.pid), time.perf_counter() - load_started)
+                        print(f"  {asks_done:>6} asks ({done:,} operations), RSS {at_mark[asks_done][0]:.0f} MB", flush=True)
+                    if profiler is not None and asks_done in snapshot_at:
+                        profiler.snapshot(asks_done)
                 if done % 500 == 0:
                     samples.append((done, rss_mb(server.pid)))
-                    print(f"  {done:>6} operations, RSS {samples[-1][1]:.0f} MB", flush=True)
 
-        load_started = time.perf_counter()
         with ThreadPoolExecutor(max_workers=args.clients) as pool:
             list(pool.map(operate, enumerate(operations)))
         load_seconds = time.perf_counter() - load_started
         end_rss = rss_mb(server.pid)
+        profile_summary, profile_detail = profiler.report() if profiler is not None else ([], [])
 
-        # ---- latency at the large size --------------------------------------------------
-        have = 100 + args.writes + args.asks  # every ask also writes an episode (and a working turn)
-        if have < args.large:
-            fill(port, probe_tenant, args.large - have, args.clients)
-        large = write_p50(port, probe_tenant, args.probe)
-        print(f"write p50 at ~{args.large:,} memories: {large:.2f} ms", flush=True)
+        if not args.skip_probes:
+            # ---- latency at the large size ----------------------------------------------
+            have = 100 + args.writes + args.asks  # every ask also writes an episode (and a working turn)
+            if have < args.large:
+                fill(port, probe_tenant, args.large - have, args.clients)
+            large = write_p50(port, probe_tenant, args.probe)
+            print(f"write p50 at ~{args.large:,} memories: {large:.2f} ms", flush=True)
 
         deadline = time.monotonic() + 120
         health: dict[str, Any] = {}
@@ -234,38 +364,61 @@ def main() -> int:
         server.terminate()
         server.wait(timeout=120)
 
-    growth_from_start = end_rss - started_rss
-    growth_from_warm = end_rss - (warm_rss or started_rss)
+    load_average = os.getloadavg()
+    indexer = health.get("indexer", {})
+    first, last = (1000, args.asks) if args.asks >= 1000 else (marks[0], marks[-1])
+    growth = at_mark[last][0] - at_mark[first][0] if first in at_mark and last in at_mark else float("nan")
+    growth_anon = at_mark[last][1] - at_mark[first][1] if first in at_mark and last in at_mark else float("nan")
+    per_thousand = growth / max(1, last - first) * 1000
     lines += [
         "# Local runtime soak",
         "",
-        f"`python bench/soak.py --asks {args.asks} --writes {args.writes} --clients {args.clients}` on "
+        f"`python bench/soak.py --asks {args.asks} --writes {args.writes} --clients {args.clients} --tenants {args.tenants}"
+        f" --users {args.users} --turns {args.turns}{' --profile' if profiler else ''}` on "
         f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {date.today()}: "
         "`memtool serve` in a child process (SQLite store, demo warehouse at scale "
-        f"{args.scale}), loaded over HTTP from {args.clients} concurrent clients; RSS read from /proc.",
+        f"{args.scale}), loaded over HTTP from {args.clients} concurrent clients: {len(QUESTIONS)} questions (the deep "
+        f"route's two among them), {args.users} users over {args.tenants} tenants, a new session every {args.turns} asks "
+        f"per user, writes interleaved; RSS (VmRSS, RssAnon) read from /proc. Wall time {time.time() - wall_started:.0f} s; "
+        f"load average at the end {load_average[0]:.1f} / {load_average[1]:.1f} / {load_average[2]:.1f} (1 / 5 / 15 min; "
+        "the cores are shared).",
         "",
         "| figure | value | target |",
         "|---|---|---|",
         f"| operations | {args.asks:,} asks + {args.writes:,} writes in {load_seconds:.0f} s | |",
         f"| RSS after start | {started_rss:.0f} MB | |",
-        f"| RSS after 200 operations (warm) | {(warm_rss or 0):.0f} MB | |",
-        f"| RSS at the end of the load | {end_rss:.0f} MB | |",
-        f"| RSS growth over the load (from start / from warm) | {growth_from_start:.0f} MB / {growth_from_warm:.0f} MB | < 150 MB |",
-        f"| RSS after filling to {args.large:,} memories | {final_rss:.0f} MB | |",
-        f"| write p50 at ~100 memories | {small:.2f} ms | |",
-        f"| write p50 at ~{args.large:,} memories | {large:.2f} ms | |",
-        f"| ratio | {large / small:.2f}× | ≤ 1.5× |",
+        *(
+            f"| RSS at {asks:,} asks ({seconds:.0f} s into the load) | {rss:.0f} MB (anonymous {anon:.0f} MB) | |"
+            for asks, (rss, anon, seconds) in sorted(at_mark.items())
+        ),
+        f"| **RSS growth from {first:,} to {last:,} asks** | **{growth:.0f} MB** (anonymous {growth_anon:.0f} MB; "
+        f"{per_thousand:.1f} MB per 1,000 asks) | < 40 MB |",
+        f"| RSS at the end of the load / after filling to {args.large:,} memories | {end_rss:.0f} MB / {final_rss:.0f} MB | |",
+    ]
+    if not args.skip_probes:
+        lines += [
+            f"| write p50 at ~100 memories | {small:.2f} ms | |",
+            f"| write p50 at ~{args.large:,} memories | {large:.2f} ms | |",
+            f"| ratio | {large / small:.2f}× | ≤ 1.5× |",
+        ]
+    lines += [
         f"| 5xx answers / connection errors | {tally.server_errors} / {tally.connection_errors} | 0 / 0 |",
         f"| statuses | {json.dumps(dict(sorted(tally.statuses.items())))} | |",
-        f"| indexer at the end | pending {health.get('indexer', {}).get('pending')}, dead letters {health.get('indexer', {}).get('dead_letters')}, delivered {health.get('indexer', {}).get('delivered')} | 0 pending, 0 dead |",
+        f"| indexer at the end | pending {indexer.get('pending')}, dead letters {indexer.get('dead_letters')},"
+        f" delivered {indexer.get('delivered')} | 0 pending, 0 dead |",
         "",
         "RSS samples (operations → MB): " + ", ".join(f"{n}→{mb:.0f}" for n, mb in samples),
     ]
+    if profile_summary:
+        lines += ["", "## Heap profile (`--profile`)", "", *profile_summary]
     report = "\n".join(lines) + "\n"
     print(report)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(report, encoding="utf-8")
+    if args.profile_out and profile_detail:
+        args.profile_out.parent.mkdir(parents=True, exist_ok=True)
+        args.profile_out.write_text("# Local runtime soak: heap profile\n\n" + "\n".join(profile_detail) + "\n", encoding="utf-8")
     return 0
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from memtool.flows.runner import FlowExecution
 from memtool.runtime.lambda_context import LocalLambdaContext, discard_unpublished_metrics
+from memtool.runtime.moto_server import heap_trimmer
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -86,6 +87,47 @@ def enable_execution_in_moto() -> None:
     default_user_config["stepfunctions"] = {"execute_state_machine": True}
     _cache_json_path_parsing()
     _cache_definition_parsing()
+    _forget_finished_threads()
+
+
+# Finished threads moto's thread list may hold before it is pruned (about 2.5 KB each, and an ask
+# starts about eleven): 256 is some 25 asks' worth, under a megabyte, and pruning (a scan of the
+# list) then runs once per 25 asks or so, not on every thread start.
+THREAD_LIST_SLACK = 256
+
+
+class _LiveThreads(list[Any]):  # moto's own list of Thread objects
+    """moto's Step Functions engine (ported from LocalStack) appends every thread it starts (one
+    per execution, per state, per Map iteration and Parallel branch) to a module-level
+    ``TMP_THREADS`` list, for LocalStack's shutdown to join, and moto never empties it: the
+    finished threads, with their events, locks and closures, were the largest part of the local
+    runtime's growth under load (about 11 threads, some 25 KB, per ask). Appending here drops
+    the finished ones whenever the list is longer than ``THREAD_LIST_SLACK``, so it holds at most
+    the live threads plus that slack. Nothing in moto reads the list."""
+
+    def append(self, thread: Any) -> None:
+        super().append(thread)
+        if len(self) > THREAD_LIST_SLACK:
+            # moto appends a thread before starting it, so the newest stays whatever it says. A
+            # racing append may be lost to the slice assignment: it costs only a thread that
+            # nothing would ever have joined.
+            self[:] = [t for t in self[:-1] if t.is_alive()] + [thread]
+
+
+def _forget_finished_threads() -> None:
+    """Put ``_LiveThreads`` in place of moto's ``TMP_THREADS`` in every module that imported it."""
+    import sys
+
+    from moto.stepfunctions.parser import utils
+
+    original = utils.TMP_THREADS
+    if isinstance(original, _LiveThreads):
+        return
+    bounded = _LiveThreads(t for t in original if t.is_alive())
+    utils.TMP_THREADS = bounded  # modules imported from now on bind to it
+    for name, module in list(sys.modules.items()):
+        if name.startswith("moto.stepfunctions") and getattr(module, "TMP_THREADS", None) is original:
+            module.TMP_THREADS = bounded  # type: ignore[attr-defined]
 
 
 def _cache_definition_parsing() -> None:
@@ -258,6 +300,7 @@ class LocalFlowRunner:
             time.sleep(self.poll_seconds)
         described = self.sfn.describe_execution(executionArn=execution_arn)
         _forget_execution(machine_arn, execution_arn)
+        heap_trimmer.after_flow()
         output = json.loads(described["output"]) if described.get("output") else None
         return FlowExecution(
             described["status"],

@@ -7,11 +7,18 @@ would serve its management API (``/moto-api/data.json`` dumps every tenant's ite
 without a lock, restoring a whole-table copy on a failed condition (which loses other writers'
 items); and it keeps every model instance it ever made for its dashboard. This module serves
 moto behind a WSGI middleware that closes those doors, and switches the instance tracking off.
+
+It also bounds the process's C heap, which moto's engine churns (see ``bound_malloc_arenas`` and
+``HeapTrimmer``): the local runtime starts moto first, before any worker thread.
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -57,6 +64,71 @@ def stop_instance_tracking() -> None:
     reset_model_data()
 
 
+# glibc's malloc arenas for the local runtime's process (M_ARENA_MAX). Its default is eight per
+# core, and each arena keeps what was freed into it for its own reuse; moto's engine starts about
+# eleven short-lived threads per ask, so allocations spread over every arena and each holds its
+# own high-water mark. On 2 cores, after 1,000 asks, the arenas held 259 MB of which 64 MB were in
+# use. Two arenas: the process runs Python under one GIL, so threads rarely contend for malloc,
+# and a second arena covers the native threads (DuckDB's, SQLite's) that run without it.
+MALLOC_ARENAS = 2
+_M_ARENA_MAX = -8  # glibc's malloc.h
+
+
+def _glibc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt, libc.malloc_trim  # noqa: B018 - glibc has both; musl and others may not
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+def bound_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
+    """Cap glibc's malloc arenas for this process, unless ``MALLOC_ARENA_MAX`` already chose;
+    True when the cap was set. It applies to arenas made from now on, so it is called before the
+    runtime starts its threads (``LocalMotoServer.start``)."""
+    libc = _glibc()
+    if libc is None or "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    return bool(libc.mallopt(_M_ARENA_MAX, arenas))
+
+
+class HeapTrimmer:
+    """Hands the C heap's free pages back to the OS (glibc's ``malloc_trim``), at most once per
+    ``interval`` seconds, when a flow has finished.
+
+    An ask allocates and frees tens of megabytes (moto parses a Map definition with ANTLR, copies
+    the execution's JSON at every state; DuckDB and SQLite buffer results), and glibc returns
+    freed memory to the OS only from the top of each heap: the pages in between stay resident
+    until reused. Trimming takes a few milliseconds with the arenas locked; every ten seconds it
+    costs nothing measurable and keeps the freed part of the heap out of the RSS.
+    """
+
+    def __init__(self, interval: float = 10.0) -> None:
+        self.interval = interval
+        self.trims = 0
+        self._libc = _glibc()
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    def after_flow(self) -> bool:
+        """Trim if the interval has passed (and no other thread is trimming); True when it did."""
+        if self._libc is None or time.monotonic() < self._next or not self._lock.acquire(blocking=False):
+            return False
+        try:
+            self._next = time.monotonic() + self.interval
+            self._libc.malloc_trim(0)
+            self.trims += 1
+            return True
+        finally:
+            self._lock.release()
+
+
+heap_trimmer = HeapTrimmer()
+
+
 class LocalMotoServer:
     """moto's backends behind ``LockedDownMoto`` on a loopback port, in a thread."""
 
@@ -74,6 +146,7 @@ class LocalMotoServer:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
         from werkzeug.serving import make_server
 
+        bound_malloc_arenas()
         stop_instance_tracking()
         # moto's backends are process-wide: a runtime starts from its own saved state, never from
         # what an earlier runtime in this process left in memory.
