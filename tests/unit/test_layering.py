@@ -39,7 +39,7 @@ LEVELS: dict[str, int] = {
         DOMAIN,
     ),
     # 6. the ground floor (``memtool`` itself holds only the version)
-    **dict.fromkeys(("settings", "clock", "errors", "constants", "identity", "observability", "memtool"), GROUND),
+    **dict.fromkeys(("settings", "clock", "errors", "constants", "bedrock", "identity", "observability", "memtool"), GROUND),
 }
 NAMES = {ENTRY: "entry points", RUNTIME: "runtime", API: "api", FLOWS: "flows", DOMAIN: "the domain", GROUND: "the ground floor"}
 

@@ -14,7 +14,7 @@ that text inside the blocks is data, never instructions.
 Each proposed hypothesis is validated on its own: an invalid one (an unknown kind, a confidence
 out of range, a repair without the fields its kind needs) is dropped with a log line, the rest
 stand. A reply without the tool call is no hypotheses. Retryable Bedrock errors are retried with
-backoff and jitter; when they persist, and on any other Bedrock or connection error, the call
+backoff and jitter (``memtool.bedrock.BedrockRetry``); when they persist, and on any other Bedrock or connection error, the call
 raises ``DiagnoserUnavailable`` with the error code and Bedrock's message only (the engine notes
 the failure and keeps the rules' hypotheses).
 """
@@ -30,6 +30,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from memtool.bedrock import BedrockFailure, BedrockRetry
 from memtool.diagnosis.apply import Subject
 from memtool.diagnosis.model import Failure, Hypothesis, Repair, RepairKind
 
@@ -157,27 +158,21 @@ class BedrockDiagnoser:
         sleep: Callable[[float], None] = time.sleep,
         jitter: Callable[[], float] = random.random,
     ) -> None:
-        """The wait before retry *n* (1-based) is ``cap/2 + jitter()*cap/2`` with
-        ``cap = min(max_delay, base_delay * 2**(n-1))``, as in the Bedrock planner."""
+        """``max_attempts``, ``base_delay``, ``max_delay``, ``sleep`` and ``jitter`` are the retry
+        policy (``memtool.bedrock.BedrockRetry``, shared with the planner and the embedder): the
+        wait before retry *n* (1-based) is ``cap/2 + jitter()*cap/2`` with
+        ``cap = min(max_delay, base_delay * 2**(n-1))``."""
         if not model_id:
             raise ValueError("model_id must not be empty")
         if max_hypotheses < 1:
             raise ValueError("max_hypotheses must be at least 1")
         if max_tokens < 1:
             raise ValueError("max_tokens must be at least 1")
-        if max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
-        if base_delay < 0 or max_delay < base_delay:
-            raise ValueError("need 0 <= base_delay <= max_delay")
+        self._retry = BedrockRetry(max_attempts, base_delay, max_delay, sleep, jitter)
         self.client = client
         self.model_id = model_id
         self.max_hypotheses = max_hypotheses
         self._max_tokens = max_tokens
-        self._max_attempts = max_attempts
-        self._base_delay = base_delay
-        self._max_delay = max_delay
-        self._sleep = sleep
-        self._jitter = jitter
         self.tool_config = {
             "tools": [
                 {
@@ -255,36 +250,21 @@ class BedrockDiagnoser:
 
     def _converse(self, system: str, user: str) -> dict[str, Any]:
         """One Converse answer; retryable errors are retried with backoff, the rest are DiagnoserUnavailable."""
-        from botocore.exceptions import BotoCoreError, ClientError
 
-        from memtool.constants import BEDROCK_RETRYABLE_ERRORS
+        def retrying(code: str, attempt: int, delay: float) -> None:
+            logger.info("%s: %s on attempt %d; retrying in %.2fs", self.name, code, attempt, delay)
 
-        for attempt in range(1, self._max_attempts + 1):
-            try:
-                return self.client.converse(
-                    modelId=self.model_id,
-                    system=[{"text": system}],
-                    messages=[{"role": "user", "content": [{"text": user}]}],
-                    toolConfig=self.tool_config,
-                    inferenceConfig={"maxTokens": self._max_tokens, "temperature": 0},
-                )
-            except ClientError as error:
-                code = str(error.response.get("Error", {}).get("Code") or "ClientError")
-                message = str(error.response.get("Error", {}).get("Message") or "")[:200]
-                if code in BEDROCK_RETRYABLE_ERRORS and attempt < self._max_attempts:
-                    delay = self._backoff(attempt)
-                    logger.info("%s: %s on attempt %d; retrying in %.2fs", self.name, code, attempt, delay)
-                    self._sleep(delay)
-                    continue
-                tried = f" after {attempt} attempts" if code in BEDROCK_RETRYABLE_ERRORS else ""
-                raise DiagnoserUnavailable(f"{code}{tried}: {message}".rstrip(": ")) from error
-            except BotoCoreError as error:  # read/connect timeouts, endpoint errors
-                raise DiagnoserUnavailable(type(error).__name__) from error
-        raise AssertionError("unreachable: the loop returns or raises")
-
-    def _backoff(self, attempt: int) -> float:
-        cap = min(self._max_delay, self._base_delay * 2 ** (attempt - 1))
-        return cap / 2 + self._jitter() * cap / 2
+        return self._retry.call(
+            lambda: self.client.converse(
+                modelId=self.model_id,
+                system=[{"text": system}],
+                messages=[{"role": "user", "content": [{"text": user}]}],
+                toolConfig=self.tool_config,
+                inferenceConfig={"maxTokens": self._max_tokens, "temperature": 0},
+            ),
+            on_retry=retrying,
+            unavailable=_diagnoser_unavailable,
+        )
 
 
 # ---- the prompt ---------------------------------------------------------------------------------
@@ -425,6 +405,13 @@ def _quote(value: Any) -> str:
     """JSON with ``<``, ``>`` and ``&`` escaped, so quoted text can never close or open a block."""
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def _diagnoser_unavailable(failure: BedrockFailure) -> DiagnoserUnavailable:
+    """The error code and Bedrock's message (cut at 200 characters) only; the class name of a botocore error."""
+    if failure.connection:
+        return DiagnoserUnavailable(failure.code)
+    return DiagnoserUnavailable(failure.reason(limit=200))
 
 
 def _clip(text: str, limit: int) -> str:

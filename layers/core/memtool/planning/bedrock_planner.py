@@ -43,8 +43,9 @@ Fallbacks, always visible as the first note of the plan (a degraded feature is n
   definitions come from the catalog and the knowledge memories, and must be cited verbatim.
 - Bedrock unavailable: retryable errors (throttling, service unavailable, model not ready,
   internal error, model timeout) are retried with exponential backoff and jitter through the
-  injectable ``sleep``, up to ``max_attempts``; when they persist, or on any other error
-  (AccessDenied, ValidationException, a connection error), the rule planner plans instead.
+  injectable ``sleep``, up to ``max_attempts`` (``memtool.bedrock.BedrockRetry``); when they
+  persist, or on any other error (AccessDenied, ValidationException, a connection error), the
+  rule planner plans instead.
 - A proposal that is invalid (schema, unknown names, does not compile) is sent back once as a
   ``toolResult`` with status ``error``; a second invalid proposal falls back to the rule planner.
 - A reply with no tool use (``end_turn`` with text) falls back to the rule planner.
@@ -73,13 +74,13 @@ import random
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from memtool.constants import BEDROCK_RETRYABLE_ERRORS
+from memtool.bedrock import RETRYABLE_ERRORS, BedrockFailure, BedrockRetry
 from memtool.feedback.corrections import MAX_TERM_CHARS, StatedCorrection
 from memtool.planning.context import FewshotExample, PlanContext, PreviousTurn, Unit, normalize_unit
 from memtool.planning.plan import AppliedMemory, Citation, Clarification, Plan, Route
@@ -95,7 +96,7 @@ from memtool.semantic.time_expressions import previous_window
 
 logger = logging.getLogger("memtool.planning")
 
-RETRYABLE_ERROR_CODES = BEDROCK_RETRYABLE_ERRORS
+RETRYABLE_ERROR_CODES = RETRYABLE_ERRORS  # the one retry policy's codes (memtool.bedrock)
 
 # Characters of quoted memory data per route (docs/architecture.md, Memory: deep analysis gets the most context).
 DEFAULT_PROMPT_BUDGET: dict[str, int] = {
@@ -332,17 +333,16 @@ class BedrockPlanner:
         few_shots: Sequence[FewShotSource] = (),
         prompt_budget: int | Mapping[str, int] | None = None,
     ) -> None:
-        """``jitter`` returns a float in [0, 1); the wait before retry *n* (1-based) is
-        ``cap/2 + jitter()*cap/2`` with ``cap = min(max_delay, base_delay * 2**(n-1))``.
+        """``max_attempts``, ``base_delay``, ``max_delay``, ``sleep`` and ``jitter`` are the retry
+        policy (``memtool.bedrock.BedrockRetry``): ``jitter`` returns a float in [0, 1); the wait
+        before retry *n* (1-based) is ``cap/2 + jitter()*cap/2`` with
+        ``cap = min(max_delay, base_delay * 2**(n-1))``.
         ``few_shots`` are examples for every question; ``plan(few_shots=)`` and
         ``context.fewshots`` add per-question ones. A memory record is taken only when approved.
         ``prompt_budget`` is the characters of quoted data per route (an int for every route)."""
         if not model_id:
             raise ValueError("model_id must not be empty")
-        if max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
-        if base_delay < 0 or max_delay < base_delay:
-            raise ValueError("need 0 <= base_delay <= max_delay")
+        self._retry = BedrockRetry(max_attempts, base_delay, max_delay, sleep, jitter)
         if max_tokens < 1:
             raise ValueError("max_tokens must be at least 1")
         self.client = client
@@ -353,11 +353,6 @@ class BedrockPlanner:
         self.compiler = IntentCompiler(catalog)
         self._parser = QuestionParser(catalog, entities)
         self._today = today
-        self._max_attempts = max_attempts
-        self._base_delay = base_delay
-        self._max_delay = max_delay
-        self._sleep = sleep
-        self._jitter = jitter
         self._max_tokens = max_tokens
         self._few_shots = tuple(approved_few_shots(few_shots))
         if prompt_budget is None:
@@ -372,6 +367,14 @@ class BedrockPlanner:
     @property
     def name(self) -> str:
         return f"bedrock:{self.model_id}"
+
+    @property
+    def _max_attempts(self) -> int:
+        return self._retry.max_attempts
+
+    @_max_attempts.setter
+    def _max_attempts(self, value: int) -> None:  # the same policy with fewer or more calls (validated again)
+        self._retry = replace(self._retry, max_attempts=value)
 
     def today(self) -> date:
         return resolve_today(self._today)
@@ -477,34 +480,21 @@ class BedrockPlanner:
         max_tokens: int | None = None,
     ) -> dict[str, Any]:
         """One Converse answer; retryable errors are retried with backoff, the rest are LlmUnavailable."""
-        from botocore.exceptions import BotoCoreError, ClientError
 
-        for attempt in range(1, self._max_attempts + 1):
-            try:
-                return self.client.converse(
-                    modelId=self.model_id,
-                    system=[{"text": system}],
-                    messages=messages,
-                    toolConfig=self._tools if tool_config is None else tool_config,
-                    inferenceConfig={"maxTokens": max_tokens or self._max_tokens, "temperature": 0},
-                )
-            except ClientError as error:
-                code = str(error.response.get("Error", {}).get("Code") or "ClientError")
-                message = str(error.response.get("Error", {}).get("Message") or "")
-                if code in RETRYABLE_ERROR_CODES and attempt < self._max_attempts:
-                    delay = self._backoff(attempt)
-                    notes.append(f"Bedrock {code} on attempt {attempt}; retrying in {delay:.2f}s")
-                    self._sleep(delay)
-                    continue
-                tried = f" after {attempt} attempts" if code in RETRYABLE_ERROR_CODES else ""
-                raise LlmUnavailable(f"{code}{tried}: {message}".rstrip(": ")) from error
-            except BotoCoreError as error:
-                raise LlmUnavailable(f"{type(error).__name__}: {error}") from error
-        raise AssertionError("unreachable: the loop returns or raises")
+        def retrying(code: str, attempt: int, delay: float) -> None:
+            notes.append(f"Bedrock {code} on attempt {attempt}; retrying in {delay:.2f}s")
 
-    def _backoff(self, attempt: int) -> float:
-        cap = min(self._max_delay, self._base_delay * 2 ** (attempt - 1))
-        return cap / 2 + self._jitter() * cap / 2
+        return self._retry.call(
+            lambda: self.client.converse(
+                modelId=self.model_id,
+                system=[{"text": system}],
+                messages=messages,
+                toolConfig=self._tools if tool_config is None else tool_config,
+                inferenceConfig={"maxTokens": max_tokens or self._max_tokens, "temperature": 0},
+            ),
+            on_retry=retrying,
+            unavailable=_llm_unavailable,
+        )
 
     def _fallback(self, question: str, route: Route, context: PlanContext, reason: str, notes: Sequence[str] = ()) -> Plan:
         """The rule planner's plan, with its ``applied`` and ``carried_over``; only the notes grow."""
@@ -1162,6 +1152,12 @@ def _quote(value: Any) -> str:
     """JSON with ``<``, ``>`` and ``&`` escaped, so quoted text can never close or open a block."""
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def _llm_unavailable(failure: BedrockFailure) -> LlmUnavailable:
+    if failure.connection:
+        return LlmUnavailable(f"{type(failure.error).__name__}: {failure.error}")
+    return LlmUnavailable(failure.reason())
 
 
 def _retries(notes: Sequence[str]) -> str:

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from memtool.constants import BEDROCK_RETRYABLE_ERRORS
+from memtool.bedrock import RETRYABLE_ERRORS, BedrockRetry
 
 
 class Embedder(Protocol):
@@ -75,7 +75,7 @@ class EmbeddingResponseError(RuntimeError):
     """Bedrock answered, but not with a usable vector (wrong length, missing, zero or non-finite)."""
 
 
-RETRYABLE_ERROR_CODES = BEDROCK_RETRYABLE_ERRORS
+RETRYABLE_ERROR_CODES = RETRYABLE_ERRORS  # the one retry policy's codes (memtool.bedrock)
 
 
 class BedrockTitanEmbedder:
@@ -83,7 +83,8 @@ class BedrockTitanEmbedder:
 
     Titan V2 embeds one text per call, so ``embed`` fans the texts out over a bounded thread pool
     and returns the vectors in input order. Retryable Bedrock errors are retried with exponential
-    backoff and jitter; the client's own botocore retries (on by default, including for
+    backoff and jitter (``memtool.bedrock.BedrockRetry``; the last error is raised as botocore
+    raised it); the client's own botocore retries (on by default, including for
     throttling) run underneath each attempt, so callers that want only this policy should build
     the client with ``Config(retries={"total_max_attempts": 1})``.
     """
@@ -105,28 +106,22 @@ class BedrockTitanEmbedder:
         sleep: Callable[[float], None] = time.sleep,
         jitter: Callable[[], float] = random.random,
     ) -> None:
-        """``jitter`` returns a float in [0, 1); the wait before retry *n* (1-based) is
-        ``cap/2 + jitter()*cap/2`` with ``cap = min(max_delay, base_delay * 2**(n-1))``, so
-        waits grow until they reach ``max_delay`` while concurrent callers still spread out."""
+        """``max_attempts``, ``base_delay``, ``max_delay``, ``sleep`` and ``jitter`` are the retry
+        policy (``memtool.bedrock.BedrockRetry``): ``jitter`` returns a float in [0, 1); the
+        wait before retry *n* (1-based) is ``cap/2 + jitter()*cap/2`` with
+        ``cap = min(max_delay, base_delay * 2**(n-1))``, so waits grow until they reach
+        ``max_delay`` while concurrent callers still spread out."""
         if not model_id:
             raise ValueError("model_id must not be empty")
         if dimensions not in self.SUPPORTED_DIMENSIONS:
             raise ValueError(f"dimensions must be one of {self.SUPPORTED_DIMENSIONS}, got {dimensions}")
         if max_workers < 1:
             raise ValueError("max_workers must be at least 1")
-        if max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
-        if base_delay < 0 or max_delay < base_delay:
-            raise ValueError("need 0 <= base_delay <= max_delay")
+        self._retry = BedrockRetry(max_attempts, base_delay, max_delay, sleep, jitter)
         self._client = client
         self._model_id = model_id
         self._dimensions = dimensions
         self._max_workers = max_workers
-        self._max_attempts = max_attempts
-        self._base_delay = base_delay
-        self._max_delay = max_delay
-        self._sleep = sleep
-        self._jitter = jitter
 
     @property
     def id(self) -> str:
@@ -163,32 +158,19 @@ class BedrockTitanEmbedder:
         return text[: self.MAX_INPUT_CHARS]
 
     def _embed_one(self, text: str) -> list[float]:
-        from botocore.exceptions import ClientError
-
         body = json.dumps(
             {"inputText": text, "dimensions": self._dimensions, "normalize": True, "embeddingTypes": ["float"]},
             ensure_ascii=False,
         ).encode("utf-8")
-        for attempt in range(1, self._max_attempts + 1):
-            try:
-                response = self._client.invoke_model(
-                    modelId=self._model_id,
-                    body=body,
-                    contentType="application/json",
-                    accept="application/json",
-                )
-            except ClientError as error:
-                code = error.response.get("Error", {}).get("Code")
-                if code not in RETRYABLE_ERROR_CODES or attempt == self._max_attempts:
-                    raise
-                self._sleep(self._backoff(attempt))
-                continue
-            return self._vector_from(response)
-        raise AssertionError("unreachable: the loop returns or raises")
-
-    def _backoff(self, attempt: int) -> float:
-        cap = min(self._max_delay, self._base_delay * 2 ** (attempt - 1))
-        return cap / 2 + self._jitter() * cap / 2
+        response = self._retry.call(
+            lambda: self._client.invoke_model(
+                modelId=self._model_id,
+                body=body,
+                contentType="application/json",
+                accept="application/json",
+            )
+        )
+        return self._vector_from(response)
 
     def _vector_from(self, response: dict[str, Any]) -> list[float]:
         payload = json.loads(response["body"].read())
