@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from memtool.bedrock import BedrockFailure, BedrockRetry
 from memtool.diagnosis.apply import Subject
 from memtool.diagnosis.model import Failure, Hypothesis, Repair, RepairKind
+from memtool.tools.base import converse_tool_config, converse_tool_spec
 
 logger = logging.getLogger("memtool.diagnosis")
 
@@ -173,18 +174,16 @@ class BedrockDiagnoser:
         self.model_id = model_id
         self.max_hypotheses = max_hypotheses
         self._max_tokens = max_tokens
-        self.tool_config = {
-            "tools": [
-                {
-                    "toolSpec": {
-                        "name": TOOL_DIAGNOSIS,
-                        "description": "Report the most likely root causes of the failed query, each with one concrete repair.",
-                        "inputSchema": {"json": diagnosis_schema(max_hypotheses)},
-                    }
-                }
+        self.tool_config = converse_tool_config(
+            [
+                converse_tool_spec(
+                    TOOL_DIAGNOSIS,
+                    "Report the most likely root causes of the failed query, each with one concrete repair.",
+                    diagnosis_schema(max_hypotheses),
+                )
             ],
-            "toolChoice": {"tool": {"name": TOOL_DIAGNOSIS}},
-        }
+            force=TOOL_DIAGNOSIS,
+        )
 
     @property
     def name(self) -> str:

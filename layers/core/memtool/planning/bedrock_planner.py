@@ -93,6 +93,7 @@ from memtool.semantic.followup import declines_to_choose
 from memtool.semantic.intent import Comparison, Filter, Intent, TimeWindow
 from memtool.semantic.parser import QuestionParser, TermMapping, language_of, normalize
 from memtool.semantic.time_expressions import previous_window
+from memtool.tools.base import converse_tool_config, converse_tool_spec
 
 logger = logging.getLogger("memtool.planning")
 
@@ -520,7 +521,7 @@ class BedrockPlanner:
         try:
             response = self._converse(
                 SCRIPT_SYSTEM, messages, notes,
-                tool_config={"tools": [SUBMIT_SCRIPT.tool_spec()], "toolChoice": {"tool": {"name": SUBMIT_SCRIPT.name}}},
+                tool_config=converse_tool_config([SUBMIT_SCRIPT.tool_spec()], force=SUBMIT_SCRIPT.name),
                 max_tokens=SCRIPT_MAX_TOKENS,
             )  # fmt: skip
         except LlmUnavailable as error:
@@ -986,32 +987,16 @@ class BedrockPlanner:
     # ---- the tools ------------------------------------------------------------------------
 
     def _tool_config(self) -> dict[str, Any]:
-        return {
-            "tools": [
-                {
-                    "toolSpec": {
-                        "name": TOOL_INTENT,
-                        "description": "Propose the semantic intent that answers the question (preferred).",
-                        "inputSchema": {"json": self.intent_schema()},
-                    }
-                },
-                {
-                    "toolSpec": {
-                        "name": TOOL_SQL,
-                        "description": "Propose one read-only Redshift SELECT, only for a question the catalog cannot express.",
-                        "inputSchema": {"json": SQL_SCHEMA},
-                    }
-                },
-                {
-                    "toolSpec": {
-                        "name": TOOL_CLARIFY,
-                        "description": "Ask the user a clarification question instead of guessing.",
-                        "inputSchema": {"json": CLARIFICATION_SCHEMA},
-                    }
-                },
+        return converse_tool_config(
+            [
+                converse_tool_spec(TOOL_INTENT, "Propose the semantic intent that answers the question (preferred).", self.intent_schema()),
+                converse_tool_spec(
+                    TOOL_SQL, "Propose one read-only Redshift SELECT, only for a question the catalog cannot express.", SQL_SCHEMA
+                ),
+                converse_tool_spec(TOOL_CLARIFY, "Ask the user a clarification question instead of guessing.", CLARIFICATION_SCHEMA),
             ],
-            "toolChoice": {"any": {}},
-        }
+            choice="any",
+        )
 
     def intent_schema(self) -> dict[str, Any]:
         """The ``propose_intent`` input schema, derived from the catalog."""
@@ -1124,25 +1109,13 @@ CLARIFICATION_SCHEMA: dict[str, Any] = {
 
 def _correction_tool_config() -> dict[str, Any]:
     """The two answers ``split_correction`` accepts; ``any`` forces one of them."""
-    return {
-        "tools": [
-            {
-                "toolSpec": {
-                    "name": TOOL_STATE_CORRECTION,
-                    "description": "The sentence says what one of the user's words means.",
-                    "inputSchema": {"json": CORRECTION_SCHEMA},
-                }
-            },
-            {
-                "toolSpec": {
-                    "name": TOOL_NOT_A_CORRECTION,
-                    "description": "The sentence does not say what a word means.",
-                    "inputSchema": {"json": NOT_A_CORRECTION_SCHEMA},
-                }
-            },
+    return converse_tool_config(
+        [
+            converse_tool_spec(TOOL_STATE_CORRECTION, "The sentence says what one of the user's words means.", CORRECTION_SCHEMA),
+            converse_tool_spec(TOOL_NOT_A_CORRECTION, "The sentence does not say what a word means.", NOT_A_CORRECTION_SCHEMA),
         ],
-        "toolChoice": {"any": {}},
-    }
+        choice="any",
+    )
 
 
 # ---- helpers ----------------------------------------------------------------------------------

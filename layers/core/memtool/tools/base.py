@@ -6,6 +6,10 @@ that turns its result into an environment reward in [-1, 1]. The executor
 (``memtool.tools.executor``) validates, times, classifies and records every call; nothing calls a
 handler directly.
 
+The Converse shapes are rendered here only: ``converse_tool_spec`` for one tool (a ``Tool``'s, or
+a tool the model answers through whose schema is written by hand, such as the planner's and the
+diagnoser's) and ``converse_tool_config`` for the list with its ``toolChoice``.
+
 A handler raises ``ToolFailure`` subclasses for the failures a caller can act on (bad
 arguments, not found, business errors that need a clarification); anything else is internal
 and its details stay in the logs.
@@ -14,7 +18,7 @@ and its details stay in the logs.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
@@ -25,6 +29,33 @@ FailureKind = Literal["bad_arguments", "not_found", "timeout", "business", "inte
 RETRYABLE: frozenset[str] = frozenset({"timeout", "unavailable"})
 
 _NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_]{0,63}$")  # Converse and MCP both accept this shape
+
+
+def converse_tool_spec(name: str, description: str, input_schema: Mapping[str, Any]) -> dict[str, Any]:
+    """One Bedrock Converse ``toolSpec``, wrapped as Converse's ``tools`` list expects."""
+    if not _NAME.match(name):
+        raise ValueError(f"tool name {name!r} must match {_NAME.pattern}")
+    return {"toolSpec": {"name": name, "description": description, "inputSchema": {"json": input_schema}}}
+
+
+def converse_tool_config(
+    specs: Iterable[Mapping[str, Any]], *, choice: Literal["auto", "any"] | None = None, force: str | None = None
+) -> dict[str, Any]:
+    """Converse's ``toolConfig`` offering ``specs`` (from ``converse_tool_spec``): with no
+    ``toolChoice``, ``choice="any"`` (the model must call one of them) or ``"auto"``, or ``force``
+    (the model must call the tool of that name, which must be offered)."""
+    tools = list(specs)
+    config: dict[str, Any] = {"tools": tools}
+    if choice is not None and force is not None:
+        raise ValueError("give a choice or a tool to force, not both")
+    if choice is not None:
+        config["toolChoice"] = {choice: {}}
+    elif force is not None:
+        if force not in {spec["toolSpec"]["name"] for spec in tools}:
+            raise ValueError(f"the forced tool {force!r} is not offered")
+        config["toolChoice"] = {"tool": {"name": force}}
+    return config
+
 
 In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out", bound=BaseModel)
@@ -107,7 +138,7 @@ class Tool(Generic[In, Out]):
 
     def tool_spec(self) -> dict[str, Any]:
         """The Bedrock Converse ``toolSpec`` (wrapped as Converse's ``tools`` list expects)."""
-        return {"toolSpec": {"name": self.name, "description": self.description, "inputSchema": {"json": self.input_schema()}}}
+        return converse_tool_spec(self.name, self.description, self.input_schema())
 
     def reward(self, output: Out) -> float:
         if self.feedback is None:
@@ -151,4 +182,4 @@ class ToolRegistry:
 
     def tool_config(self) -> dict[str, Any]:
         """Converse's ``toolConfig`` offering every tool."""
-        return {"tools": [tool.tool_spec() for tool in self._tools.values()]}
+        return converse_tool_config(tool.tool_spec() for tool in self._tools.values())
