@@ -194,6 +194,21 @@ def test_tool_match_ranks_a_memory_whose_trajectory_used_the_tool_higher(api, dr
     assert result["items"][0]["parts"]["tool_match"] > result["items"][1]["parts"]["tool_match"]
 
 
+def test_search_results_are_in_score_order_whatever_the_kind(api, drain):
+    # Given memories of three kinds that recall keeps kind by kind (profile, episodic, correction
+    # for nl2sql), the correction naming the question's term scoring highest
+    chart = remember(api, "channel tables: 单子数 by channel shown as a bar chart", kind="profile", key="display.chart", value={"chart": "bar"})
+    episode = remember(api, "episode: 单子数 by channel last month", kind="episodic")
+    term = remember(api, "单子数 means orders", value={"term": "单子数", "maps_to": {"metric": "order_count"}})
+    drain.drain()
+
+    result = search(api, "单子数 by channel")
+
+    assert ids(result) == [term["id"], chart["id"], episode["id"]]
+    scores = [item["score"] for item in result["items"]]
+    assert scores == sorted(scores, reverse=True) and scores[0] == 1.0
+
+
 def test_episodic_memories_decay_with_age(api, drain, clock):
     old = remember(api, "episode: 华南 退款率 analysis", kind="episodic")
     clock.advance(days=30)

@@ -227,7 +227,7 @@ class RecallCoverageView(_Answer):
 class RecallView(_Answer):
     """GET /memories/search: recall as the ask flow sees it."""
 
-    items: list[RecalledView]
+    items: list[RecalledView] = Field(description="best first: by score, whatever the kind (ties in recall's order)")
     coverage: RecallCoverageView
 
 
@@ -236,7 +236,11 @@ def memory_view(record: MemoryRecord) -> dict[str, Any]:
 
 
 def recall_view(result: Any) -> dict[str, Any]:
-    """A RecallResult as JSON: each memory with its score and the parts it is made of."""
+    """A RecallResult as JSON: each memory with its score and the parts it is made of, best first.
+    Recall keeps its memories kind by kind (each kind's budget, the named terms' corrections first
+    within theirs); a reader of the search wants them ranked, so they are sorted by score here
+    (a stable sort: ties keep recall's order)."""
+    ranked = sorted(result.memories, key=lambda m: -m.score)
     view = RecallView(
         items=[
             RecalledView(
@@ -246,7 +250,7 @@ def recall_view(result: Any) -> dict[str, Any]:
                 cosine=None if m.cosine is None else round(m.cosine, 6),
                 refreshed=m.refreshed,
             )
-            for m in result.memories
+            for m in ranked
         ],
         coverage=RecallCoverageView.model_validate(result.coverage.as_dict()),
     )
