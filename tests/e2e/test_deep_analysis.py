@@ -460,3 +460,27 @@ def test_why_average_order_value_moved_splits_it_to_the_cent(api, aws, demo_ware
     assert next(d for d in result["dimensions"] if d["dimension"] == "product")["denominators"] == "overlapping"
     # asked why it fell; it rose: said first
     assert answer["analysis"]["summary"].startswith("注意：问题说客单价下降了，但数据里它是上升的。客单价从 2026-06 的 2,982 升到 2026-07 的 3,012（+29.66）。最大的一项是")
+
+
+def test_why_an_order_count_moved_splits_it_only_by_dimensions_whose_parts_add_up(api, aws, demo_warehouse):
+    """A distinct count (orders) by product counts an order of two products twice: that split is
+    left out, with a note, and every split kept adds up to the orders counted by hand."""
+    answer = ask(api, "为什么7月订单数下降")
+
+    assert answer["status"] == "answered", answer
+    result = answer["analysis"]["result"]
+    by_hand = {}
+    for month in ("2026-06", "2026-07"):
+        where = _PAID.format(month=month)
+        [[orders]] = warehouse_rows(demo_warehouse, f"SELECT COUNT(DISTINCT ol.order_id) FROM fact_order_line ol WHERE {where}")
+        by_product = warehouse_rows(
+            demo_warehouse, f"SELECT ol.product_id, COUNT(DISTINCT ol.order_id) FROM fact_order_line ol WHERE {where} GROUP BY 1"
+        )
+        by_hand[month] = (orders, sum(n for _, n in by_product))
+    assert any(total < product_sum for total, product_sum in by_hand.values())  # the premise: orders span products
+    assert (result["before_total"], result["after_total"]) == (float(by_hand["2026-06"][0]), float(by_hand["2026-07"][0]))
+    kept = [d["dimension"] for d in result["dimensions"]]
+    assert "product" not in kept and kept  # region and channel hold an order once
+    for dimension in result["dimensions"]:
+        assert sum(c["delta"] for c in dimension["contributions"]) == pytest.approx(result["total_change"], abs=1e-9)
+    assert any(n.startswith("not split by product: one item of order_count can count in several product members") for n in answer["notes"])

@@ -18,9 +18,11 @@ widened them; a future period is the forecast *horizon*.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from decimal import Decimal
 from typing import Any
 
 from memtool.semantic.catalog import Catalog
@@ -172,10 +174,12 @@ def attribution_table(
         table.notes[:0] = notes
         return table
     dims = _drill_dimensions(model, intent)
+    queries: list[str] = []
+    if dims and _DISTINCT_COUNT.search(model.metric(intent.metric).expression):
+        dims = _partitioning_dimensions(intent, dims, (before, after), run, queries, notes)
     if not dims:
         raise ValueError(f"{intent.metric} has no dimension to break its change down by")
     rows: list[list[Any]] = []
-    queries: list[str] = []
     value = intent.metric
     for window in (before, after):
         # In the base unit: parts rounded in 万元 would not add up to the total.
@@ -197,6 +201,44 @@ def attribution_table(
         queries=queries,
         notes=notes,
     )
+
+
+_DISTINCT_COUNT = re.compile(r"COUNT\s*\(\s*DISTINCT\b", re.IGNORECASE)
+
+
+def _partitioning_dimensions(
+    intent: Intent, dims: Sequence[str], windows: Sequence[TimeWindow], run: Run, queries: list[str], notes: list[str]
+) -> list[str]:
+    """The dimensions a distinct count splits into parts that add up to its total, in both windows.
+
+    An order is in one city but may hold several products: counted by product, it counts once in
+    each, and the parts' sum exceeds the orders. Such a dimension is left out of the attribution,
+    with a note, rather than reported with parts that do not add up (one grouped query per
+    dimension and window, and the total)."""
+    def total(rows: list[list[Any]]) -> Decimal:
+        return sum((Decimal(str(row[-1])) for row in rows if row and row[-1] is not None), Decimal(0))
+
+    wholes = []
+    for window in windows:
+        _, rows, sql = run(Intent(metric=intent.metric, filters=tuple(intent.filters), time_window=window, unit=None))
+        queries.append(sql)
+        wholes.append(total(rows))
+    kept = []
+    for dim in dims:
+        sums = []
+        for window in windows:
+            grouped = Intent(metric=intent.metric, dimensions=(dim,), filters=tuple(intent.filters), time_window=window, unit=None)
+            _, rows, sql = run(grouped)
+            queries.append(sql)
+            sums.append(total(rows))
+        if sums == wholes:
+            kept.append(dim)
+        else:
+            notes.append(
+                f"not split by {dim}: one item of {intent.metric} can count in several {dim} members, so the parts "
+                f"({', '.join(str(s) for s in sums)}) would not add up to the total ({', '.join(str(w) for w in wholes)})"
+            )
+    return kept
 
 
 # ---- ratios: each segment's numerator and denominator ------------------------------------------
