@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memtool.analysis.selection import AnalysisKind
+from memtool.analysis.kinds import TaskKind, spoken
 from memtool.tools.base import BadArguments, DependencyUnavailable, FailureKind, Tool, ToolContext, ToolFailure
 from memtool.tools.breakers import CircuitBreaker
 
@@ -34,9 +34,7 @@ MAX_INLINE_FILE_BYTES = 64_000  # a chart travels in the answer up to this size 
 class CodeInterpreterInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    analysis: AnalysisKind = Field(
-        description="which analysis the script performs: anomaly, forecast, attribution, clustering, correlation or regression"
-    )
+    analysis: TaskKind = Field(description=f"which analysis the script performs: {spoken()}")
     columns: list[str] = Field(description="the table's column names, in order", min_length=1, max_length=64)
     rows: list[list[Any]] = Field(description="the table's rows; each row has one value per column", max_length=MAX_ROWS)
     params: dict[str, Any] = Field(

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-AnalysisKind = Literal["anomaly", "forecast", "attribution", "clustering", "correlation", "regression", "segments"]
+from memtool.analysis.kinds import TaskKind
 
 _KERNELS = Path(__file__).with_name("kernels.py")
 
@@ -54,7 +54,7 @@ def _series():
     return series_from_table(COLUMNS, ROWS, PARAMS.get("label_column", "period"), PARAMS.get("value_column", "value"))
 '''
 
-_DRIVERS: dict[str, str] = {
+_DRIVERS: dict[TaskKind, str] = {
     "segments": '''
 result = segment_report(
     COLUMNS, ROWS, dimension_column=PARAMS.get("dimension_column", "dimension"), member_column=PARAMS.get("member_column", "member"),
@@ -228,7 +228,7 @@ def kernels_source() -> str:
     return _KERNELS.read_text(encoding="utf-8")
 
 
-def templated_script(kind: AnalysisKind, params: dict[str, Any]) -> str:
+def templated_script(kind: TaskKind, params: dict[str, Any]) -> str:
     """The script for one analysis kind; ``params`` are its defaults (``data.json``'s params win)."""
     if kind not in _DRIVERS:
         raise ValueError(f"no templated script for {kind!r}; the kinds are {sorted(_DRIVERS)}")

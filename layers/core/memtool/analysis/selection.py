@@ -20,12 +20,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-AnalysisKind = Literal["anomaly", "forecast", "attribution", "clustering", "correlation", "regression", "segments"]
-Runner = Literal["sandbox", "ml"]
-KINDS: tuple[str, ...] = ("anomaly", "forecast", "attribution", "clustering", "correlation", "regression")
-# "segments" is not asked for by name: it is the anomaly analysis's drill-down ("where is it?").
+from memtool.analysis.kinds import KINDS, AnalysisKind, TaskKind
 
-_WORDS: dict[str, re.Pattern[str]] = {
+Runner = Literal["sandbox", "ml"]
+# "segments" (a TaskKind) is not asked for by name: it is the anomaly analysis's drill-down ("where is it?").
+
+_WORDS: dict[AnalysisKind, re.Pattern[str]] = {
     "anomaly": re.compile(r"异常|离群|反常|突增|骤增|激增|异动|anomal|outlier|unusual|abnormal|spike", re.IGNORECASE),
     "forecast": re.compile(
         r"预测|预估|预计|展望|forecast|predict|projection|project(?:ed)?\b|next\s+(?:month|quarter|year)s?\b.*\b(?:will|expect)",
@@ -47,7 +47,7 @@ class AnalysisTask(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: AnalysisKind
+    kind: TaskKind
     runner: Runner
     tool: str  # "code_interpreter" or "ml_<kind>"
     arguments: dict[str, Any] = Field(default_factory=dict)
@@ -59,8 +59,8 @@ def choose_analyses(question: str) -> tuple[list[str], list[str]]:
     """(the analyses the question asks for, in a stable order; the words that asked for each)."""
     kinds: list[str] = []
     why: list[str] = []
-    for kind, pattern in _WORDS.items():
-        match = pattern.search(question)
+    for kind in KINDS:
+        match = _WORDS[kind].search(question)
         if match:
             kinds.append(kind)
             why.append(match.group(0))

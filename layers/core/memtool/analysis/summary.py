@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
+from memtool.analysis.kinds import AnalysisKind
+
 Lang = Literal["zh", "en"]
-AnalysisKind = Literal["anomaly", "forecast", "attribution", "clustering", "correlation", "regression"]
 
 _MINUS = "−"  # U+2212: a typographic minus reads better than a hyphen in prose
 _EN_UNITS = {"元": "yuan", "万元": "10k yuan", "亿元": "100m yuan"}
@@ -84,7 +85,7 @@ def summarize_analysis(
 ) -> str:
     """One paragraph on ``result`` for the user; ``dimension_labels`` names dimension columns
     (``{"product_name": "产品"}``)."""
-    writers = {
+    writers: dict[AnalysisKind, Callable[[Mapping[str, Any], Lang, str, str | None, Mapping[str, str]], str]] = {
         "anomaly": _anomaly,
         "forecast": _forecast,
         "attribution": _attribution,

@@ -8,9 +8,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-_TITLES = {
+from memtool.analysis.kinds import AnalysisKind, is_analysis_kind
+
+_TITLES: dict[AnalysisKind, tuple[str, str]] = {
     "anomaly": ("异常检测", "Anomalies"),
     "forecast": ("预测", "Forecast"),
     "attribution": ("变化归因", "What changed"),
@@ -24,11 +27,10 @@ def analysis_chart(
     kind: str, result: dict[str, Any], *, lang: str, history: list[tuple[str, float]] | None = None
 ) -> dict[str, Any] | None:
     """{type, option} for the result, or None when the result has nothing to draw."""
-    title = _TITLES.get(kind, (kind, kind))[0 if lang == "zh" else 1]
-    builder = _BUILDERS.get(kind)
-    if builder is None:
+    if not is_analysis_kind(kind):  # segments, or a kind with no chart
         return None
-    built = builder(result, lang, history or [])
+    title = _TITLES[kind][0 if lang == "zh" else 1]
+    built = _BUILDERS[kind](result, lang, history or [])
     if built is None:
         return None
     chart_type, option = built
@@ -144,7 +146,7 @@ def _regression(result: dict[str, Any], lang: str, _history: list[tuple[str, flo
     }
 
 
-_BUILDERS = {
+_BUILDERS: dict[AnalysisKind, Callable[[dict[str, Any], str, list[tuple[str, float]]], tuple[str, dict[str, Any]] | None]] = {
     "anomaly": _anomaly,
     "forecast": _forecast,
     "attribution": _attribution,

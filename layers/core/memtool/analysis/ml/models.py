@@ -209,6 +209,7 @@ class SegmentResult(_Strict):
     hits: list[SegmentHit]  # members flagged in the focus period, strongest first
 
 
+# Every TaskKind (memtool.analysis.kinds) has its result model here.
 RESULT_MODELS: dict[str, type[BaseModel]] = {
     "segments": SegmentResult,
     "anomaly": AnomalyResult,
