@@ -5,23 +5,21 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, cast, get_args
 
 from memtool.diagnosis.model import Failure, FailureClass
+from memtool.sql.errors import CODE_OF_ERROR_TYPE, ERROR_FOR_CODE
 
-# WarehouseError.code -> failure class (codes the adapters set from SQLSTATEs and engine errors).
-_EXECUTION_CODES: dict[str, FailureClass] = {
-    "undefined_column": "undefined_column",
-    "undefined_table": "undefined_table",
-    "syntax_error": "syntax_error",
-    "type_mismatch": "type_mismatch",
-    "division_by_zero": "division_by_zero",
-    "timeout": "timeout",
-    "permission": "permission",
-    "read_only": "permission",
-    "undefined_function": "undefined_function",
-    "unavailable": "unavailable",
-}
+
+def _failure_class(code: str) -> FailureClass:
+    if code not in get_args(FailureClass):
+        raise AssertionError(f"the warehouse code {code!r} has no failure class in memtool.diagnosis.model")
+    return cast(FailureClass, code)
+
+
+# WarehouseError.code -> failure class (codes the adapters set from SQLSTATEs and engine errors): the
+# case memtool.sql.errors types the code as, so read_only is a permission failure.
+_EXECUTION_CODES: dict[str, FailureClass] = {code: _failure_class(cls.CODE) for code, cls in ERROR_FOR_CODE.items()}
 # Messages of a generic database_error that still say which case it is (DuckDB, PostgreSQL/Redshift).
 _BY_MESSAGE: tuple[tuple[re.Pattern[str], FailureClass], ...] = (
     (re.compile(r"division by zero|divide by zero|\[SQLSTATE 22012\]", re.I), "division_by_zero"),
@@ -59,19 +57,8 @@ def logical_failure(*, expected: bool, row_count: int | None) -> Failure:
     return Failure(kind="reported_wrong", origin="logical", message="the user said the answer is wrong")
 
 
-# Lambda errorType names the ask flow's Execute step raises, per warehouse error code.
-ERROR_TYPE_CODES = {
-    "WarehouseUndefinedColumn": "undefined_column",
-    "WarehouseUndefinedTable": "undefined_table",
-    "WarehouseSyntaxError": "syntax_error",
-    "WarehouseTypeMismatch": "type_mismatch",
-    "WarehouseDivisionByZero": "division_by_zero",
-    "WarehouseTimeout": "timeout",
-    "WarehousePermission": "permission",
-    "WarehouseUndefinedFunction": "undefined_function",
-    "WarehouseUnavailable": "unavailable",
-    "WarehouseError": "database_error",
-}
+# Lambda errorType names the ask flow's Execute step raises, per warehouse error code (memtool.sql.errors).
+ERROR_TYPE_CODES = CODE_OF_ERROR_TYPE
 
 
 def from_step_error(raw: Any) -> Failure | None:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from memtool.diagnosis.model import DiagnosisReport
 from memtool.planning.context import PlanContext, plan_context
 from memtool.planning.plan import Plan
+from memtool.sql.errors import CODE_OF_ERROR_TYPE
 
 # Step Functions caps a state at 256 KB: rows travel capped.
 STATE_ROW_CAP = 500
@@ -210,19 +211,10 @@ class AskError(BaseModel):
 # The step the Execute Catch reports from: it goes straight to Diagnose, with no XFailed state.
 _EXECUTE = "Execute"
 
-_WAREHOUSE_CODES = {
-    "WarehouseUnavailable": "warehouse_unavailable",
-    "WarehouseTimeout": "warehouse_timeout",
-    "WarehouseError": "warehouse_error",
-    # the Execute step names the warehouse's error code in the type (diagnosis reads it)
-    "WarehouseUndefinedColumn": "warehouse_error",
-    "WarehouseUndefinedTable": "warehouse_error",
-    "WarehouseSyntaxError": "warehouse_error",
-    "WarehouseTypeMismatch": "warehouse_error",
-    "WarehouseDivisionByZero": "warehouse_error",
-    "WarehousePermission": "warehouse_error",
-    "WarehouseUndefinedFunction": "warehouse_error",
-}
+# The public error of a warehouse failure, by its Lambda errorType (memtool.sql.errors names every
+# case in the type, for diagnosis): unavailable and timeout are their own, the rest warehouse_error.
+_PUBLIC_WAREHOUSE_CODES = {"unavailable": "warehouse_unavailable", "timeout": "warehouse_timeout"}
+_WAREHOUSE_CODES = {error_type: _PUBLIC_WAREHOUSE_CODES.get(code, "warehouse_error") for error_type, code in CODE_OF_ERROR_TYPE.items()}
 _TIMEOUTS = {"States.Timeout", "memtool.Timeout"}
 # Failures of the machinery rather than of a step's work: a caller can only retry later.
 _INTERNAL_PREFIXES = ("States.", "Lambda.")

@@ -34,6 +34,8 @@ from memtool.planning.plan import Citation, Plan
 from memtool.planning.port import Planner
 from memtool.retrieval.recall import Recall, RecallRequest
 from memtool.settings import Settings
+from memtool.sql.errors import WarehouseUnavailable
+from memtool.sql.errors import typed as typed_warehouse_error
 from memtool.sql.warehouse import Warehouse, WarehouseError
 from memtool.tools.executor import echo_arguments
 
@@ -63,57 +65,6 @@ MIN_STEP_SECONDS = 1.0
 # data from an empty answer inside it; read once and kept like the live schema.
 DATA_SPAN_CACHE = 256
 DATA_SPAN_SECONDS = 600.0
-
-class WarehouseUnavailable(WarehouseError):
-    """The warehouse could not be opened or reached (its Lambda errorType names the case)."""
-
-
-class WarehouseTimeout(WarehouseError):
-    """The query ran past the statement timeout."""
-
-
-# The warehouse's error code in the Lambda errorType, so the Diagnose step (after the Catch, which
-# keeps only the type name and the message) knows which failure it is.
-class WarehouseUndefinedColumn(WarehouseError):
-    pass
-
-
-class WarehouseUndefinedTable(WarehouseError):
-    pass
-
-
-class WarehouseSyntaxError(WarehouseError):
-    pass
-
-
-class WarehouseTypeMismatch(WarehouseError):
-    pass
-
-
-class WarehouseDivisionByZero(WarehouseError):
-    pass
-
-
-class WarehousePermission(WarehouseError):
-    pass
-
-
-class WarehouseUndefinedFunction(WarehouseError):
-    pass
-
-
-_TYPED_ERRORS: dict[str, type[WarehouseError]] = {
-    "unavailable": WarehouseUnavailable,
-    "timeout": WarehouseTimeout,
-    "undefined_column": WarehouseUndefinedColumn,
-    "undefined_table": WarehouseUndefinedTable,
-    "syntax_error": WarehouseSyntaxError,
-    "type_mismatch": WarehouseTypeMismatch,
-    "division_by_zero": WarehouseDivisionByZero,
-    "permission": WarehousePermission,
-    "read_only": WarehousePermission,
-    "undefined_function": WarehouseUndefinedFunction,
-}
 
 
 class UnknownStep(ValueError):
@@ -394,14 +345,14 @@ class AskSteps:
         try:
             warehouse = self._warehouse_factory(state.caller.tenant)
         except WarehouseError as exc:
-            raise _typed_warehouse_error(exc) from exc
+            raise typed_warehouse_error(exc) from exc
         except Exception as exc:  # a warehouse that cannot be built (secret, driver) is unavailable
             raise WarehouseUnavailable(f"the warehouse could not be opened ({type(exc).__name__})", code="unavailable") from exc
         try:
             timeout = self._time_left(state, self._settings.statement_timeout_seconds)
             result = warehouse.run(state.sql or "", max_rows=self._settings.max_rows, timeout_seconds=timeout)
         except WarehouseError as exc:
-            raise _typed_warehouse_error(exc) from exc
+            raise typed_warehouse_error(exc) from exc
         state.result = QueryRows(
             columns=result.columns,
             rows=result.rows[:STATE_ROW_CAP],
@@ -1388,15 +1339,6 @@ def _size(value: Any) -> int:
 
 def _memories(n: int) -> str:
     return f"{n} memory" if n == 1 else f"{n} memories"
-
-
-def _typed_warehouse_error(exc: WarehouseError) -> WarehouseError:
-    """The same failure under a type that says which case it is (a Lambda error keeps only the
-    type name and the message, so the code would be lost otherwise)."""
-    cls = _TYPED_ERRORS.get(exc.code)
-    if cls is None or isinstance(exc, cls):
-        return exc
-    return cls(str(exc), code=exc.code, sql=exc.sql)
 
 
 def _turns_key(session_id: str) -> str:
