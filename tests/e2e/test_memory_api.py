@@ -49,6 +49,58 @@ def test_write_supersede_read_history_and_forget(api, aws):
     assert memory_items(aws, memory["id"]) == []
 
 
+def gmv(metric: str, term: str = "GMV", **body) -> dict:
+    return {"kind": "correction", "content": f"GMV = {metric}", "value": {"term": term, "maps_to": {"metric": metric}}, **body}
+
+
+def test_a_second_correction_of_a_term_supersedes_the_first(api, aws):
+    # Given a correction of GMV written through POST /memories, with no key
+    first = api.call("POST", "/memories", gmv("gross_revenue"))
+    assert first.status == 201, first.body
+    memory = first.json()["memory"]
+    assert memory["key"] == "term.gmv"
+
+    # When the same term (in other case and spacing) is corrected again
+    second = api.call("POST", "/memories", gmv("net_revenue", term=" gmv "))
+
+    # Then it is the next version of the same memory, and the first is superseded
+    assert second.status == 200, second.body
+    assert second.json()["superseded"] == {"version": 1, "content": "GMV = gross_revenue"}
+    current = second.json()["memory"]
+    assert (current["id"], current["version"], current["status"]) == (memory["id"], 2, "active")
+    corrections = api.call("GET", "/memories", query={"kind": "correction"}).json()["items"]
+    assert [(c["id"], c["version"], c["value"]["maps_to"]) for c in corrections] == [(memory["id"], 2, {"metric": "net_revenue"})]
+    old = api.call("GET", f"/memories/{memory['id']}", query={"version": "1"}).json()["memory"]
+    assert (old["status"], old["value"]["maps_to"]) == ("superseded", {"metric": "gross_revenue"})
+    # and recall knows one meaning of GMV, the newer, with nothing to override
+    found = api.call("GET", "/memories/search", query={"q": "GMV 上月"}).json()
+    taught = [i["memory"] for i in found["items"] if i["memory"]["kind"] == "correction"]
+    assert [(m["id"], m["version"]) for m in taught] == [(memory["id"], 2)]
+    assert "overridden" not in found["coverage"]["dropped"]
+    # a rule in words teaches no term and keeps no key
+    rule = api.call("POST", "/memories", {"kind": "correction", "content": "净收入 excludes test orders"}).json()["memory"]
+    assert rule["key"] is None
+
+
+def test_a_correction_keeps_the_key_of_its_term(api, aws):
+    other_key = api.call("POST", "/memories", gmv("gross_revenue", key="metric.gmv"))
+    assert (other_key.status, other_key.json()["field"]) == (400, "key")
+    assert "term.gmv" in other_key.json()["message"]
+    assert api.call("GET", "/memories", query={"kind": "correction"}).json()["items"] == []
+    same_key = api.call("POST", "/memories", gmv("gross_revenue", key="term.gmv"))
+    assert same_key.status == 201 and same_key.json()["memory"]["key"] == "term.gmv"
+
+    # An edit may change what the term means, not which term it is
+    memory = same_key.json()["memory"]
+    meaning = api.call("PATCH", f"/memories/{memory['id']}", {"expected_version": 1, "value": {"term": "GMV", "maps_to": {"metric": "net_revenue"}}})
+    assert meaning.status == 200 and meaning.json()["memory"]["version"] == 2
+    other_term = api.call(
+        "PATCH", f"/memories/{memory['id']}", {"expected_version": 2, "value": {"term": "单子数", "maps_to": {"metric": "order_count"}}}
+    )
+    assert (other_term.status, other_term.json()["field"]) == (400, "value.term")
+    assert api.call("GET", f"/memories/{memory['id']}").json()["memory"]["version"] == 2
+
+
 def test_patch_with_expected_version_and_409_on_a_stale_one(api, aws):
     memory = api.call("POST", "/memories", PREFERENCE).json()["memory"]
     ok = api.call("PATCH", f"/memories/{memory['id']}", {"expected_version": 1, "content": "金额默认用万元"})

@@ -383,6 +383,22 @@ def test_a_term_correction_is_found_by_its_term_among_many_corrections_even_when
     assert gmv["id"] not in ids(search(api, "上月 gmvx 按渠道", route="kpi_lookup"))
 
 
+def unkeyed_gmv_correction(api: Api, maps_to: str, confidence: float) -> dict:
+    """A correction of GMV as POST /memories stored one before corrections were keyed by their term."""
+    from memtool.memory.records import MemoryDraft
+    from memtool.memory.store import Partition
+
+    draft = MemoryDraft(
+        kind=MemoryKind.CORRECTION,
+        content=f"毛销售额口径 = {maps_to}",
+        value={"term": "GMV", "maps_to": {"metric": maps_to}},
+        confidence=confidence,
+    )
+    record = container.memory_store().create(Partition(api.tenant, api.user), draft, container.clock().now()).record
+    assert record.key is None and record.status.value == "active"
+    return record.model_dump(mode="json")
+
+
 def test_the_users_correction_of_a_term_overrides_the_tenants_then_the_newer_then_the_more_confident(api, drain, clock):
     reply = api.call(
         "POST",
@@ -392,8 +408,10 @@ def test_the_users_correction_of_a_term_overrides_the_tenants_then_the_newer_the
     )
     assert reply.status == 201
     tenant_wide = reply.json()["memory"]
-    unsure = gmv_correction(api, "gross_revenue", confidence=0.6)
-    sure = gmv_correction(api, "net_revenue", confidence=0.9)  # written at the same instant (frozen clock)
+    # Two of the caller's own, both active: POST /memories keeps one correction per term (a second
+    # supersedes the first), so these are records kept before it did, with no key
+    unsure = unkeyed_gmv_correction(api, "gross_revenue", confidence=0.6)
+    sure = unkeyed_gmv_correction(api, "net_revenue", confidence=0.9)  # written at the same instant (frozen clock)
     drain.drain()
 
     both = search(api, "GMV 上月")

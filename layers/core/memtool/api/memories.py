@@ -48,7 +48,11 @@ class ProvenanceIn(_Body):
 class CreateMemoryBody(_Body):
     kind: MemoryKind
     content: PlainText = Field(min_length=1)
-    key: PlainText | None = Field(None, description="slot name: 1-200 characters without spaces or '#'")
+    key: PlainText | None = Field(
+        None,
+        description="slot name: 1-200 characters without spaces or '#'. A correction with a value.term is kept "
+        "under term.<term> (left out, it is filled in): a second correction of the term supersedes the first",
+    )
     value: JsonValue = None
     source_text: PlainText | None = None
     scope: MemoryScope | None = None

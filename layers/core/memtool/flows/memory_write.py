@@ -28,7 +28,7 @@ from memtool.memory.records import (
     MemoryStatus,
     Provenance,
 )
-from memtool.memory.slots import check_slot_value
+from memtool.memory.slots import check_slot_value, correction_term_key
 from memtool.memory.store import TENANT_OWNER, ForgetOutcome, MemoryPage, MemoryStore, Partition, UndecodableRecord
 from memtool.semantic.model_store import MODEL_KEY
 from memtool.settings import Settings
@@ -75,6 +75,7 @@ class MemoryService:
         """Store a memory for ``who``; ``system`` is memtool itself (the ask flow recording an
         episode, a diagnosis keeping its causal memory), which may write what the API refuses to
         callers, and may set the first version's ``status`` (an unverified diagnosis waits for review)."""
+        memory = self._keyed_by_term(memory)
         if not system:
             self._refuse_reserved(memory.kind, memory.key)
             status = None
@@ -124,6 +125,7 @@ class MemoryService:
         if "value" in fields:
             check_slot_value(current.kind, current.key, fields["value"])
             if current.kind is MemoryKind.CORRECTION:
+                self._same_term(current, fields["value"])
                 self._checked_meaning(fields["value"], who.tenant)
         self._check_sizes(
             content=fields.get("content"), source_text=fields.get("source_text"), value=fields.get("value")
@@ -234,6 +236,28 @@ class MemoryService:
                 continue
             return where
         raise NotFound(f"memory {memory_id} not found", field="id")
+
+    @staticmethod
+    def _keyed_by_term(memory: NewMemory) -> NewMemory:
+        """A correction that teaches a term is kept under that term's key (``term.<term>``, as
+        feedback and a clarification keep theirs): a second correction of the term, by the same
+        owner, is a new version that supersedes the first, never a second active one."""
+        key = correction_term_key(memory.value) if memory.kind is MemoryKind.CORRECTION else None
+        if key is None or memory.key == key:
+            return memory
+        if memory.key is not None:
+            raise ValidationFailed(f"a correction of a term is kept under the term's key, {key}: leave key out", field="key")
+        return memory.model_copy(update={"key": key})
+
+    @staticmethod
+    def _same_term(current: MemoryRecord, value: Any) -> None:
+        """An edit keeps the term a correction teaches (its key names it): another term is a new correction."""
+        key = correction_term_key(value)
+        if key is not None and key not in (current.key, correction_term_key(current.value)):
+            raise ValidationFailed(
+                "an edit keeps the term a correction teaches; a correction of another term is a new memory (POST /memories)",
+                field="value.term",
+            )
 
     def _checked_meaning(self, value: Any, tenant: str) -> None:
         if self._check_correction is None:

@@ -135,3 +135,12 @@ def episode_key(episode_id: str) -> str:
 def correction_key(term: str) -> str:
     """One correction per term and owner: a newer one supersedes the older, with history."""
     return "term." + re.sub(r"[\s#]+", "_", term.strip().lower())[:180]
+
+
+def correction_term_key(value: Any) -> str | None:
+    """The key of a correction that teaches a term (its ``value.term``); None for one that
+    teaches none (a rule in words)."""
+    term = value.get("term") if isinstance(value, dict) else None
+    if not isinstance(term, str) or not term.strip():
+        return None
+    return correction_key(term)
