@@ -1,6 +1,6 @@
 """What the API accepts, as pydantic types: plain text, bounded JSON values, trimmed questions.
 
-The figures here are the documented limits of the HTTP API (README "Memory API" and "Asking");
+The figures here are the documented limits of the HTTP API (docs/memory.md and docs/asking.md);
 the request models use these types so that validation and the OpenAPI document say the same.
 """
 

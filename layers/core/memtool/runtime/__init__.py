@@ -1,1 +1,1 @@
-"""Settings, clocks, AWS clients and the embedded local runtime."""
+"""AWS clients, the composition root (the container) and the embedded local runtime."""
