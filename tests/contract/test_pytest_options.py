@@ -40,7 +40,8 @@ def _run(tmp_path: Path, *options: str) -> tuple[subprocess.CompletedProcess[str
         text=True,
         timeout=120,
         cwd=ROOT,
-        env={**os.environ, "WHERE_FILE": str(where)},
+        # not this run's xdist variables: under a worker, PYTEST_XDIST_WORKER would be inherited
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}, "WHERE_FILE": str(where)},
     )
     return done, where.read_text(encoding="utf-8") if where.exists() else ""
 
