@@ -28,6 +28,7 @@ from memtool.semantic.compiler import CompileError, compile_intent
 from memtool.semantic.entities import EntityIndex
 from memtool.semantic.intent import Intent, TimeWindow
 from memtool.semantic.introspect import draft_model, read_catalog_facts
+from memtool.semantic.parser import date_words
 from memtool.sql.duckdb_warehouse import DuckDBWarehouse
 
 TODAY = date(2017, 3, 1)
@@ -219,3 +220,16 @@ def test_the_draft_lists_the_other_dates(polls: Polls) -> None:
     source = draft_model(read_catalog_facts(polls.warehouse), name="polls", today=TODAY)["sources"][0]
     assert source["time_column"] in ("startdate", "enddate")
     assert source["other_time_columns"] == [c for c in ("startdate", "enddate") if c != source["time_column"]]
+
+
+@pytest.mark.parametrize(
+    ("column", "words"),
+    [
+        ("enddate", ("end date", "enddate")),
+        ("end_date", ("end date", "end_date")),
+        ("l_receiptdate", ("l receiptdate", "l_receiptdate", "receipt date", "receiptdate")),  # TPC-H's table prefix
+        ("polls.created_at", ("created at", "created_at")),
+    ],
+)
+def test_the_words_a_date_is_named_by(column: str, words: tuple[str, ...]) -> None:
+    assert date_words(column) == words

@@ -301,12 +301,15 @@ _DATE_SUFFIX = re.compile(r"^(?P<head>[a-z]{2,}?)(?P<tail>date|time|day|at|on)$"
 
 
 def date_words(column: str) -> tuple[str, ...]:
-    """The words a question may name a date column by: ``enddate``, ``end date``, ``end_date``."""
+    """The words a question may name a date column by: ``enddate``, ``end date``, ``end_date``; a
+    column with a short table prefix (TPC-H's ``l_receiptdate``) by its name without it too."""
     bare = column.rpartition(".")[2].lower()
-    words = {bare, bare.replace("_", " ")}
-    split = _DATE_SUFFIX.match(bare)
-    if split is not None and "_" not in bare:
-        words.add(f"{split.group('head')} {split.group('tail')}")
+    words: set[str] = set()
+    for name in dict.fromkeys((bare, re.sub(r"^[a-z]{1,2}_(?=[a-z]{4})", "", bare))):
+        words |= {name, name.replace("_", " ")}
+        split = _DATE_SUFFIX.match(name)
+        if split is not None and "_" not in name:
+            words.add(f"{split.group('head')} {split.group('tail')}")
     return tuple(sorted(w for w in words if len(w) >= 3))
 
 
