@@ -783,16 +783,9 @@ class QuestionParser:
                 candidates = self._value_candidates(text, taken, after, before)
                 after = before = None
                 for start, end in candidates:
-                    words = text[start:end]
-                    values = [
-                        EntityValue(dimension, value, None, (words,))
-                        for group in groups
-                        if (value := self._probe_value(words, group[0], budget)) is not None
-                        for dimension in group
-                    ]
-                    if values:
-                        found.append(Span(start, end, "entity", words, values, 4))
-                        taken[start:end] = b"\x01" * (end - start)
+                    probed = self._probed_span(text, start, end, groups, budget, taken)
+                    if probed is not None:
+                        found.append(probed)
                         joined = _COORDINATED.match(text, end)  # "from JFK and LGA": LGA is looked up too
                         if joined is not None and joined.end() > end:
                             after = joined.end()
@@ -823,19 +816,29 @@ class QuestionParser:
             start, end = match.span()
             if any(taken[start:end]) or (english and first_word is not None and start < first_word.end()):
                 continue
-            words = match.group(0)
-            if words.lower() in self._filler_en or budget[0] <= 0:
+            if match.group(0).lower() in self._filler_en or budget[0] <= 0:
                 continue
-            values = [
-                EntityValue(dimension, value, None, (words,))
-                for group in groups
-                if (value := self._probe_value(words, group[0], budget)) is not None
-                for dimension in group
-            ]
-            if values:
-                out.append(Span(start, end, "entity", words, values, 4))
-                taken[start:end] = b"\x01" * (end - start)
+            probed = self._probed_span(text, start, end, groups, budget, taken)
+            if probed is not None:
+                out.append(probed)
         return out
+
+    def _probed_span(
+        self, text: str, start: int, end: int, groups: list[tuple[str, ...]], budget: list[int], taken: bytearray
+    ) -> Span | None:
+        """``text[start:end]`` as an entity span of every dimension group the warehouse holds it in
+        (marking it taken), or None when none does."""
+        words = text[start:end]
+        values = [
+            EntityValue(dimension, value, None, (words,))
+            for group in groups
+            if (value := self._probe_value(words, group[0], budget)) is not None
+            for dimension in group
+        ]
+        if not values:
+            return None
+        taken[start:end] = b"\x01" * (end - start)
+        return Span(start, end, "entity", words, values, 4)
 
     def _counterparts(self, span: Span) -> list[tuple[str, ...]]:
         """For an indexed value of a dimension with role words, the dimensions of the other roles
