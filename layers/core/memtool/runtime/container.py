@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from functools import lru_cache, wraps
-from typing import TYPE_CHECKING, Any, TypeVar
+from functools import update_wrapper
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from memtool.clock import Clock, SystemClock
 from memtool.settings import get_settings, on_settings_change
@@ -17,35 +17,96 @@ from memtool.settings import get_settings, on_settings_change
 logger = logging.getLogger("memtool.runtime")
 
 if TYPE_CHECKING:
+    from datetime import date, datetime
+    from pathlib import Path
+
+    from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
+
+    from memtool.analysis.code_interpreter import ResilientSandbox
+    from memtool.analysis.sandbox.local import LocalProcessSandbox
+    from memtool.cache.fewshots import FewshotLibrary
+    from memtool.cache.sql_cache import SqlCache
+    from memtool.diagnosis.bedrock import BedrockDiagnoser
+    from memtool.diagnosis.queue import DiagnosisQueue
+    from memtool.flows.ask import AskService
+    from memtool.flows.ask_steps import AskSteps
+    from memtool.flows.diagnose import DiagnosisService
+    from memtool.flows.feedback import CorrectionSplitter, FeedbackService
     from memtool.flows.indexing import MemoryIndexer
+    from memtool.flows.maintenance import IndexReconciler
     from memtool.flows.memory_write import MemoryService
+    from memtool.flows.model import ModelFlow
+    from memtool.flows.runner import FlowRunner
     from memtool.memory.store import MemoryStore
+    from memtool.planning.context import FewshotExample
+    from memtool.planning.port import Planner
+    from memtool.planning.rule_planner import RulePlanner
     from memtool.retrieval.embedders import Embedder
     from memtool.retrieval.index import VectorIndex
     from memtool.retrieval.recall import Recall
+    from memtool.runtime.tenancy import TenantEntry
+    from memtool.semantic.catalog import Catalog, TenantModel
+    from memtool.semantic.compiler import IntentCompiler
+    from memtool.semantic.model_store import ActiveModel, ModelStore
+    from memtool.semantic.parser import QuestionParser
+    from memtool.sql.warehouse import Warehouse
+    from memtool.tools.base import ToolRegistry
+    from memtool.tools.breakers import CircuitBreakers, GuardedClient
+    from memtool.tools.executor import ToolExecutor
 
 _clock: Clock | None = None
-# One lock for building adapters: lru_cache alone lets two threads build the same adapter at
-# once (the threaded local server's first requests did), and two embedded indexes or store
-# pools on one file would each hold half the truth. Reentrant: factories call each other.
-_building = threading.RLock()
 Built = TypeVar("Built")
 
+# ---- the one cache: what the container has built, by key ------------------------------------------
+#
+# One lock for building: two threads must not build the same adapter at once (the threaded local
+# server's first requests did), or two embedded indexes or store pools on one file would each hold
+# half the truth. Reentrant: factories call each other. Singletons (``once``) stay until reset();
+# adapters built per key (a tenant's warehouse, model and planner, the model store of a record
+# store) are at most _PER_KEY_LIMIT, the oldest dropped, not closed: another thread may be using it.
+_building = threading.RLock()
+_PER_KEY_LIMIT = 64
+_singletons: dict[str, object] = {}
+_per_key_built: dict[tuple[object, ...], object] = {}
+_MISSING = object()
 
-def once(factory: Callable[[], Built]) -> Callable[[], Built]:
-    """Build an adapter once per process (per Lambda container), even under concurrent first use."""
-    cached = lru_cache(maxsize=1)(factory)
 
-    @wraps(factory)
-    def build() -> Built:
-        if cached.cache_info().currsize:
-            return cached()
+def _cached(table: dict[Any, object], key: object, build: Callable[[], Built], *, limit: int | None = None) -> Built:
+    found = table.get(key, _MISSING)
+    if found is _MISSING:
         with _building:
-            return cached()
+            found = table.get(key, _MISSING)
+            if found is _MISSING:
+                found = build()
+                if limit is not None and len(table) >= limit:
+                    table.pop(next(iter(table)))
+                table[key] = found
+    return cast("Built", found)
 
-    build.cache_info = cached.cache_info  # type: ignore[attr-defined]
-    build.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
-    return build
+
+def _per_key(key: tuple[object, ...], build: Callable[[], Built]) -> Built:
+    return _cached(_per_key_built, key, build, limit=_PER_KEY_LIMIT)
+
+
+class _Once(Generic[Built]):
+    """A factory whose adapter is built once per process (per Lambda container), even under
+    concurrent first use; ``cache_clear`` forgets it (reset() forgets them all)."""
+
+    def __init__(self, factory: Callable[[], Built]) -> None:
+        self._factory = factory
+        self._key = factory.__qualname__
+        update_wrapper(self, factory)
+
+    def __call__(self) -> Built:
+        return _cached(_singletons, self._key, self._factory)
+
+    def cache_clear(self) -> None:
+        with _building:
+            _singletons.pop(self._key, None)
+
+
+def once(factory: Callable[[], Built]) -> _Once[Built]:
+    return _Once(factory)
 
 
 def use_clock(clock: Clock | None) -> None:
@@ -100,7 +161,7 @@ def check_correction(value: object, tenant: str | None = None) -> None:
 
 
 @once
-def idempotency_store():  # -> a Powertools persistence layer
+def idempotency_store() -> BasePersistenceLayer:
     settings = get_settings()
     if settings.record_store == "sqlite":  # idempotency records live in the store's own database
         from memtool.runtime.sqlite_idempotency import SQLiteIdempotencyLayer
@@ -202,18 +263,19 @@ def memory_indexer() -> MemoryIndexer:
     return MemoryIndexer(memory_store(), index, embedder())
 
 
-def index_reconciler():  # -> IndexReconciler: maintenance's ReconcileIndex over the store and the index
+def index_reconciler() -> IndexReconciler:
+    """Maintenance's ReconcileIndex over the store and the index."""
     from memtool.flows.maintenance import IndexReconciler
 
     return IndexReconciler(memory_store(), memory_indexer(), clock())
 
 
-def today():  # -> date
+def today() -> date:
     settings = get_settings()
     return settings.today or clock().now().date()
 
 
-def warehouse_path():  # -> Path
+def warehouse_path() -> Path:
     settings = get_settings()
     return settings.warehouse_path or settings.home / "warehouse" / "demo.duckdb"
 
@@ -234,7 +296,8 @@ def require_warehouse() -> None:
 
 
 @once
-def default_warehouse():  # -> Warehouse: the process's own (MEMTOOL_WAREHOUSE / _URL / _PATH)
+def default_warehouse() -> Warehouse:
+    """The process's own warehouse (MEMTOOL_WAREHOUSE / _URL / _PATH)."""
     require_warehouse()
     settings = get_settings()
     if settings.warehouse == "redshift":
@@ -259,14 +322,16 @@ def default_warehouse():  # -> Warehouse: the process's own (MEMTOOL_WAREHOUSE /
 
 
 @once
-def tenants():  # -> dict[str, TenantEntry]: the tenants file's entries (none without one)
+def tenants() -> dict[str, TenantEntry]:
+    """The tenants file's entries (none without one)."""
     from memtool.runtime.tenancy import load_tenants
 
     path = get_settings().tenants_file
     return load_tenants(path) if path is not None else {}
 
 
-def warehouse(tenant: str | None = None):  # -> Warehouse: the tenant's (tenants-file entry or own secret), else the process's
+def warehouse(tenant: str | None = None) -> Warehouse:
+    """The tenant's warehouse (its tenants-file entry or its own secret), else the process's."""
     entry = tenants().get(tenant) if tenant else None
     if entry is None:
         own = _tenant_redshift(tenant)
@@ -276,7 +341,7 @@ def warehouse(tenant: str | None = None):  # -> Warehouse: the tenant's (tenants
         return default_warehouse()
     url = entry.warehouse
 
-    def build():  # -> Warehouse
+    def build() -> Warehouse:
         from memtool.sql.urls import open_warehouse
 
         return open_warehouse(url)
@@ -289,7 +354,7 @@ def warehouse(tenant: str | None = None):  # -> Warehouse: the tenant's (tenants
 TENANT_SECRET_RECHECK_SECONDS = 300.0
 
 
-def _tenant_redshift(tenant: str | None):  # -> Warehouse | None: Redshift from the tenant's own secret, when it has one
+def _tenant_redshift(tenant: str | None) -> Warehouse | None:
     """In AWS (TenantRedshiftSecretPrefix), tenant T's warehouse is the Redshift user in the secret named <prefix>T."""
     settings = get_settings()
     prefix = settings.tenant_redshift_secret_prefix
@@ -321,12 +386,12 @@ class TenantRedshiftSecret:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._found: Any = None
+        self._found: Warehouse | None = None
         self.tables: tuple[str, ...] | None = None  # what the secret grants ({"tables": [...]}), when it says
         self._missing_until = 0.0  # a timestamp of the container's clock
         self._lock = threading.Lock()
 
-    def warehouse(self):  # -> Warehouse | None
+    def warehouse(self) -> Warehouse | None:
         with self._lock:
             if self._found is not None:
                 return self._found
@@ -449,14 +514,14 @@ MODEL_MISSING = (
 )
 
 
-def tenant_model(tenant: str | None = None):  # -> TenantModel: the model in force for the tenant
+def tenant_model(tenant: str | None = None) -> TenantModel:
     """A curator's stored model, else the tenants file's, else (local demo warehouse only) the demo's."""
     from memtool.semantic.catalog import TenantModel
 
     stored = _stored_model(tenant) if tenant else None
     if stored is not None:
 
-        def from_store():  # -> TenantModel, once per stored version: its version in the model's, for cache keys and citations
+        def from_store() -> TenantModel:  # once per stored version: its version in the model's, for cache keys and citations
             label = f"{stored.model.name or 'model'} {stored.model_version} (stored v{stored.version})"
             catalog = stored.model.model_copy(update={"model_version": f"{stored.model_version}+v{stored.version}"})
             return TenantModel(catalog, label, "stored", stored.version)
@@ -467,7 +532,7 @@ def tenant_model(tenant: str | None = None):  # -> TenantModel: the model in for
         path = entry.model
         mtime = path.stat().st_mtime_ns
 
-        def from_file():  # -> TenantModel
+        def from_file() -> TenantModel:
             from memtool.semantic.catalog import load_catalog
 
             catalog = load_catalog(path)
@@ -484,43 +549,37 @@ def tenant_model(tenant: str | None = None):  # -> TenantModel: the model in for
     raise ModelMissing(MODEL_MISSING.format(tenant=tenant or "(none)"), field="model")
 
 
-def _stored_model(tenant: str):  # -> ActiveModel | None
+def _stored_model(tenant: str) -> ActiveModel | None:
     return model_store().active(tenant)
 
 
 # ---- semantic models: the store of each tenant's model and its flow (PUT/GET /model) -------------
 
-_model_store_held: list[tuple[object, Any]] = []
-
 
 class _ContainerClock:
     """The container's clock at each call (``use_clock`` may change it later)."""
 
-    def now(self):  # -> datetime
+    def now(self) -> datetime:
         return clock().now()
 
 
-def model_store():  # -> ModelStore: the tenant models on the process's record store, one per store
-    """Its parsed-model cache lives as long as the store it reads: a new store (reset(), new
-    settings) gets a new one."""
+def model_store() -> ModelStore:
+    """The tenant models on the process's record store, one per store: its parsed-model cache lives
+    as long as the store it reads (a new store, after reset() or new settings, gets a new one)."""
     from memtool.semantic.model_store import ModelStore
 
     store = memory_store()
-    with _building:
-        if _model_store_held and _model_store_held[0][0] is store:
-            return _model_store_held[0][1]
-        built = ModelStore(store, _ContainerClock())
-        _model_store_held[:] = [(store, built)]
-        return built
+    return _per_key(("model-store", id(store)), lambda: ModelStore(store, _ContainerClock()))
 
 
-def model_check_warehouse(tenant: str):  # -> Warehouse | None: where a tenant's model is checked; None without one
+def model_check_warehouse(tenant: str) -> Warehouse | None:
+    """Where a tenant's model is checked; None without a warehouse."""
     if get_settings().warehouse == "none" and tenants().get(tenant) is None:
         return None
     return warehouse(tenant)
 
 
-def model_flow():  # -> ModelFlow
+def model_flow() -> ModelFlow:
     from memtool.flows.model import ModelFlow
 
     return ModelFlow(model_store(), model_check_warehouse, granted_for=granted_tables, grant_missing=grant_missing)
@@ -578,7 +637,7 @@ def _default_model_tables() -> tuple[str, ...]:
     return ()
 
 
-def planner(tenant: str | None = None):  # -> Planner (memtool.planning.port) over the tenant's model and warehouse
+def planner(tenant: str | None = None) -> Planner:
     """Built on the first step that plans for the tenant, never at cold start; rebuilt when its model changes."""
     model = tenant_model(tenant)
     # Tenants share a planner only when they read the same warehouse with the same model: its
@@ -602,7 +661,7 @@ def _warehouse_identity(tenant: str | None) -> str:
     return f"secret:{tenant}" if own is not None else "default"
 
 
-def _build_planner(catalog, open_warehouse):  # -> Planner
+def _build_planner(catalog: Catalog, open_warehouse: Callable[[], Warehouse]) -> Planner:
     from memtool.planning.rule_planner import RulePlanner
     from memtool.semantic.entities import EntityIndex
 
@@ -629,25 +688,6 @@ def _build_planner(catalog, open_warehouse):  # -> Planner
     return rules
 
 
-# Adapters built per tenant (its warehouse, model, planner), each once, kept while the settings last.
-_PER_KEY_LIMIT = 64
-_per_key_built: dict[tuple[object, ...], Any] = {}
-
-
-def _per_key(key: tuple[object, ...], build: Callable[[], Built]) -> Built:
-    found = _per_key_built.get(key)
-    if found is not None:
-        return found
-    with _building:
-        found = _per_key_built.get(key)
-        if found is None:
-            found = build()
-            if len(_per_key_built) >= _PER_KEY_LIMIT:  # dropped, not closed: another thread may be using it
-                _per_key_built.pop(next(iter(_per_key_built)))
-            _per_key_built[key] = found
-        return found
-
-
 def _close_quietly(built: Any) -> None:
     close = getattr(built, "close", None)
     if close is not None and not isinstance(built, type):
@@ -657,11 +697,12 @@ def _close_quietly(built: Any) -> None:
             logger.debug("closing %s failed", type(built).__name__)
 
 
-def question_parser(tenant: str | None = None):  # -> QuestionParser: the rule planner's (the Bedrock planner falls back to it)
+def question_parser(tenant: str | None = None) -> QuestionParser:
+    """The rule planner's (the Bedrock planner falls back to it)."""
     return planner(tenant).rules.parser
 
 
-def fewshot_search(tenant: str, question: str) -> list:  # -> list[FewshotExample]
+def fewshot_search(tenant: str, question: str) -> list[FewshotExample]:
     """Approved few-shots for a question, matched on its masked shape."""
     from memtool.semantic.masking import mask_question
 
@@ -669,7 +710,7 @@ def fewshot_search(tenant: str, question: str) -> list:  # -> list[FewshotExampl
     return fewshot_library().search(tenant, question, masked)
 
 
-def ask_steps():  # -> AskSteps
+def ask_steps() -> AskSteps:
     """AskFlow's steps over factories for what reaches outside (the planner and its entity values
     read the warehouse, recall builds the embedder and the index): each is built by the first step
     that needs it, so Record and Visualize start without them."""
@@ -694,11 +735,13 @@ def ask_steps():  # -> AskSteps
     )
 
 
-def rule_planner(tenant: str | None = None):  # -> RulePlanner: the planner's rules (the Bedrock planner falls back to them)
+def rule_planner(tenant: str | None = None) -> RulePlanner:
+    """The planner's rules (the Bedrock planner falls back to them)."""
     return planner(tenant).rules
 
 
-def sql_cache():  # -> SqlCache over the record store and the vector index
+def sql_cache() -> SqlCache:
+    """The SQL cache over the record store and the vector index."""
     from memtool.cache.sql_cache import SqlCache
 
     return SqlCache(
@@ -706,12 +749,14 @@ def sql_cache():  # -> SqlCache over the record store and the vector index
     )
 
 
-def intent_compiler(tenant: str | None = None):  # -> IntentCompiler: the planner's rules', over the tenant's model
+def intent_compiler(tenant: str | None = None) -> IntentCompiler:
+    """The planner's rules' compiler, over the tenant's model."""
     return planner(tenant).rules.compiler
 
 
 @once
-def diagnosis_queue():  # -> DiagnosisQueue: SQS in AWS, SQLite in the local runtime, or none
+def diagnosis_queue() -> DiagnosisQueue:
+    """SQS in AWS, SQLite in the local runtime, or none."""
     from memtool.diagnosis.queue import build_diagnosis_queue
     from memtool.runtime.aws import client
 
@@ -719,7 +764,8 @@ def diagnosis_queue():  # -> DiagnosisQueue: SQS in AWS, SQLite in the local run
     return build_diagnosis_queue(settings, lambda: client("sqs", settings))
 
 
-def diagnosis_llm():  # -> the Bedrock diagnoser, when MEMTOOL_DIAGNOSER=bedrock
+def diagnosis_llm() -> BedrockDiagnoser | None:
+    """The Bedrock diagnoser, when MEMTOOL_DIAGNOSER=bedrock."""
     settings = get_settings()
     if settings.diagnoser != "bedrock":
         return None
@@ -731,7 +777,7 @@ def diagnosis_llm():  # -> the Bedrock diagnoser, when MEMTOOL_DIAGNOSER=bedrock
     )
 
 
-def diagnosis_service():  # -> DiagnosisService
+def diagnosis_service() -> DiagnosisService:
     from memtool.flows.diagnose import DiagnosisService
 
     return DiagnosisService(
@@ -748,7 +794,7 @@ def diagnosis_service():  # -> DiagnosisService
     )
 
 
-def feedback_service():  # -> FeedbackService
+def feedback_service() -> FeedbackService:
     from memtool.flows.feedback import FeedbackService
 
     return FeedbackService(
@@ -763,13 +809,14 @@ def feedback_service():  # -> FeedbackService
     )
 
 
-def correction_splitter(tenant: str | None = None):  # -> CorrectionSplitter | None: the Bedrock planner, when it is the planner
+def correction_splitter(tenant: str | None = None) -> CorrectionSplitter | None:
+    """The Bedrock planner, when it is the planner."""
     built = planner(tenant)
-    return built if hasattr(built, "split_correction") else None
+    return cast("CorrectionSplitter", built) if hasattr(built, "split_correction") else None
 
 
 @once
-def flow_runner():  # -> FlowRunner
+def flow_runner() -> FlowRunner:
     from memtool.runtime.aws import client
 
     settings = get_settings()
@@ -804,7 +851,7 @@ def flow_runner():  # -> FlowRunner
     )
 
 
-def ask_service():  # -> AskService
+def ask_service() -> AskService:
     from memtool.flows.ask import AskService
 
     require_warehouse()  # a clear 503 naming what to set, not a failed flow
@@ -816,14 +863,16 @@ def ask_service():  # -> AskService
 
 
 @once
-def breakers():  # -> CircuitBreakers: one per outside dependency, per process (per Lambda container)
+def breakers() -> CircuitBreakers:
+    """One breaker per outside dependency, per process (per Lambda container)."""
     from memtool.tools.breakers import CircuitBreakers
 
     settings = get_settings()
     return CircuitBreakers(failure_threshold=settings.breaker_failure_threshold, cooldown_seconds=settings.breaker_cooldown_seconds)
 
 
-def guarded_aws_client(dependency: str, aws_client):  # -> a boto3 client whose calls go through the breaker
+def guarded_aws_client(dependency: str, aws_client: Any) -> GuardedClient:
+    """A boto3 client whose calls go through the dependency's breaker."""
     from memtool.tools.breakers import GuardedClient
 
     def counts(exc: BaseException) -> bool:
@@ -861,7 +910,8 @@ _DEPENDENCY_ERROR_CODES = frozenset(
 )
 
 
-def guarded_index(index):  # -> the vector index behind the "opensearch" breaker (an open circuit reads as IndexUnavailable)
+def guarded_index(index: VectorIndex) -> VectorIndex:
+    """The vector index behind the "opensearch" breaker (an open circuit reads as IndexUnavailable)."""
     from memtool.retrieval.index import IndexUnavailable
     from memtool.tools.breakers import GuardedClient
 
@@ -873,7 +923,8 @@ def guarded_index(index):  # -> the vector index behind the "opensearch" breaker
     )
 
 
-def guarded_warehouse(built):  # -> Redshift behind the "redshift" breaker: only outages count, never a bad SQL
+def guarded_warehouse(built: Warehouse) -> Warehouse:
+    """Redshift behind the "redshift" breaker: only outages count, never a bad SQL."""
     from memtool.sql.warehouse import WarehouseError
     from memtool.tools.breakers import GuardedClient
 
@@ -885,7 +936,7 @@ def guarded_warehouse(built):  # -> Redshift behind the "redshift" breaker: only
     )
 
 
-def local_sandbox():  # -> LocalProcessSandbox
+def local_sandbox() -> LocalProcessSandbox:
     from memtool.analysis.sandbox.local import LocalProcessSandbox
 
     settings = get_settings()
@@ -893,7 +944,8 @@ def local_sandbox():  # -> LocalProcessSandbox
 
 
 @once
-def sandbox():  # -> ResilientSandbox: E2B behind its breaker with the local sandbox as fallback, or the local sandbox
+def sandbox() -> ResilientSandbox:
+    """E2B behind its breaker with the local sandbox as fallback, or the local sandbox."""
     from memtool.analysis.code_interpreter import ResilientSandbox
 
     settings = get_settings()
@@ -915,7 +967,8 @@ def sandbox():  # -> ResilientSandbox: E2B behind its breaker with the local san
 
 
 @once
-def tool_registry():  # -> ToolRegistry: the code interpreter and the ML tools (their libraries load on first call)
+def tool_registry() -> ToolRegistry:
+    """The code interpreter and the ML tools (their libraries load on first call)."""
     from memtool.analysis.code_interpreter import code_interpreter_tool
     from memtool.analysis.ml.registry import ml_tools
     from memtool.tools.base import ToolRegistry
@@ -925,27 +978,11 @@ def tool_registry():  # -> ToolRegistry: the code interpreter and the ML tools (
 
 
 @once
-def tool_executor():  # -> ToolExecutor over the registry, with the breakers (one per process: its slots bound the CPU)
+def tool_executor() -> ToolExecutor:
+    """Over the registry, with the breakers (one per process: its slots bound the CPU)."""
     from memtool.tools.executor import ToolExecutor
 
     return ToolExecutor(tool_registry(), breakers=breakers(), max_parallel=get_settings().tool_max_parallel)
-
-
-# The @once factories (functools.cache underneath), each forgotten by reset().
-_CACHED: tuple[Any, ...] = (
-    memory_store,
-    idempotency_store,
-    embedder,
-    vector_index,
-    default_warehouse,
-    tenants,
-    flow_runner,
-    diagnosis_queue,
-    breakers,
-    sandbox,
-    tool_registry,
-    tool_executor,
-)
 
 
 def reset() -> None:
@@ -955,50 +992,35 @@ def reset() -> None:
 
 
 def _reset() -> None:
-    for cached in _CACHED:
-        if cached.cache_info().currsize:
-            try:
-                built = cached()
-            except Exception:  # noqa: BLE001 - a factory that failed holds nothing to close
-                built = None
-            close = getattr(built, "close", None)
-            if close is not None:
-                close()
-        cached.cache_clear()
+    for built in _singletons.values():
+        close = getattr(built, "close", None)
+        if close is not None:
+            close()
+    _singletons.clear()
     for built in _per_key_built.values():
         _close_quietly(built)
     _per_key_built.clear()
 
 
-if TYPE_CHECKING:
-    from memtool.cache.fewshots import FewshotLibrary
-
-# The few-shot library caches the embeddings of approved examples, so it lives as long as the
-# adapters it was built on: reset(), new settings or another clock build a new one.
-_fewshot_library_held: list[tuple[tuple[object, ...], FewshotLibrary]] = []
-
-
 def fewshot_library() -> FewshotLibrary:
     """The few-shot library on the process's record store and embedder.
 
-    Candidates recorded without their masked text are masked with the planner's catalog and
-    entity values (built on first need: listing and reviewing never touch the warehouse).
+    It caches the embeddings of approved examples, so it lives as long as the adapters it was
+    built on: reset(), new settings or another clock build a new one. Candidates recorded without
+    their masked text are masked with the planner's catalog and entity values (built on first
+    need: listing and reviewing never touch the warehouse).
     """
     from memtool.cache.fewshots import FewshotLibrary
 
-    parts = (memory_store(), embedder(), _clock, get_settings())
-    with _building:
-        if _fewshot_library_held and all(a is b for a, b in zip(_fewshot_library_held[0][0], parts, strict=True)):
-            return _fewshot_library_held[0][1]
+    store, embeds, settings = memory_store(), embedder(), get_settings()
 
-        def mask(question: str, tenant: str) -> str:
-            from memtool.semantic.masking import mask_question
+    def mask(question: str, tenant: str) -> str:
+        from memtool.semantic.masking import mask_question
 
-            return mask_question(question_parser(tenant).recognise(question, today=today())).text
+        return mask_question(question_parser(tenant).recognise(question, today=today())).text
 
-        library = FewshotLibrary(parts[0], parts[1], clock(), parts[3], masker=mask)
-        _fewshot_library_held[:] = [(parts, library)]
-        return library
+    key = ("fewshot-library", id(store), id(embeds), id(_clock), id(settings))
+    return _per_key(key, lambda: FewshotLibrary(store, embeds, clock(), settings, masker=mask))
 
 
 on_settings_change(reset)  # new settings: forget every adapter built under the old ones

@@ -314,7 +314,11 @@ class LocalRuntime:
                 container.planner(tenant)
             except Exception as exc:  # noqa: BLE001 - a missing warehouse shows on the first ask, with its reason
                 logging.getLogger("memtool.local").warning("planner warm-up failed for %s: %s", tenant or "the default tenant", exc)
-        container.flow_runner().arn("AskFlow")
+        from memtool.runtime.local_flows import LocalFlowRunner
+
+        runner = container.flow_runner()
+        if isinstance(runner, LocalFlowRunner):  # it is, in the local runtime: AskFlow's state machine, made now
+            runner.arn("AskFlow")
 
     def _read_tenants(self) -> dict[str, Any]:
         """The tenants file's entries: each model checked now (a bad one stops the start, with its
