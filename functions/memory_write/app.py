@@ -99,7 +99,7 @@ def create_memory(body: Annotated[CreateMemoryBody, Body()]):
 
 @app.get(
     "/memories",
-    **operation("List the caller's (or the tenant's) memories", tag="memories", ok={200: MemoryListing}),
+    **operation("List the caller's (or the tenant's) memories", tag="memories", ok={200: MemoryListing}, errors=(403,)),
 )
 @tracer.capture_method
 def list_memories(
@@ -131,7 +131,7 @@ def search_memories(q: SearchTextParam, route: RouteParam = "nl2sql_query", tool
 
 @app.get(
     "/memories/<id>",
-    **operation("Read a memory, a past version, or its history", tag="memories", ok={200: MemoryRead}, errors=(404,)),
+    **operation("Read a memory, a past version, or its history", tag="memories", ok={200: MemoryRead}, errors=(403, 404)),
 )
 @tracer.capture_method
 def get_memory(

@@ -25,7 +25,8 @@ IDEMPOTENT_EXTENSION = "x-memtool-idempotent"  # marks the routes that take an I
 ERROR_DESCRIPTIONS = {
     400: "bad input: the body, a parameter or a header named in `field`",
     401: "no identity: no authorizer claims (AWS) or no X-Memtool-Tenant/User headers (local)",
-    403: "shared (tenant) memories need the curator or admin role",
+    403: "forbidden (the message says why): shared (tenant) memories need the curator or admin role; the few-shot "
+    "library and the SQL cache are admins' to read; some kinds and keys are written by their flows only",
     404: "not found, also for another tenant's or user's memory",
     409: "stale expected_version (retry with current_version), or the same Idempotency-Key still in flight",
     413: f"payload_too_large: the body is over the route's limit ({MAX_BODY_BYTES // 1024} KiB; PUT /model's is larger: it holds a model)",
