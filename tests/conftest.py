@@ -26,6 +26,16 @@ from memtool.runtime.template import load_template
 from tests.support import ROOT, Api
 
 
+E2E = ROOT / "tests" / "e2e"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/e2e carries the ``e2e`` marker: ``-m "not e2e"`` is the fast tier."""
+    for item in items:
+        if item.path.is_relative_to(E2E):
+            item.add_marker(pytest.mark.e2e)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_process_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
