@@ -9,14 +9,8 @@ A full disk, a read-only file or a damaged page is raised as ``InsufficientStora
 ``StoreReadOnly`` or ``StoreCorrupt`` (``memory.sqlite_tx``), never as a bare ``sqlite3`` error;
 ``check_database`` is the runtime's start-up check of a file.
 
-Tables (schema version in ``PRAGMA user_version``):
-
-    heads     the current version of every memory (tenant, owner, id), with the columns reads
-              filter and sort on, and the record as JSON
-    versions  a snapshot of every version, for history; ``status`` marks superseded ones
-    slots     (tenant, owner, kind, key) -> memory id, for slot-like memories
-    outbox    one change per new head, new version or removal, written in the same
-              transaction as the change: the local stand-in for the DynamoDB stream
+The tables (heads, versions, slots and the outbox), their rows and the listing cursors are in
+``memory.sqlite_rows``; the outbox's entries and change images in ``memory.sqlite_outbox``.
 
 The semantics match ``DynamoMemoryStore`` (the contract suite runs on both), including the
 listing orders: by kind, newest ``updated_at`` first (DynamoDB's by_kind index); otherwise by
@@ -25,23 +19,18 @@ id descending, which is creation order (the head query on ``M#<id>``).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import builtins
 import json
 import logging
-import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
-from memtool.errors import NotFound, StoreCorrupt, StoreReadOnly, ValidationFailed, VersionConflict
-from memtool.memory.policy import policy_for
+from memtool.errors import NotFound, StoreCorrupt, StoreReadOnly, VersionConflict
 from memtool.memory.records import (
     Credit,
     IndexState,
@@ -50,6 +39,21 @@ from memtool.memory.records import (
     MemoryPatch,
     MemoryRecord,
     MemoryStatus,
+)
+from memtool.memory.sqlite_outbox import HEAD, OutboxEntry, OutboxStats, head_image, load_image, removal_image
+from memtool.memory.sqlite_rows import (
+    EPOCH,
+    HEAD_COLUMNS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    HeadRow,
+    decode_cursor,
+    encode_cursor,
+    from_micros,
+    has_expired,
+    listing_of,
+    listing_query,
+    to_micros,
 )
 from memtool.memory.sqlite_tx import (
     forget_problems,
@@ -77,64 +81,12 @@ from memtool.memory.store import (
 
 logger = logging.getLogger("memtool.memory")
 
-SCHEMA_VERSION = 1
 BUSY_TIMEOUT_SECONDS = 10.0
 POOL_SIZE = 8
 # Each pooled connection's page cache (SQLite's default is 2 MiB): the pool's caches filled as the
 # store grew and were a steady part of the local runtime's memory growth under load. The OS keeps
 # the file's pages cached anyway, so a miss here is a copy from memory, not a disk read.
 CACHE_KIB = 512
-HEAD = "head"
-
-_SCHEMA = [
-    """CREATE TABLE heads (
-        tenant TEXT NOT NULL,
-        owner TEXT NOT NULL,
-        id TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        key TEXT,
-        status TEXT NOT NULL,
-        version INTEGER NOT NULL,
-        created_at INTEGER NOT NULL,  -- microseconds since the epoch (UTC), exact and sortable
-        updated_at INTEGER NOT NULL,
-        expires_at INTEGER,           -- NULL: never expires
-        record TEXT NOT NULL,         -- MemoryRecord.model_dump(mode="json") as JSON text
-        PRIMARY KEY (tenant, owner, id)
-    ) WITHOUT ROWID""",
-    "CREATE INDEX heads_by_kind ON heads (tenant, owner, kind, updated_at, id)",
-    "CREATE INDEX heads_by_expiry ON heads (expires_at) WHERE expires_at IS NOT NULL",
-    """CREATE TABLE versions (
-        tenant TEXT NOT NULL,
-        owner TEXT NOT NULL,
-        id TEXT NOT NULL,
-        version INTEGER NOT NULL,
-        status TEXT NOT NULL,
-        record TEXT NOT NULL,
-        PRIMARY KEY (tenant, owner, id, version)
-    ) WITHOUT ROWID""",
-    """CREATE TABLE slots (
-        tenant TEXT NOT NULL,
-        owner TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        key TEXT NOT NULL,
-        id TEXT NOT NULL,
-        PRIMARY KEY (tenant, owner, kind, key)
-    ) WITHOUT ROWID""",
-    "CREATE INDEX slots_by_memory ON slots (tenant, owner, id)",
-    # AUTOINCREMENT: a delivered (deleted) entry's seq is never handed out again.
-    """CREATE TABLE outbox (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        event_name TEXT NOT NULL CHECK (event_name IN ('INSERT', 'MODIFY', 'REMOVE')),
-        new_image TEXT,
-        old_image TEXT,
-        by_ttl INTEGER NOT NULL DEFAULT 0,
-        attempts INTEGER NOT NULL DEFAULT 0,
-        dead INTEGER NOT NULL DEFAULT 0,
-        last_error TEXT,
-        created_at INTEGER NOT NULL
-    )""",
-    "CREATE INDEX outbox_pending ON outbox (dead, seq)",
-]
 
 
 # ---- the database file and its connections ----------------------------------------------------
@@ -291,173 +243,6 @@ class ConnectionPool:
             conn.close()
 
 
-# ---- the outbox -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class OutboxEntry:
-    """One change to deliver to the indexer, shaped like a DynamoDB stream record."""
-
-    seq: int
-    event_name: str  # INSERT | MODIFY | REMOVE
-    new_image: dict | None
-    old_image: dict | None
-    by_ttl: bool
-    attempts: int
-    created_at: datetime
-
-
-@dataclass(frozen=True)
-class OutboxStats:
-    pending: int
-    dead: int
-    oldest_pending_seconds: float | None  # age of the oldest undelivered entry, vs now
-
-
-# ---- time and cursors --------------------------------------------------------------------------
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-
-
-def _micros(at: datetime) -> int:
-    """Exact microseconds since the epoch (a float timestamp would round)."""
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=UTC)
-    return (at - _EPOCH) // _MICROSECOND
-
-
-@overload
-def _at(micros: int) -> datetime: ...
-@overload
-def _at(micros: None) -> None: ...
-@overload
-def _at(micros: int | None) -> datetime | None: ...
-def _at(micros: int | None) -> datetime | None:
-    return None if micros is None else _EPOCH + timedelta(microseconds=micros)
-
-
-def _expired(expires_micros: int | None, now: datetime) -> bool:
-    return expires_micros is not None and expires_micros <= _micros(now)
-
-
-def _listing(where: Partition, kind: MemoryKind | None) -> str:
-    base = f"T#{where.tenant}#O#{where.owner}"
-    return base if kind is None else f"{base}#K#{kind.value}"
-
-
-def _encode_cursor(listing: str, updated_at: int | None, memory_id: str) -> str:
-    position: dict[str, Any] = {"l": listing, "i": memory_id}
-    if updated_at is not None:
-        position["u"] = updated_at
-    raw = json.dumps(position, separators=(",", ":"), ensure_ascii=False).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-_CURSOR_ID = re.compile(r"[A-Za-z0-9_]{1,128}", re.ASCII)
-_CURSOR_LIMIT = 2**63 - 1  # SQLite's INTEGER range: anything wider cannot be bound
-
-
-def _decode_cursor(cursor: str | None, listing: str, by_kind: bool) -> tuple[int | None, str] | None:
-    """An opaque cursor is only honoured inside the listing that issued it.
-
-    Anything but exactly what ``_encode_cursor`` writes for this listing is refused as a
-    ValidationFailed on ``cursor``: a crafted one must never reach the query (an integer beyond
-    64 bits or a lone surrogate would fail there as a server error).
-    """
-    if not cursor:
-        return None
-    refused = ValidationFailed("cursor is not one this API issued", field="cursor")
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        position = json.loads(base64.urlsafe_b64decode(padded.encode()))
-    except (binascii.Error, ValueError, TypeError, UnicodeError, RecursionError, OverflowError) as exc:
-        raise refused from exc
-    expected = {"l", "i", "u"} if by_kind else {"l", "i"}
-    if not isinstance(position, dict) or set(position) != expected:
-        raise refused
-    issued_for, memory_id, updated_at = position["l"], position["i"], position.get("u")
-    if not isinstance(issued_for, str) or not isinstance(memory_id, str) or not _CURSOR_ID.fullmatch(memory_id):
-        raise refused
-    if by_kind and (
-        not isinstance(updated_at, int) or isinstance(updated_at, bool) or not -_CURSOR_LIMIT <= updated_at <= _CURSOR_LIMIT
-    ):
-        raise refused
-    if issued_for != listing:
-        raise ValidationFailed("cursor belongs to another listing", field="cursor")
-    return updated_at, memory_id
-
-
-# ---- images of head changes (what the outbox carries) -----------------------------------------
-
-
-def _image_text(record_text: str) -> str:
-    # The stored JSON goes into the image as is: no second serialisation to disagree with it.
-    return '{"item_type":"head","record":' + record_text + "}"
-
-
-@dataclass(frozen=True)
-class _HeadRow:
-    tenant: str
-    owner: str
-    id: str
-    kind: str
-    key: str | None
-    status: str
-    version: int
-    created_at: int
-    updated_at: int
-    expires_at: int | None
-    record: str
-
-
-_HEAD_COLUMNS = "tenant, owner, id, kind, key, status, version, created_at, updated_at, expires_at, record"
-
-
-def _removal_image(row: _HeadRow) -> str:
-    """The old image of a removed head; a record that no longer decodes is described by its columns.
-
-    The indexer needs the id, tenant, owner and version to purge a removed memory, and it
-    ignores an image it cannot decode, so a damaged record must not leave its index entry behind.
-    """
-    try:
-        MemoryRecord.model_validate(json.loads(row.record))
-        return _image_text(row.record)
-    except (ValueError, TypeError, RecursionError):
-        pass
-    try:
-        kind = MemoryKind(row.kind)
-        status = MemoryStatus(row.status)
-        tombstone = MemoryRecord(
-            id=row.id,
-            tenant=row.tenant,
-            owner=row.owner,
-            kind=kind,
-            key=row.key,
-            content="",
-            scope=policy_for(kind).default_scope,
-            status=status,
-            version=row.version,
-            created_at=_at(row.created_at),
-            updated_at=_at(row.updated_at),
-            expires_at=_at(row.expires_at),
-        ).model_dump(mode="json")
-    except (ValueError, TypeError):
-        tombstone = {"id": row.id, "tenant": row.tenant, "owner": row.owner, "version": row.version}
-    return json.dumps({"item_type": HEAD, "record": tombstone}, ensure_ascii=False, separators=(",", ":"))
-
-
-def _load_image(text: str | None, seq: int) -> dict | None:
-    if text is None:
-        return None
-    try:
-        image = json.loads(text)
-    except (ValueError, RecursionError):
-        logger.warning("outbox entry %s has an image that is not JSON", seq)
-        return {}
-    return image if isinstance(image, dict) else {}
-
-
 # ---- the store --------------------------------------------------------------------------------
 
 
@@ -476,7 +261,7 @@ class SQLiteMemoryStore:
             if found > SCHEMA_VERSION:
                 raise RuntimeError(f"{self.path} has schema {found}; this memtool knows up to {SCHEMA_VERSION}")
             if found < 1:
-                for statement in _SCHEMA:
+                for statement in SCHEMA:
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
@@ -503,16 +288,16 @@ class SQLiteMemoryStore:
         return record
 
     @staticmethod
-    def _head_row(conn: sqlite3.Connection, where: Partition, memory_id: str) -> _HeadRow | None:
+    def _head_row(conn: sqlite3.Connection, where: Partition, memory_id: str) -> HeadRow | None:
         row = conn.execute(
-            f"SELECT {_HEAD_COLUMNS} FROM heads WHERE tenant = ? AND owner = ? AND id = ?",
+            f"SELECT {HEAD_COLUMNS} FROM heads WHERE tenant = ? AND owner = ? AND id = ?",
             (where.tenant, where.owner, memory_id),
         ).fetchone()
-        return None if row is None else _HeadRow(*row)
+        return None if row is None else HeadRow(*row)
 
-    def _live_head(self, conn: sqlite3.Connection, where: Partition, memory_id: str, now: datetime) -> _HeadRow:
+    def _live_head(self, conn: sqlite3.Connection, where: Partition, memory_id: str, now: datetime) -> HeadRow:
         row = self._head_row(conn, where, memory_id)
-        if row is None or _expired(row.expires_at, now):
+        if row is None or has_expired(row.expires_at, now):
             raise NotFound(f"memory {memory_id} not found", field="id")
         return row
 
@@ -527,7 +312,7 @@ class SQLiteMemoryStore:
     ) -> None:
         conn.execute(
             "INSERT INTO outbox (event_name, new_image, old_image, by_ttl, created_at) VALUES (?, ?, ?, ?, ?)",
-            (event_name, new_image, old_image, int(by_ttl), _micros(at)),
+            (event_name, new_image, old_image, int(by_ttl), to_micros(at)),
         )
 
     def record_from_image(self, image: dict) -> MemoryRecord | None:
@@ -555,7 +340,7 @@ class SQLiteMemoryStore:
                     if outcome is not None:
                         return outcome
             conn.execute(
-                f"INSERT INTO heads ({_HEAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO heads ({HEAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     record.tenant,
                     record.owner,
@@ -564,9 +349,9 @@ class SQLiteMemoryStore:
                     record.key,
                     record.status.value,
                     record.version,
-                    _micros(record.created_at),
-                    _micros(record.updated_at),
-                    None if record.expires_at is None else _micros(record.expires_at),
+                    to_micros(record.created_at),
+                    to_micros(record.updated_at),
+                    None if record.expires_at is None else to_micros(record.expires_at),
                     text,
                 ),
             )
@@ -576,7 +361,7 @@ class SQLiteMemoryStore:
                     "INSERT INTO slots (tenant, owner, kind, key, id) VALUES (?, ?, ?, ?, ?)",
                     (record.tenant, record.owner, record.kind.value, record.key, record.id),
                 )
-            self._enqueue(conn, "INSERT", _image_text(text), None, now)
+            self._enqueue(conn, "INSERT", head_image(text), None, now)
         return WriteOutcome(record=record, created=True)
 
     def _supersede_slot(
@@ -602,7 +387,7 @@ class SQLiteMemoryStore:
                 draft.kind.value, draft.key, where.tenant, where.owner, row.id, exc.reason,
             )
             self._delete_memory(conn, where, row.id)
-            self._enqueue(conn, "REMOVE", None, _removal_image(row), now)
+            self._enqueue(conn, "REMOVE", None, removal_image(row), now)
             return None
         patch = supersede_patch(draft)
         if not current.is_expired(now) and same_content(current, patch):
@@ -676,8 +461,8 @@ class SQLiteMemoryStore:
                 new.key,
                 new.status.value,
                 new.version,
-                _micros(new.updated_at),
-                None if new.expires_at is None else _micros(new.expires_at),
+                to_micros(new.updated_at),
+                None if new.expires_at is None else to_micros(new.expires_at),
                 text,
                 current.tenant,
                 current.owner,
@@ -699,7 +484,7 @@ class SQLiteMemoryStore:
             "UPDATE versions SET status = ? WHERE tenant = ? AND owner = ? AND id = ? AND version = ?",
             (MemoryStatus.SUPERSEDED.value, current.tenant, current.owner, current.id, current.version),
         )
-        self._enqueue(conn, "MODIFY", _image_text(text), _image_text(old_text), now)
+        self._enqueue(conn, "MODIFY", head_image(text), head_image(old_text), now)
         return new
 
     @staticmethod
@@ -724,7 +509,7 @@ class SQLiteMemoryStore:
                 raise NotFound(f"memory {memory_id} not found", field="id")
             self._delete_memory(conn, where, memory_id)
             if head is not None:
-                self._enqueue(conn, "REMOVE", None, _removal_image(head), datetime.now(UTC))
+                self._enqueue(conn, "REMOVE", None, removal_image(head), datetime.now(UTC))
         last_version = head.version if head is not None else versions[-1]
         return forgotten(where, memory_id, versions, last_version)
 
@@ -747,16 +532,16 @@ class SQLiteMemoryStore:
         """
         with self._pool.writing() as conn:
             rows = [
-                _HeadRow(*row)
+                HeadRow(*row)
                 for row in conn.execute(
-                    f"SELECT {_HEAD_COLUMNS} FROM heads WHERE expires_at IS NOT NULL AND expires_at <= ?"
+                    f"SELECT {HEAD_COLUMNS} FROM heads WHERE expires_at IS NOT NULL AND expires_at <= ?"
                     " ORDER BY expires_at LIMIT ?",
-                    (_micros(now), limit),
+                    (to_micros(now), limit),
                 )
             ]
             for row in rows:
                 self._delete_memory(conn, Partition(row.tenant, row.owner), row.id)
-                self._enqueue(conn, "REMOVE", None, _removal_image(row), now, by_ttl=True)
+                self._enqueue(conn, "REMOVE", None, removal_image(row), now, by_ttl=True)
         return len(rows)
 
     def unindexed(self, before: datetime, now: datetime, limit: int = 500) -> list[MemoryRecord]:
@@ -765,11 +550,11 @@ class SQLiteMemoryStore:
         found: list[MemoryRecord] = []
         with self._pool.reading() as conn:
             rows = conn.execute(
-                f"SELECT {_HEAD_COLUMNS} FROM heads WHERE updated_at < ? AND (expires_at IS NULL OR expires_at > ?)"
+                f"SELECT {HEAD_COLUMNS} FROM heads WHERE updated_at < ? AND (expires_at IS NULL OR expires_at > ?)"
                 " AND COALESCE(json_extract(record, '$.index_state'), 'pending') != 'indexed' ORDER BY updated_at LIMIT ?",
-                (_micros(before), _micros(now), limit),
+                (to_micros(before), to_micros(now), limit),
             ).fetchall()
-        for row in (_HeadRow(*columns) for columns in rows):
+        for row in (HeadRow(*columns) for columns in rows):
             try:
                 found.append(self._decode(row.tenant, row.owner, row.id, row.record))
             except UndecodableRecord:
@@ -835,11 +620,11 @@ class SQLiteMemoryStore:
             raise NotFound(f"memory {memory_id} has no version {version}", field="version")
         return self._snapshot(head, *snapshot)
 
-    def _snapshot(self, head: _HeadRow, status: str, text: str) -> MemoryRecord:
+    def _snapshot(self, head: HeadRow, status: str, text: str) -> MemoryRecord:
         # A snapshot lives as long as its head: its status is its own, its expiry the head's.
         record = self._decode(head.tenant, head.owner, head.id, text)
         try:
-            return record.model_copy(update={"status": MemoryStatus(status), "expires_at": _at(head.expires_at)})
+            return record.model_copy(update={"status": MemoryStatus(status), "expires_at": from_micros(head.expires_at)})
         except ValueError as exc:
             raise UndecodableRecord(head.id, f"status {status!r}") from exc
 
@@ -927,30 +712,9 @@ class SQLiteMemoryStore:
         cursor: str | None = None,
         limit: int = 20,
     ) -> MemoryPage:
-        listing = _listing(where, kind)
-        start = _decode_cursor(cursor, listing, by_kind=kind is not None)
-        sql = "SELECT id, record, updated_at FROM heads WHERE tenant = ? AND owner = ?"
-        params: list[Any] = [where.tenant, where.owner]
-        if kind is not None:
-            sql += " AND kind = ?"
-            params.append(kind.value)
-        sql += " AND (expires_at IS NULL OR expires_at > ?)"
-        params.append(_micros(now))
-        if status is not None:
-            sql += " AND status = ?"
-            params.append(status.value)
-        if kind is not None:
-            if start is not None:
-                sql += " AND (updated_at, id) < (?, ?)"
-                params.extend(start)
-            sql += " ORDER BY updated_at DESC, id DESC"
-        else:
-            if start is not None:
-                sql += " AND id < ?"
-                params.append(start[1])
-            sql += " ORDER BY id DESC"
-        sql += " LIMIT ?"
-        params.append(limit + 1)  # one more says whether there is a next page
+        listing = listing_of(where, kind)
+        start = decode_cursor(cursor, listing, by_kind=kind is not None)
+        sql, params = listing_query(where, now, kind, status, start, limit + 1)  # one more says whether there is a next page
         with self._pool.reading() as conn:
             rows = conn.execute(sql, params).fetchall()
         page, more = rows[:limit], len(rows) > limit
@@ -959,7 +723,7 @@ class SQLiteMemoryStore:
         next_cursor = None
         if more and page:
             last_id, _, last_updated = page[-1]
-            next_cursor = _encode_cursor(listing, last_updated if kind is not None else None, last_id)
+            next_cursor = encode_cursor(listing, last_updated if kind is not None else None, last_id)
         return MemoryPage(items=items, next_cursor=next_cursor, skipped=skipped)
 
     # ---- the outbox ------------------------------------------------------------------------
@@ -976,11 +740,11 @@ class SQLiteMemoryStore:
             OutboxEntry(
                 seq=seq,
                 event_name=event_name,
-                new_image=_load_image(new_image, seq),
-                old_image=_load_image(old_image, seq),
+                new_image=load_image(new_image, seq),
+                old_image=load_image(old_image, seq),
                 by_ttl=bool(by_ttl),
                 attempts=attempts,
-                created_at=_at(created_at) or _EPOCH,
+                created_at=from_micros(created_at) or EPOCH,
             )
             for seq, event_name, new_image, old_image, by_ttl, attempts, created_at in rows
         ]
@@ -1016,5 +780,5 @@ class SQLiteMemoryStore:
                 "SELECT COALESCE(SUM(dead = 0), 0), COALESCE(SUM(dead = 1), 0),"
                 " MIN(CASE WHEN dead = 0 THEN created_at END) FROM outbox"
             ).fetchone()
-        age = None if oldest is None else max(0.0, (_micros(now) - oldest) / 1_000_000)
+        age = None if oldest is None else max(0.0, (to_micros(now) - oldest) / 1_000_000)
         return OutboxStats(pending=int(pending), dead=int(dead), oldest_pending_seconds=age)
