@@ -159,6 +159,56 @@ def _robust_scale(residuals: Sequence[float]) -> float:
     return 1.2533141373155 * mean_ad
 
 
+def _scored_values(values: Sequence[float], transform: str) -> tuple[bool, list[float]]:
+    """Whether to score log values (``transform``: auto, log or none), and the values to score."""
+    if transform not in ("auto", "log", "none"):
+        raise KernelInputError(f"transform must be auto, log or none, not {transform!r}", field="transform")
+    positive = min(values) > 0
+    if transform == "log" and not positive:
+        raise KernelInputError("a log transform needs every value to be positive", field="transform")
+    use_log = transform == "log" or (transform == "auto" and positive)
+    return use_log, [math.log(v) for v in values] if use_log else [float(v) for v in values]
+
+
+def _local_outliers(scored: Sequence[float], local: Sequence[float], threshold: float) -> list[bool]:
+    """Which points are outliers among their neighbours (``local``: the neighbours' medians)."""
+    n = len(scored)
+    local_residuals = [scored[i] - local[i] for i in range(n)]
+    local_scale = _robust_scale(local_residuals) or 1.0
+    return [abs(r) / local_scale >= threshold for r in local_residuals]
+
+
+def _season_partner(i: int, n: int, lag: int) -> int | None:
+    """The same period in the other season: a season back, or for the first season a season ahead
+    (``lag`` 0: no season to compare with)."""
+    if lag > 0 and i >= lag:
+        return i - lag
+    if lag > 0 and i + lag < n:
+        return i + lag
+    return None
+
+
+def _seasonal_baseline(
+    scored: Sequence[float], local: Sequence[float], lag: int, drift: float, outlier_locally: Sequence[bool]
+) -> tuple[list[float], list[str]]:
+    """Each point's expected value and the baseline that set it."""
+    n = len(scored)
+    expected: list[float] = []
+    baselines: list[str] = []
+    for i in range(n):
+        # The same period in the other season: a year back, or for the first season a year ahead
+        # (less the drift), so a seasonal first year is not judged by its unseasonal neighbours.
+        partner = _season_partner(i, n, lag)
+        if partner is not None and not outlier_locally[partner]:
+            season_ago = scored[partner] + (drift if partner < i else -drift)
+            expected.append((season_ago + local[i]) / 2.0)
+            baselines.append("season_and_neighbours")
+        else:
+            expected.append(local[i])
+            baselines.append("neighbour_median")
+    return expected, baselines
+
+
 def robust_seasonal_z(
     values: Sequence[float],
     labels: Sequence[str],
@@ -181,44 +231,15 @@ def robust_seasonal_z(
     multiplicative); ``"auto"`` uses it when every value is positive, ``"none"`` never.
     """
     _check_series(values, labels, minimum=max(2 * reach + 1, 6))
-    if transform not in ("auto", "log", "none"):
-        raise KernelInputError(f"transform must be auto, log or none, not {transform!r}", field="transform")
-    positive = min(values) > 0
-    if transform == "log" and not positive:
-        raise KernelInputError("a log transform needs every value to be positive", field="transform")
-    use_log = transform == "log" or (transform == "auto" and positive)
-    scored = [math.log(v) for v in values] if use_log else [float(v) for v in values]
+    use_log, scored = _scored_values(values, transform)
     n = len(scored)
     local = [_neighbour_median(scored, i, reach) for i in range(n)]
-    local_residuals = [scored[i] - local[i] for i in range(n)]
-    local_scale = _robust_scale(local_residuals) or 1.0
-    outlier_locally = [abs(r) / local_scale >= threshold for r in local_residuals]
+    outlier_locally = _local_outliers(scored, local, threshold)
 
     lag = period if period is not None and period >= 2 and n > period else 0  # 0: no season to compare with
-    seasonal = lag > 0
-    drift = statistics.median(scored[j] - scored[j - lag] for j in range(lag, n)) if seasonal else 0.0
+    drift = statistics.median(scored[j] - scored[j - lag] for j in range(lag, n)) if lag > 0 else 0.0
 
-    def baseline(local: list[float]) -> tuple[list[float], list[str]]:
-        expected: list[float] = []
-        baselines: list[str] = []
-        for i in range(n):
-            # The same period in the other season: a year back, or for the first season a year ahead
-            # (less the drift), so a seasonal first year is not judged by its unseasonal neighbours.
-            partner = None
-            if seasonal and i >= lag:
-                partner = i - lag
-            elif seasonal and i + lag < n:
-                partner = i + lag
-            if partner is not None and not outlier_locally[partner]:
-                season_ago = scored[partner] + (drift if partner < i else -drift)
-                expected.append((season_ago + local[i]) / 2.0)
-                baselines.append("season_and_neighbours")
-            else:
-                expected.append(local[i])
-                baselines.append("neighbour_median")
-        return expected, baselines
-
-    expected, baselines = baseline(local)
+    expected, baselines = _seasonal_baseline(scored, local, lag, drift, outlier_locally)
     residuals = [scored[i] - expected[i] for i in range(n)]
     scale = _robust_scale(residuals) or 1.0
     found = frozenset(i for i in range(n) if abs(residuals[i]) / scale >= threshold)
@@ -226,7 +247,7 @@ def robust_seasonal_z(
         # Second pass: neighbours that are anomalies themselves do not set anyone's baseline.
         # The scale is never tightened by it: a flatter baseline must not turn noise into anomalies.
         local = [_neighbour_median(scored, i, reach, found - {i}) for i in range(n)]
-        expected, baselines = baseline(local)
+        expected, baselines = _seasonal_baseline(scored, local, lag, drift, outlier_locally)
         residuals = [scored[i] - expected[i] for i in range(n)]
         scale = max(scale, _robust_scale(residuals) or 1.0)
     return [
@@ -509,6 +530,56 @@ def additive_attribution(before: Mapping[str, float | Decimal], after: Mapping[s
     ]
 
 
+def _largest_moves(contributions: Sequence[Mapping[str, Any]]) -> tuple[Any, Any]:
+    """The members with the largest increase and the largest decrease (None where none moved so)."""
+    rising = [c for c in contributions if c["delta"] > 0]
+    falling = [c for c in contributions if c["delta"] < 0]
+    largest_increase = max(rising, key=lambda c: c["delta"])["member"] if rising else None
+    largest_decrease = min(falling, key=lambda c: c["delta"])["member"] if falling else None
+    return largest_increase, largest_decrease
+
+
+def _attribution_periods(known: Sequence[str], before_period: str | None, after_period: str | None) -> tuple[str, str]:
+    """The two periods compared, the last two in the data unless named; each must have rows."""
+    if before_period is None or after_period is None:
+        if len(known) < 2:
+            raise KernelInputError(f"attribution needs two periods; the data has {known}", field="period_column")
+        before_period, after_period = before_period or known[-2], after_period or known[-1]
+    before_period, after_period = period_label(before_period), period_label(after_period)
+    for name, chosen in (("before_period", before_period), ("after_period", after_period)):
+        if chosen not in known:
+            raise KernelInputError(f"{name}: no rows for period {chosen!r}; the periods are {known}", unanswerable=True, field=name)
+    return before_period, after_period
+
+
+def _dimension_attribution(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    dimension: str,
+    periods: Sequence[str],
+    values: Sequence[Decimal],
+    before_period: str,
+    after_period: str,
+) -> dict[str, Any]:
+    """One dimension's part of the ``AttributionResult``: its members' contributions."""
+    members = [str(m) for m in table_column(columns, rows, dimension, field="dimensions")]
+    before: dict[str, Decimal] = {}
+    after: dict[str, Decimal] = {}
+    for member, period, value in zip(members, periods, values, strict=True):
+        if period == before_period:
+            before[member] = before.get(member, Decimal(0)) + value
+        elif period == after_period:
+            after[member] = after.get(member, Decimal(0)) + value
+    contributions = additive_attribution(before, after)
+    largest_increase, largest_decrease = _largest_moves(contributions)
+    return {
+        "dimension": dimension,
+        "contributions": contributions,
+        "largest_increase": largest_increase,
+        "largest_decrease": largest_decrease,
+    }
+
+
 def attribution_report(
     columns: Sequence[str],
     rows: Sequence[Sequence[Any]],
@@ -529,38 +600,10 @@ def attribution_report(
     periods = [period_label(v) for v in table_column(columns, rows, period_column, field="period_column")]
     raw_values = table_column(columns, rows, value_column, field="value_column")
     values = [_decimal(as_float(v, field=f"value_column ({value_column})") if not isinstance(v, Decimal) else v) for v in raw_values]
-    known = sorted(set(periods))
-    if before_period is None or after_period is None:
-        if len(known) < 2:
-            raise KernelInputError(f"attribution needs two periods; the data has {known}", field="period_column")
-        before_period, after_period = before_period or known[-2], after_period or known[-1]
-    before_period, after_period = period_label(before_period), period_label(after_period)
-    for name, chosen in (("before_period", before_period), ("after_period", after_period)):
-        if chosen not in known:
-            raise KernelInputError(f"{name}: no rows for period {chosen!r}; the periods are {known}", unanswerable=True, field=name)
+    before_period, after_period = _attribution_periods(sorted(set(periods)), before_period, after_period)
     before_total = sum((v for v, p in zip(values, periods, strict=True) if p == before_period), Decimal(0))
     after_total = sum((v for v, p in zip(values, periods, strict=True) if p == after_period), Decimal(0))
-    parts = []
-    for dimension in dimensions:
-        members = [str(m) for m in table_column(columns, rows, dimension, field="dimensions")]
-        before: dict[str, Decimal] = {}
-        after: dict[str, Decimal] = {}
-        for member, period, value in zip(members, periods, values, strict=True):
-            if period == before_period:
-                before[member] = before.get(member, Decimal(0)) + value
-            elif period == after_period:
-                after[member] = after.get(member, Decimal(0)) + value
-        contributions = additive_attribution(before, after)
-        rising = [c for c in contributions if c["delta"] > 0]
-        falling = [c for c in contributions if c["delta"] < 0]
-        parts.append(
-            {
-                "dimension": dimension,
-                "contributions": contributions,
-                "largest_increase": max(rising, key=lambda c: c["delta"])["member"] if rising else None,
-                "largest_decrease": min(falling, key=lambda c: c["delta"])["member"] if falling else None,
-            }
-        )
+    parts = [_dimension_attribution(columns, rows, dimension, periods, values, before_period, after_period) for dimension in dimensions]
     return {
         "before_period": before_period,
         "after_period": after_period,
@@ -672,6 +715,119 @@ def _maybe(value: Fraction | None) -> float | None:
     return None if value is None else float(value)
 
 
+_RatePair = tuple[Fraction, Fraction]  # (numerator, denominator)
+
+
+def _rate_rows(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    period_column: str,
+    dimension_column: str,
+    member_column: str,
+    numerator_column: str,
+    denominator_column: str,
+) -> list[tuple[str, str, str, Fraction, Fraction]]:
+    """Each row's (dimension, member, period, numerator, denominator), the numbers exact."""
+    periods = [period_label(v) for v in table_column(columns, rows, period_column, field="period_column")]
+    dimensions = [str(v) for v in table_column(columns, rows, dimension_column, field="dimension_column")]
+    members = ["(none)" if v is None else str(v) for v in table_column(columns, rows, member_column, field="member_column")]
+    numerators = [_exact(v, field="numerator_column") for v in table_column(columns, rows, numerator_column, field="numerator_column")]
+    denominators = [
+        _exact(v, field="denominator_column") for v in table_column(columns, rows, denominator_column, field="denominator_column")
+    ]
+    return list(zip(dimensions, members, periods, numerators, denominators, strict=True))
+
+
+def _rate_totals(totals: Mapping[str, Sequence[Any]], before_period: str, after_period: str) -> dict[str, _RatePair]:
+    """The whole's exact (numerator, denominator) in each of the two periods; both denominators non-zero."""
+    whole: dict[str, _RatePair] = {}
+    for name, chosen in (("before_period", before_period), ("after_period", after_period)):
+        pair = totals.get(chosen)
+        if pair is None or len(pair) != 2:
+            raise KernelInputError(f"{name}: no [numerator, denominator] total for period {chosen!r}", field="totals")
+        whole[chosen] = (_exact(pair[0], field="totals"), _exact(pair[1], field="totals"))
+    if whole[before_period][1] == 0 or whole[after_period][1] == 0:
+        raise KernelInputError("the whole's denominator is 0 in a period: its ratio is undefined", field="totals", unanswerable=True)
+    return whole
+
+
+def _rate_sides(
+    records: Sequence[tuple[str, str, str, Fraction, Fraction]], before_period: str, after_period: str, shared_denominator: Sequence[str]
+) -> dict[str, dict[str, dict[str, _RatePair]]]:
+    """Per dimension and period, each member's summed (numerator, denominator); a dimension in
+    ``shared_denominator`` keeps the whole's denominator rather than summing it."""
+    grouped: dict[str, dict[str, dict[str, _RatePair]]] = {}
+    for dimension, member, period, n, d in records:
+        if period not in (before_period, after_period):
+            continue
+        side = grouped.setdefault(dimension, {before_period: {}, after_period: {}})[period]
+        old_n, old_d = side.get(member, (Fraction(0), Fraction(0)))
+        side[member] = (old_n + n, d if dimension in shared_denominator else old_d + d)
+    return grouped
+
+
+def _denominators_kind(
+    dimension: str, parts: Sequence[Mapping[str, Any]], shared_denominator: Sequence[str], d0: Fraction, d1: Fraction
+) -> str:
+    """How a dimension's denominators relate to the whole's: shared, partition, overlapping or partial."""
+    weights = [sum((p["denominator"][i] for p in parts), Fraction(0)) for i in (0, 1)]
+    if dimension in shared_denominator:
+        return "shared"
+    if weights == [d0, d1]:
+        return "partition"
+    return "overlapping" if weights[0] > d0 or weights[1] > d1 else "partial"
+
+
+def _rate_contribution(p: Mapping[str, Any], change: Fraction) -> dict[str, Any]:
+    """One member's entry of the rate/mix ``contributions``, in floats."""
+    return {
+        "member": p["member"],
+        "before": _maybe(p["ratio"][0]),
+        "after": _maybe(p["ratio"][1]),
+        "delta": float(p["delta"]),
+        "share": float(p["delta"] / change) if change else None,
+        "rate_effect": float(p["rate_effect"]),
+        "mix_effect": float(p["mix_effect"]),
+        "weight_before": float(p["weight"][0]),
+        "weight_after": float(p["weight"][1]),
+        "numerator_before": float(p["numerator"][0]),
+        "numerator_after": float(p["numerator"][1]),
+        "denominator_before": float(p["denominator"][0]),
+        "denominator_after": float(p["denominator"][1]),
+    }
+
+
+def _rate_dimension(dimension: str, parts: Sequence[Mapping[str, Any]], change: Fraction, denominators_are: str) -> dict[str, Any]:
+    """One dimension's part of the rate/mix report: its contributions and its summed effects."""
+    contributions = [_rate_contribution(p, change) for p in parts]
+    largest_increase, largest_decrease = _largest_moves(contributions)
+    return {
+        "dimension": dimension,
+        "contributions": contributions,
+        "largest_increase": largest_increase,
+        "largest_decrease": largest_decrease,
+        "rate_effect": float(sum((p["rate_effect"] for p in parts), Fraction(0))),
+        "mix_effect": float(sum((p["mix_effect"] for p in parts), Fraction(0))),
+        "denominators": denominators_are,
+    }
+
+
+def _biggest_rate_part(parts_out: Sequence[Mapping[str, Any]], change: Fraction) -> dict[str, Any] | None:
+    """The largest single rate or mix effect of any member (rate first on a tie), with its share."""
+    candidates = [
+        {"dimension": d["dimension"], "member": c["member"], "effect": effect, "value": c[f"{effect}_effect"]}
+        for d in parts_out
+        for c in d["contributions"]
+        for effect in ("rate", "mix")
+        if c[f"{effect}_effect"] != 0
+    ]
+    biggest = max(candidates, key=lambda p: (abs(p["value"]), p["effect"] == "rate"), default=None)
+    if biggest is not None:
+        biggest["share"] = biggest["value"] / float(change) if change else None
+    return biggest
+
+
 def rate_attribution_report(
     columns: Sequence[str],
     rows: Sequence[Sequence[Any]],
@@ -699,36 +855,24 @@ def rate_attribution_report(
     reason; with none left the report is refused. ``rounding`` (see ``rate_mix_parts``) is how far
     a member's numerator may be off from the rounding of the query that read it.
     """
-    periods = [period_label(v) for v in table_column(columns, rows, period_column, field="period_column")]
-    dimensions = [str(v) for v in table_column(columns, rows, dimension_column, field="dimension_column")]
-    members = ["(none)" if v is None else str(v) for v in table_column(columns, rows, member_column, field="member_column")]
-    numerators = [_exact(v, field="numerator_column") for v in table_column(columns, rows, numerator_column, field="numerator_column")]
-    denominators = [
-        _exact(v, field="denominator_column") for v in table_column(columns, rows, denominator_column, field="denominator_column")
-    ]
+    records = _rate_rows(
+        columns,
+        rows,
+        period_column=period_column,
+        dimension_column=dimension_column,
+        member_column=member_column,
+        numerator_column=numerator_column,
+        denominator_column=denominator_column,
+    )
     before_period, after_period = period_label(before_period), period_label(after_period)
-    whole: dict[str, tuple[Fraction, Fraction]] = {}
-    for name, chosen in (("before_period", before_period), ("after_period", after_period)):
-        pair = totals.get(chosen)
-        if pair is None or len(pair) != 2:
-            raise KernelInputError(f"{name}: no [numerator, denominator] total for period {chosen!r}", field="totals")
-        whole[chosen] = (_exact(pair[0], field="totals"), _exact(pair[1], field="totals"))
+    whole = _rate_totals(totals, before_period, after_period)
     (n0, d0), (n1, d1) = whole[before_period], whole[after_period]
-    if d0 == 0 or d1 == 0:
-        raise KernelInputError("the whole's denominator is 0 in a period: its ratio is undefined", field="totals", unanswerable=True)
     r0, r1 = n0 / d0, n1 / d1
     change = r1 - r0
     slack = _exact(rounding, field="rounding")
-    grouped: dict[str, dict[str, dict[str, tuple[Fraction, Fraction]]]] = {}
-    for dimension, member, period, n, d in zip(dimensions, members, periods, numerators, denominators, strict=True):
-        if period not in (before_period, after_period):
-            continue
-        side = grouped.setdefault(dimension, {before_period: {}, after_period: {}})[period]
-        old_n, old_d = side.get(member, (Fraction(0), Fraction(0)))
-        side[member] = (old_n + n, d if dimension in shared_denominator else old_d + d)
     parts_out: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
-    for dimension, sides in grouped.items():
+    for dimension, sides in _rate_sides(records, before_period, after_period, shared_denominator).items():
         try:
             parts = rate_mix_parts(
                 sides[before_period], sides[after_period], whole[before_period], whole[after_period], rounding=slack
@@ -737,57 +881,10 @@ def rate_attribution_report(
             skipped.append({"dimension": dimension, "reason": str(error)})
             continue
         parts.sort(key=lambda p: (-abs(p["delta"]), p["member"]))
-        weights = [sum((p["denominator"][i] for p in parts), Fraction(0)) for i in (0, 1)]
-        if dimension in shared_denominator:
-            denominators_are = "shared"
-        elif weights == [d0, d1]:
-            denominators_are = "partition"
-        else:
-            denominators_are = "overlapping" if weights[0] > d0 or weights[1] > d1 else "partial"
-        contributions = [
-            {
-                "member": p["member"],
-                "before": _maybe(p["ratio"][0]),
-                "after": _maybe(p["ratio"][1]),
-                "delta": float(p["delta"]),
-                "share": float(p["delta"] / change) if change else None,
-                "rate_effect": float(p["rate_effect"]),
-                "mix_effect": float(p["mix_effect"]),
-                "weight_before": float(p["weight"][0]),
-                "weight_after": float(p["weight"][1]),
-                "numerator_before": float(p["numerator"][0]),
-                "numerator_after": float(p["numerator"][1]),
-                "denominator_before": float(p["denominator"][0]),
-                "denominator_after": float(p["denominator"][1]),
-            }
-            for p in parts
-        ]
-        rising = [c for c in contributions if c["delta"] > 0]
-        falling = [c for c in contributions if c["delta"] < 0]
-        parts_out.append(
-            {
-                "dimension": dimension,
-                "contributions": contributions,
-                "largest_increase": max(rising, key=lambda c: c["delta"])["member"] if rising else None,
-                "largest_decrease": min(falling, key=lambda c: c["delta"])["member"] if falling else None,
-                "rate_effect": float(sum((p["rate_effect"] for p in parts), Fraction(0))),
-                "mix_effect": float(sum((p["mix_effect"] for p in parts), Fraction(0))),
-                "denominators": denominators_are,
-            }
-        )
+        parts_out.append(_rate_dimension(dimension, parts, change, _denominators_kind(dimension, parts, shared_denominator, d0, d1)))
     if not parts_out:
         reasons = "; ".join(f"{s['dimension']}: {s['reason']}" for s in skipped) or "no dimension has rows for the two periods"
         raise KernelInputError(f"no dimension splits the change into parts that add up ({reasons})", field="rows", unanswerable=True)
-    candidates = [
-        {"dimension": d["dimension"], "member": c["member"], "effect": effect, "value": c[f"{effect}_effect"]}
-        for d in parts_out
-        for c in d["contributions"]
-        for effect in ("rate", "mix")
-        if c[f"{effect}_effect"] != 0
-    ]
-    biggest = max(candidates, key=lambda p: (abs(p["value"]), p["effect"] == "rate"), default=None)
-    if biggest is not None:
-        biggest["share"] = biggest["value"] / float(change) if change else None
     return {
         "method": "rate_mix",
         "before_period": before_period,
@@ -798,7 +895,7 @@ def rate_attribution_report(
         "numerator": {"column": numerator_column, "before": float(n0), "after": float(n1)},
         "denominator": {"column": denominator_column, "before": float(d0), "after": float(d1)},
         "dimensions": parts_out,
-        "biggest_part": biggest,
+        "biggest_part": _biggest_rate_part(parts_out, change),
         "skipped": skipped,
     }
 
