@@ -30,40 +30,69 @@ def bind_sql(
     new_intent: Any = None,
 ) -> str:
     import sqlglot
-    from sqlglot import exp
 
+    strings, numbers = _literal_rewrites(old_slots, new_slots, old_intent=old_intent, new_intent=new_intent)
+    tree = sqlglot.parse_one(sql, read=DIALECT)
+    found = _replace_literals(tree, strings, numbers)
+    missing = [old for old, new in strings.items() if ("s", old) not in found and old != new]
+    missing += [str(old) for old, new in numbers.items() if ("n", old) not in found and old != new]
+    if missing:
+        raise BindError("unbound_slot", f"the cached SQL does not hold {', '.join(missing)}")
+    return tree.sql(dialect=DIALECT, pretty=True)
+
+
+def _literal_rewrites(
+    old_slots: Sequence[dict[str, Any]],
+    new_slots: Sequence[dict[str, Any]],
+    *,
+    old_intent: dict[str, Any] | None,
+    new_intent: Any,
+) -> tuple[dict[str, str], dict[int, int]]:
+    """What each old literal becomes: string literals (entity values, window dates) and LIMIT numbers."""
     if len(old_slots) != len(new_slots):
         raise BindError("slot_set")
     strings: dict[str, str] = {}
     numbers: dict[int, int] = {}
-
-    def to(table: dict, old: Any, new: Any) -> None:
-        if old in table and table[old] != new:
-            raise BindError("ambiguous", f"{old!r} would become both {table[old]!r} and {new!r}")
-        table[old] = new
-
     for old, new in zip(old_slots, new_slots, strict=True):
-        if (old.get("kind"), old.get("name"), old.get("negated")) != (new.get("kind"), new.get("name"), new.get("negated")):
-            raise BindError("slot_set")
-        kind = old.get("kind")
-        if kind == "entity":
-            to(strings, str(old["value"]), str(new["value"]))
-        elif kind == "window":
-            to(strings, old["value"]["start"], new["value"]["start"])
-            to(strings, old["value"]["end"], new["value"]["end"])
-        elif kind == "n":
-            to(numbers, int(old["value"]), int(new["value"]))
-        elif kind == "unit":
-            if old.get("value") != new.get("value"):
-                raise BindError("unit", "another unit changes the SQL's arithmetic and column names, not a literal")
-        else:
-            raise BindError("slot_set", f"unknown slot kind {kind!r}")
+        _slot_rewrite(old, new, strings, numbers)
     old_comparison = (old_intent or {}).get("comparison") if isinstance(old_intent, dict) else None
     new_comparison = getattr(new_intent, "comparison", None)
     if old_comparison and new_comparison is not None:
-        to(strings, str(old_comparison["window"]["start"]), new_comparison.window.start.isoformat())
-        to(strings, str(old_comparison["window"]["end"]), new_comparison.window.end.isoformat())
-    tree = sqlglot.parse_one(sql, read=DIALECT)
+        _rewrite(strings, str(old_comparison["window"]["start"]), new_comparison.window.start.isoformat())
+        _rewrite(strings, str(old_comparison["window"]["end"]), new_comparison.window.end.isoformat())
+    return strings, numbers
+
+
+def _slot_rewrite(old: dict[str, Any], new: dict[str, Any], strings: dict[str, str], numbers: dict[int, int]) -> None:
+    """The literals one slot rewrites; a slot of another kind, name or negation is another slot set."""
+    if (old.get("kind"), old.get("name"), old.get("negated")) != (new.get("kind"), new.get("name"), new.get("negated")):
+        raise BindError("slot_set")
+    kind = old.get("kind")
+    if kind == "entity":
+        _rewrite(strings, str(old["value"]), str(new["value"]))
+    elif kind == "window":
+        _rewrite(strings, old["value"]["start"], new["value"]["start"])
+        _rewrite(strings, old["value"]["end"], new["value"]["end"])
+    elif kind == "n":
+        _rewrite(numbers, int(old["value"]), int(new["value"]))
+    elif kind == "unit":
+        if old.get("value") != new.get("value"):
+            raise BindError("unit", "another unit changes the SQL's arithmetic and column names, not a literal")
+    else:
+        raise BindError("slot_set", f"unknown slot kind {kind!r}")
+
+
+def _rewrite(table: dict, old: Any, new: Any) -> None:
+    """Record ``old -> new``; one literal that two slots would rewrite differently is ambiguous."""
+    if old in table and table[old] != new:
+        raise BindError("ambiguous", f"{old!r} would become both {table[old]!r} and {new!r}")
+    table[old] = new
+
+
+def _replace_literals(tree: Any, strings: dict[str, str], numbers: dict[int, int]) -> set[Any]:
+    """Replace the string literals and LIMIT numbers to rewrite in ``tree``; what was found, as ("s"|"n", old)."""
+    from sqlglot import exp
+
     found: set[Any] = set()
     for literal in list(tree.find_all(exp.Literal)):
         if literal.is_string and literal.this in strings:
@@ -77,11 +106,7 @@ def bind_sql(
             if number in numbers:
                 found.add(("n", number))
                 literal.replace(exp.Literal.number(numbers[number]))
-    missing = [old for old, new in strings.items() if ("s", old) not in found and old != new]
-    missing += [str(old) for old, new in numbers.items() if ("n", old) not in found and old != new]
-    if missing:
-        raise BindError("unbound_slot", f"the cached SQL does not hold {', '.join(missing)}")
-    return tree.sql(dialect=DIALECT, pretty=True)
+    return found
 
 
 def same_sql(a: str, b: str) -> bool:

@@ -271,49 +271,31 @@ class SqlCache:
         masked = mask_question(parsed)
         embedder = self._embedder()
         vector = embedder.embed([masked.key])[0]
-        from memtool.retrieval.index import IndexFilter, IndexQuery, IndexUnavailable
+        from memtool.retrieval.index import IndexUnavailable
 
         owners = (user, TENANT_OWNER)
         try:
-            hits = index.knn(
-                IndexQuery(
-                    filter=IndexFilter(
-                        tenant=tenant,
-                        owners=owners,
-                        embedder=embedder.id,
-                        kinds=(MemoryKind.CACHE.value,),
-                        statuses=(MemoryStatus.ACTIVE.value,),
-                    ),
-                    k=CANDIDATES,
-                    vector=vector,
-                )
-            )
+            hits = _nearest_entries(index, tenant, owners, embedder.id, vector)
         except IndexUnavailable:
             return CacheOutcome(False, "index_unavailable")
-        threshold = float(self._settings.cache_min_similarity.get(route, 0.92))
+        probe = _MaskedProbe(
+            user=user,
+            route=route,
+            threshold=float(self._settings.cache_min_similarity.get(route, 0.92)),
+            model_version=self._rules(tenant).parser.catalog.model_version,
+            signature=[tuple(s) for s in masked.signature],
+            terms=sorted(recognised_terms(parsed)),
+            shaping=shaping,
+        )
         records = self._store.get_many(tenant, [(h.owner, h.memory_id) for h in hits if h.owner in owners])
         refusals: list[str] = []
-        terms = recognised_terms(parsed)
-        catalog = self._rules(tenant).parser.catalog
         for hit in hits:
             record = records.get(hit.memory_id)
             if record is None or record.is_expired(now) or record.status is not MemoryStatus.ACTIVE or record.kind is not MemoryKind.CACHE:
                 continue
             value = record.value if isinstance(record.value, dict) else {}
             similarity = float(hit.cosine or 0.0)
-            reason = None
-            if similarity < threshold:
-                reason = "below_threshold"
-            elif value.get("route") != route:
-                reason = "other_route"
-            elif value.get("model_version") != catalog.model_version:
-                reason = "model_version"
-            elif [tuple(s) for s in value.get("signature") or []] != [tuple(s) for s in masked.signature]:
-                reason = "slot_set"
-            elif sorted(value.get("terms") or []) != sorted(terms):
-                reason = "terms"
-            elif value.get("shaping") != shaping.as_key() or (record.owner == TENANT_OWNER and shaping.user_scoped(user)):
-                reason = "shaping"
+            reason = probe.refusal(record, value, similarity)
             if reason is not None:
                 refusals.append(reason)
                 continue
@@ -520,6 +502,55 @@ class SqlCache:
             corrections=tuple(mapping for _, mapping in chosen.values()),
             lessons=tuple(lessons),
         )
+
+
+@dataclass(frozen=True)
+class _MaskedProbe:
+    """What a masked candidate must match to be bound: the question's route, similarity threshold,
+    semantic-model version, slot signature, recognised terms and shaping memories."""
+
+    user: str
+    route: str
+    threshold: float
+    model_version: str
+    signature: list[tuple[Any, ...]]
+    terms: list[str]
+    shaping: Shaping
+
+    def refusal(self, record: MemoryRecord, value: dict[str, Any], similarity: float) -> str | None:
+        """Why the entry is not this question's candidate (the first check it fails), or None."""
+        if similarity < self.threshold:
+            return "below_threshold"
+        if value.get("route") != self.route:
+            return "other_route"
+        if value.get("model_version") != self.model_version:
+            return "model_version"
+        if [tuple(s) for s in value.get("signature") or []] != self.signature:
+            return "slot_set"
+        if sorted(value.get("terms") or []) != self.terms:
+            return "terms"
+        if value.get("shaping") != self.shaping.as_key() or (record.owner == TENANT_OWNER and self.shaping.user_scoped(self.user)):
+            return "shaping"
+        return None
+
+
+def _nearest_entries(index: Any, tenant: str, owners: tuple[str, str], embedder_id: str, vector: Any) -> Any:
+    """The cache entries nearest the masked question's vector (raises IndexUnavailable)."""
+    from memtool.retrieval.index import IndexFilter, IndexQuery
+
+    return index.knn(
+        IndexQuery(
+            filter=IndexFilter(
+                tenant=tenant,
+                owners=owners,
+                embedder=embedder_id,
+                kinds=(MemoryKind.CACHE.value,),
+                statuses=(MemoryStatus.ACTIVE.value,),
+            ),
+            k=CANDIDATES,
+            vector=vector,
+        )
+    )
 
 
 def _hit(
