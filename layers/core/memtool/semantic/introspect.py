@@ -22,324 +22,59 @@ tables have a column of the same name, every such dimension is prefixed with its
 fact along two paths (TPC-H's nation, through the customer and through the supplier) is one model
 table: the compiler takes the fewest-hop path, and each such dimension's definition names the path
 per fact, so the curator sees it and can split the roles into two table entries.
+
+Where it lives: the facts, their reading and the key-name rules in memtool.semantic.introspect_facts,
+the measure rules in memtool.semantic.introspect_measures (both imported back here); the joins,
+aliases, the draft itself and the YAML here.
 """
 
 from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 
+from memtool.semantic.introspect_facts import (
+    DEFAULT_DISTINCT_CAP,
+    TABLE_AFFIXES,
+    ColumnFacts,
+    ForeignKey,
+    TableFacts,
+    WarehouseFacts,
+    columns_sql,
+    foreign_keys_sql,
+    is_key_name,
+    key_entity,
+    primary_keys_sql,
+    read_catalog_facts,
+    singular_word,
+    table_entity,
+    table_prefix,
+    type_family,
+    word_tokens,
+)
+from memtool.semantic.introspect_facts import DEFAULT_TIMEOUT_SECONDS as DEFAULT_TIMEOUT_SECONDS
+from memtool.semantic.introspect_facts import MAX_COLUMNS as MAX_COLUMNS
+from memtool.semantic.introspect_measures import Measure, measure_of
 from memtool.semantic.time_expressions import add_months, month_start
-from memtool.sql.literals import quoted_identifier as q  # a warehouse's names may hold anything, quotes included
-from memtool.sql.warehouse import Warehouse, WarehouseError
 
-DEFAULT_DISTINCT_CAP = 50
-DEFAULT_TIMEOUT_SECONDS = 60.0
-MAX_COLUMNS = 100_000
 GRAINS = ("day", "week", "month", "quarter", "year")
 DRAFT_VERSION = "draft"
 
-_PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# id, key, *_id, *_key, *key (TPC-H's l_orderkey), *_sk (TPC-DS surrogate keys)
-_KEY_NAME = re.compile(r"^(.*?)_?(id|key|sk)$")
-_QUANTITY_WORDS = re.compile(r"(^|_)(qty|quantity|count|cnt|num|number|units?)($|_)")
-_MONEY_WORDS = re.compile(r"amount|amt|price|cost|revenue|sales|balance|bal$|fee|charge|paid|spend|tax|discount")
 # Free text, not a category, however few rows its table has (TPC-H's 25 nations have 25 comments).
 _FREE_TEXT_WORDS = re.compile(r"comment|description|desc$|remark|note|address|phone|email|url")
 FREE_TEXT_LENGTH = 40  # a sampled value longer than this on average: free text
-_TABLE_AFFIXES = re.compile(r"^(dim|fact|fct|tbl|d|f|t)_")
 # Words an alias may not be: the compiler writes ``FROM t AS <alias>``.
 _RESERVED = frozenset(
     "all and any as asc at by case cast do else end for from full if in inner is join left like limit not null of "
     "off offset on or order outer right select some table then to union user using when where with".split()
 )
-_NUMERIC = re.compile(
-    r"^(tinyint|smallint|integer|int|int2|int4|int8|bigint|hugeint|utinyint|usmallint|uinteger|ubigint|"
-    r"decimal|numeric|real|float|float4|float8|double|double precision)\b"
-)
-_WHOLE = re.compile(r"^(tinyint|smallint|integer|int|int2|int4|int8|bigint|hugeint|utinyint|usmallint|uinteger|ubigint)\b")
-_TEXT = re.compile(r"^(varchar|character varying|character|char|bpchar|text|string|nvarchar|nchar|\"char\")\b")
-_TIME = re.compile(r"^(date|timestamp|timestamptz|datetime)\b")
 
 
-# ---- what the warehouse says -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ColumnFacts:
-    name: str
-    data_type: str  # as the engine spells it (DECIMAL(15,2), character varying, ...)
-    distinct_count: int | None = None  # text columns: distinct non-null values (exact, also beyond the cap)
-    values: tuple[str, ...] = ()  # text columns within the cap: their distinct values, sorted
-    low: Any = None  # numeric and time columns: the smallest value (None: not read, or no values)
-    high: Any = None  # numeric and time columns: the largest value
-    mean_length: float | None = None  # text columns: the mean length of the sampled values
-
-    @property
-    def family(self) -> str:
-        return type_family(self.data_type)
-
-
-@dataclass(frozen=True)
-class ForeignKey:
-    table: str
-    columns: tuple[str, ...]
-    references: str
-    referenced_columns: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class TableFacts:
-    name: str
-    columns: tuple[ColumnFacts, ...]
-    primary_key: tuple[str, ...] = ()
-    primary_key_declared: bool = False  # False: inferred from key names and unique data, or none
-    row_count: int | None = None
-
-    def column(self, name: str) -> ColumnFacts | None:
-        return next((c for c in self.columns if c.name == name), None)
-
-
-@dataclass(frozen=True)
-class WarehouseFacts:
-    dialect: str
-    schema: str | None  # None: the session's current schema (table names stay unqualified)
-    tables: tuple[TableFacts, ...]
-    foreign_keys: tuple[ForeignKey, ...] = ()
-    distinct_cap: int = DEFAULT_DISTINCT_CAP
-    skipped: tuple[str, ...] = ()  # tables and columns left out: names generated SQL cannot write unquoted
-    notes: tuple[str, ...] = ()  # what could not be read (constraints on an engine that hides them)
-
-    def table(self, name: str) -> TableFacts:
-        return next(t for t in self.tables if t.name == name)
-
-
-def type_family(data_type: str) -> str:
-    """numeric, text, time, boolean or other, for DuckDB, PostgreSQL and Redshift spellings alike."""
-    spelled = data_type.strip().lower()
-    if _NUMERIC.match(spelled):
-        return "numeric"
-    if _TEXT.match(spelled):
-        return "text"
-    if _TIME.match(spelled):
-        return "time"
-    if spelled in ("boolean", "bool"):
-        return "boolean"
-    return "other"
-
-
-def columns_sql(dialect: str, schema_expression: str) -> str:
-    """The columns query: SVV_COLUMNS on Redshift (information_schema there misses late-binding views
-    and external tables), information_schema.columns elsewhere."""
-    catalog = "svv_columns" if dialect == "redshift" else "information_schema.columns"
-    return (
-        f"SELECT table_name, column_name, data_type FROM {catalog} "
-        f"WHERE table_schema = {schema_expression} ORDER BY table_name, ordinal_position"
-    )
-
-
-def primary_keys_sql(schema_expression: str) -> str:
-    return (
-        "SELECT kcu.table_name, kcu.column_name FROM information_schema.table_constraints AS tc "
-        "JOIN information_schema.key_column_usage AS kcu ON kcu.constraint_name = tc.constraint_name "
-        "AND kcu.table_schema = tc.table_schema AND kcu.table_name = tc.table_name "
-        f"WHERE tc.table_schema = {schema_expression} AND tc.constraint_type = 'PRIMARY KEY' "
-        "ORDER BY kcu.table_name, kcu.ordinal_position"
-    )
-
-
-def foreign_keys_sql(dialect: str, schema_expression: str) -> str:
-    """Foreign key columns paired with the columns they reference. Redshift's information_schema
-    (PostgreSQL 8.0's) has no position_in_unique_constraint: columns pair by their ordinal position."""
-    position = "kcu.ordinal_position" if dialect == "redshift" else "kcu.position_in_unique_constraint"
-    return (
-        "SELECT kcu.table_name, kcu.constraint_name, kcu.column_name, pk.table_name, pk.column_name "
-        "FROM information_schema.referential_constraints AS rc "
-        "JOIN information_schema.key_column_usage AS kcu ON kcu.constraint_name = rc.constraint_name "
-        "AND kcu.constraint_schema = rc.constraint_schema "
-        "JOIN information_schema.key_column_usage AS pk ON pk.constraint_name = rc.unique_constraint_name "
-        f"AND pk.constraint_schema = rc.unique_constraint_schema AND pk.ordinal_position = {position} "
-        f"WHERE kcu.table_schema = {schema_expression} ORDER BY kcu.table_name, kcu.constraint_name, kcu.ordinal_position"
-    )
-
-
-def read_catalog_facts(
-    warehouse: Warehouse,
-    *,
-    schema: str | None = None,
-    distinct_cap: int = DEFAULT_DISTINCT_CAP,
-    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
-    progress: Callable[[str], None] | None = None,
-) -> WarehouseFacts:
-    """What :func:`draft_model` needs to know about ``schema`` (default: the session's current one).
-
-    Raises WarehouseError when the columns cannot be read (an unreachable server among them); the
-    constraint queries are optional: an engine that refuses them leaves a note and no keys.
-    """
-    if distinct_cap < 1:
-        raise ValueError("distinct_cap must be at least 1")
-    report = progress or (lambda _line: None)
-    dialect = warehouse.dialect
-    schema_expression, params = ("%s", [schema]) if schema else ("current_schema()", None)
-
-    def run(sql: str, *, max_rows: int, bind: bool = False) -> list[list[Any]]:
-        return warehouse.run(sql, max_rows=max_rows, timeout_seconds=timeout_seconds, params=params if bind else None).rows
-
-    rows = run(columns_sql(dialect, schema_expression), max_rows=MAX_COLUMNS, bind=True)
-    skipped: list[str] = []
-    columns: dict[str, list[tuple[str, str]]] = {}
-    for table, column, data_type in rows:
-        table, column = str(table), str(column)
-        if not _plain(table, dialect):
-            if table not in skipped:
-                skipped.append(table)
-            continue
-        if not _plain(column, dialect):
-            skipped.append(f"{table}.{column}")
-            continue
-        columns.setdefault(table, []).append((column, "" if data_type is None else str(data_type)))
-    report(f"{len(columns)} tables, {sum(map(len, columns.values()))} columns")
-
-    notes: list[str] = []
-    declared: dict[str, list[str]] = {}
-    foreign: list[ForeignKey] = []
-    try:
-        for table, column in run(primary_keys_sql(schema_expression), max_rows=MAX_COLUMNS, bind=True):
-            declared.setdefault(str(table), []).append(str(column))
-        grouped: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
-        for table, constraint, column, referenced, referenced_column in run(
-            foreign_keys_sql(dialect, schema_expression), max_rows=MAX_COLUMNS, bind=True
-        ):
-            grouped.setdefault((str(table), str(constraint)), []).append((str(column), str(referenced), str(referenced_column)))
-        for (table, _), pairs in grouped.items():
-            targets = {referenced for _, referenced, _ in pairs}
-            if table in columns and len(targets) == 1 and next(iter(targets)) in columns:
-                foreign.append(ForeignKey(table, tuple(c for c, _, _ in pairs), pairs[0][1], tuple(r for _, _, r in pairs)))
-    except WarehouseError as error:
-        notes.append(f"declared keys could not be read ({error.code}); joins are guessed from names")
-    report(f"declared keys: {sum(map(len, declared.values()))} primary key columns, {len(foreign)} foreign keys")
-
-    def qualified(table: str) -> str:
-        return f"{q(schema)}.{q(table)}" if schema else q(table)
-
-    tables: list[TableFacts] = []
-    for table, spelled in columns.items():
-        source = qualified(table)
-        row_count = int(run(f"SELECT COUNT(*) FROM {source}", max_rows=1)[0][0])
-        ranges = _ranges(run, source, [c for c, t in spelled if type_family(t) in ("numeric", "time")])
-        facts: list[ColumnFacts] = []
-        beyond_cap: list[int] = []
-        for column, data_type in spelled:
-            if type_family(data_type) != "text":
-                low, high = ranges.get(column, (None, None))
-                facts.append(ColumnFacts(column, data_type, low=low, high=high))
-                continue
-            sample = run(
-                f"SELECT DISTINCT {q(column)} FROM {source} WHERE {q(column)} IS NOT NULL LIMIT {distinct_cap + 1}",
-                max_rows=distinct_cap + 1,
-            )
-            values = tuple(sorted(str(row[0]) for row in sample)) if len(sample) <= distinct_cap else ()
-            mean_length = sum(len(str(row[0])) for row in sample) / len(sample) if sample else None
-            if len(sample) > distinct_cap:
-                beyond_cap.append(len(facts))
-            facts.append(ColumnFacts(column, data_type, distinct_count=len(sample), values=values, mean_length=mean_length))
-        if beyond_cap:  # how many values a high-cardinality column has: a category of many values, or one per row
-            counted = ", ".join(f"COUNT(DISTINCT {q(facts[i].name)})" for i in beyond_cap)
-            exact = run(f"SELECT {counted} FROM {source}", max_rows=1)[0]
-            for i, count in zip(beyond_cap, exact, strict=True):
-                facts[i] = replace(facts[i], distinct_count=int(count))
-        primary_key = tuple(c for c in declared.get(table, ()) if any(c == f.name for f in facts))
-        is_declared = bool(primary_key)
-        if not primary_key and row_count > 0:
-            primary_key = _unique_key(run, source, spelled, row_count)
-        tables.append(TableFacts(table, tuple(facts), primary_key, is_declared, row_count))
-        report(f"{table}: {row_count:,} rows" + (f", key ({', '.join(primary_key)})" if primary_key else ""))
-    return WarehouseFacts(dialect, schema, tuple(tables), tuple(foreign), distinct_cap, tuple(skipped), tuple(notes))
-
-
-def _ranges(run: Callable[..., list[list[Any]]], source: str, columns: Sequence[str]) -> dict[str, tuple[Any, Any]]:
-    """Each column's smallest and largest value, in one query (dates: the data's first and last day)."""
-    if not columns:
-        return {}
-    row = run("SELECT " + ", ".join(f"MIN({q(c)}), MAX({q(c)})" for c in columns) + f" FROM {source}", max_rows=1)[0]
-    return {c: (row[2 * i], row[2 * i + 1]) for i, c in enumerate(columns)}
-
-
-def _plain(name: str, dialect: str) -> bool:
-    """A name the compiler can write unquoted (PostgreSQL folds unquoted names to lower case)."""
-    return bool(_PLAIN_NAME.match(name)) and (dialect == "duckdb" or name == name.lower())
-
-
-def _unique_key(run: Callable[..., list[list[Any]]], source: str, columns: Sequence[tuple[str, str]], row_count: int) -> tuple[str, ...]:
-    """A key the data is unique on (no NULLs): the first key-named column; else the first two when both
-    are key-named; else the first one, two or three columns when each is text or a whole number (a
-    warehouse loaded from files declares nothing: bakeoff's ``bakers`` is unique on series and baker)."""
-    names = [c for c, _ in columns]
-
-    def unique(candidate: Sequence[str]) -> bool:
-        listed = ", ".join(q(c) for c in candidate)
-        present = " AND ".join(f"{q(c)} IS NOT NULL" for c in candidate)
-        distinct, complete = run(
-            f"SELECT COUNT(*), SUM(CASE WHEN {present} THEN 1 ELSE 0 END) FROM (SELECT DISTINCT {listed} FROM {source}) AS keys",
-            max_rows=1,
-        )[0]
-        return int(distinct) == row_count and int(complete or 0) == row_count
-
-    keys = [c for c in names if is_key_name(c)]
-    if keys:
-        first = keys[0]
-        distinct, present = run(f"SELECT COUNT(DISTINCT {q(first)}), COUNT({q(first)}) FROM {source}", max_rows=1)[0]
-        if distinct == row_count and present == row_count:
-            return (first,)
-        if len(names) >= 2 and names[0] == first and is_key_name(names[1]) and unique(names[:2]):
-            return (names[0], names[1])
-        return ()
-    leading: list[str] = []
-    for column, data_type in columns[:3]:
-        if not (type_family(data_type) == "text" or _WHOLE.match(data_type.strip().lower())):
-            break
-        leading.append(column)
-        if unique(leading):
-            return tuple(leading)
-    return ()
-
-
-# ---- naming rules ------------------------------------------------------------------------------
-
-
-def is_key_name(column: str) -> bool:
-    return key_entity(column) is not None or column.lower() in ("id", "key")
-
-
-def key_entity(column: str) -> str | None:
-    """The thing a key column names: ``l_orderkey`` -> order, ``o_custkey`` -> cust, ``region_id`` ->
-    region, ``cust_key`` -> cust, ``ss_item_sk`` -> item; None for a bare ``id`` or a non-key column.
-
-    A short table prefix (1-3 letters and an underscore, TPC-H's ``l_``, ``ps_``) is dropped;
-    underscores inside the rest are too.
-    """
-    found = _KEY_NAME.match(column.lower())
-    if found is None:
-        return None
-    stem = found.group(1).strip("_")
-    prefix, separator, rest = stem.partition("_")
-    if separator and len(prefix) <= 3 and rest:
-        stem = rest
-    return stem.replace("_", "") or None
-
-
-def table_entity(table: str) -> str:
-    """``customers`` -> customer, ``categories`` -> category, ``dim_store`` -> store."""
-    name = _TABLE_AFFIXES.sub("", table.lower())
-    if name.endswith("ies") and len(name) > 4:
-        name = name[:-3] + "y"
-    elif name.endswith("s") and not name.endswith("ss") and len(name) > 3:
-        name = name[:-1]
-    return name.replace("_", "")
+# ---- joins and aliases -------------------------------------------------------------------------
 
 
 # Names too generic to join on by name alone (a customer's name is not a product's name).
@@ -432,15 +167,6 @@ def guess_joins(tables: Sequence[TableFacts], foreign_keys: Sequence[ForeignKey]
     return joins
 
 
-def table_prefix(table: TableFacts) -> str:
-    """The short prefix every column of the table shares (TPC-H's ``l_``), or ''."""
-    prefixes = {c.name.partition("_")[0] + "_" if "_" in c.name else "" for c in table.columns}
-    if len(prefixes) == 1:
-        prefix = next(iter(prefixes))
-        if 1 < len(prefix) <= 4:
-            return prefix
-    return ""
-
 
 def table_aliases(tables: Sequence[TableFacts]) -> dict[str, str]:
     """Short, unique aliases: the tables' shared column prefix (``l``, ``ps``), else the initials of the
@@ -464,97 +190,6 @@ def _words(column: str, prefix: str) -> str:
     stripped = column[len(prefix) :] if prefix and column.startswith(prefix) else column
     return stripped.replace("_", " ").strip() or column
 
-
-# ---- measures ----------------------------------------------------------------------------------
-
-# Numbers that are never summed (nor averaged): calendar parts, codes and identifiers, coordinates.
-_CALENDAR_PARTS = frozenset(
-    "year yr month day hour hr minute second week wk quarter qtr weekday dow doy season date yyyymm yyyymmdd".split()
-)
-_IDENTIFIER_WORDS = frozenset(
-    "id key sk code no nbr nr num number zip zipcode postcode postal phone fips lat latitude lon lng longitude "
-    "rownames rowname rownum uuid guid seq".split()
-)
-# Numbers averaged, never summed: by name.
-_AVERAGE_WORDS = frozenset(
-    "delay time duration rate ratio price temperature temp age speed percent percentage pct rank ranking rating score "
-    "avg average mean median margin share".split()
-)
-_TOTAL_WORDS = frozenset("total sum".split())
-
-
-def _tokens(column: str) -> list[str]:
-    """``arr_delay`` -> [arr, delay], ``imdbRating`` -> [imdb, rating]."""
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", column)
-    return [t for t in re.split(r"[_\W]+", spaced.lower()) if t]
-
-
-def _singular(token: str) -> str:
-    return token[:-1] if token.endswith("s") and not token.endswith("ss") and len(token) > 3 else token
-
-
-@dataclass(frozen=True)
-class Measure:
-    """How a numeric column is measured: ``SUM`` or ``AVG``, its kind, and why (for the definition)."""
-
-    aggregate: str  # SUM | AVG
-    kind: str  # money | count | ratio | decimal
-    why: str
-
-
-def measure_of(table: TableFacts, column: ColumnFacts) -> Measure | None:
-    """The aggregate a numeric column gets, or None for a number that is never added up.
-
-    Never: calendar parts (year, month, day, hour, minute, ...), codes and identifiers (``*_no``,
-    ``zip``, ``flight`` in ``flights``: a column named as its table's entity), coordinates, and a
-    column holding one value in every row (nothing to measure: a flag never set).
-    ``AVG``: a name of a non-additive measure (delay, time, duration, rate, ratio, price, temperature,
-    age, speed, percent, rank, rating, score, ...), negative values in a column not named as an
-    amount or a quantity (a delay, a temperature, a margin), or a fraction (every value in [0, 1]).
-    ``SUM`` otherwise. Kinds: money for DECIMAL columns and money names, ratio for fractions, count
-    for whole numbers, decimal (rounded to 2) for the other non-whole numbers."""
-    tokens = _tokens(column.name)
-    prefix = table_prefix(table)
-    if prefix and tokens and tokens[0] == prefix.rstrip("_").lower():
-        tokens = tokens[1:] or tokens
-    name = column.name.lower()
-    if not tokens or any(t in _CALENDAR_PARTS for t in tokens):
-        return None
-    counted = tokens[0] in ("num", "number", "n") and len(tokens) > 1  # num_items: a quantity, not a number of something
-    if any(t in _IDENTIFIER_WORDS for t in (tokens[1:] if counted else tokens)):
-        return None
-    if "".join(tokens) == table_entity(table.name):
-        return None  # flights.flight, orders.order: the thing's own number
-    spelled = column.data_type.strip().lower()
-    whole = bool(_WHOLE.match(spelled))
-    if column.low is not None and column.low == column.high:
-        return None  # one value in every row (TPC-H's o_shippriority, all 0): it measures nothing
-    money = bool(_MONEY_WORDS.search(name)) or spelled.startswith(("decimal", "numeric"))
-    quantity = bool(_QUANTITY_WORDS.search(name))
-    low, high = _number(column.low), _number(column.high)
-    fraction = not whole and low is not None and high is not None and low >= 0 and high <= 1 and high > 0
-    named_average = next((t for t in tokens if _singular(t) in _AVERAGE_WORDS), None)
-    if named_average and not any(t in _TOTAL_WORDS for t in tokens):
-        kind = "ratio" if fraction else "money" if money and named_average == "price" else "decimal"
-        return Measure("AVG", kind, f"averaged: '{named_average}' names a measure that does not add up")
-    if fraction and not quantity:
-        return Measure("AVG", "ratio", f"averaged: every value lies between 0 and 1 ({low:g} to {high:g}), a fraction")
-    if low is not None and low < 0 and not money and not quantity and not any(t in _TOTAL_WORDS for t in tokens):
-        return Measure("AVG", "decimal", f"averaged: it has negative values (down to {low:g})")
-    if quantity:
-        return Measure("SUM", "count" if whole else "decimal", "summed")
-    if money:
-        return Measure("SUM", "money", "summed")
-    return Measure("SUM", "count" if whole else "decimal", "summed")
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
 
 
 # ---- the draft ---------------------------------------------------------------------------------
@@ -597,7 +232,7 @@ _NOT_A_PERIOD = frozenset("updated modified loaded etl ingested inserted synced 
 
 def period_columns(table: TableFacts) -> list[ColumnFacts]:
     """The table's dates that can date its rows, in column order (not a load time, not a birthday)."""
-    return [c for c in table.columns if c.family == "time" and not any(t in _NOT_A_PERIOD for t in _tokens(c.name))]
+    return [c for c in table.columns if c.family == "time" and not any(t in _NOT_A_PERIOD for t in word_tokens(c.name))]
 
 
 def _day(value: Any) -> date | None:
@@ -627,7 +262,7 @@ def _plural(words: str) -> str:
 def table_words(table: str) -> str:
     """What a table's rows are, in words: ``flights`` -> flights, ``fact_sales_line`` -> sales lines,
     ``polls_us_election_2016`` -> polls (the words up to the first plural one)."""
-    words = [w for w in _TABLE_AFFIXES.sub("", table.lower()).split("_") if w] or [table.lower()]
+    words = [w for w in TABLE_AFFIXES.sub("", table.lower()).split("_") if w] or [table.lower()]
     for i, word in enumerate(words):
         if word.endswith("s") and not word.endswith("ss") and len(word) > 3 and word.isalpha():
             return " ".join(words[: i + 1])
@@ -656,44 +291,112 @@ def draft_model(
         raise ValueError("max_values must be at least 1")
     today = today or date.today()
     cap = min(max_values, facts.distinct_cap)
-    tables = list(facts.tables)
-    by_name = {t.name: t for t in tables}
-    joins = guess_joins(tables, facts.foreign_keys)
-    aliases = table_aliases(tables)
-    many_side = {(j.left, c) for j in joins for c, _ in j.pairs}
-    one_side = {(j.right, c) for j in joins for _, c in j.pairs}
+    joined = _JoinedTables.of(facts)
+    fact_list, left_out = _fact_tables(joined)
 
-    def is_key(table: TableFacts, column: str) -> bool:
-        return column in table.primary_key or (table.name, column) in many_side | one_side or is_key_name(column)
+    dim_columns = joined.dimension_columns(fact_list)
+    dimension_names = _dimension_names(dim_columns)
+    dimensions, entity_values = _attribute_dimensions(joined, fact_list, dim_columns, dimension_names, cap)
+    if fact_list:
+        dimensions.extend(_time_dimension(grain) for grain in GRAINS)
+    sources, metrics, newest = _sources_and_metrics(joined, fact_list, dim_columns, dimension_names)
 
-    def measures(table: TableFacts) -> list[tuple[ColumnFacts, Measure]]:
-        found = [(c, measure_of(table, c)) for c in table.columns if c.family == "numeric" and not is_key(table, c.name)]
+    document: dict[str, Any] = {
+        "format": "memtool.semantic-model/1",
+        "name": name,
+        "model_version": DRAFT_VERSION,
+        "description": _description(facts, joined.joins, len(metrics), len(dimensions), left_out),
+        "subject_en": f"the {name} data warehouse",
+        "tables": _model_tables(facts, joined.aliases),
+        "joins": [{"left": j.left, "right": j.right, "on": j.on()} for j in joined.joins],
+        "sources": sources,
+        "metrics": metrics,
+        "dimensions": dimensions,
+        "entity_values": entity_values,
+    }
+    if newest and max(newest) < add_months(month_start(today), -1):
+        _read_as_of_end(document, max(newest), today)
+    return document
+
+
+def _dimension_names(dim_columns: Sequence[tuple[TableFacts, ColumnFacts]]) -> dict[tuple[str, str], str]:
+    """(table, column) -> the dimension's name: the column's, or ``<table>_<column>`` when two tables
+    have the column or it is a grain's name."""
+    repeated = {c.name for _, c in dim_columns if sum(1 for _, o in dim_columns if o.name == c.name) > 1}
+    dimension_names: dict[tuple[str, str], str] = {}
+    for table, column in dim_columns:
+        dim_name = f"{table.name}_{column.name}" if column.name in repeated or column.name in GRAINS else column.name
+        dimension_names[(table.name, column.name)] = dim_name
+    return dimension_names
+
+
+def _sources_and_metrics(
+    joined: _JoinedTables,
+    fact_list: Sequence[_Fact],
+    dim_columns: Sequence[tuple[TableFacts, ColumnFacts]],
+    dimension_names: dict[tuple[str, str], str],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[date]]:
+    """Per fact: its source, its row count and a metric per measure column; and the last day of
+    each fact's dates (to tell whether the data ends long before today)."""
+    metric_names = _MetricNames({*GRAINS, *dimension_names.values()})
+    metric_columns = [(f, c) for f in fact_list for c, _ in joined.measures(f.table)]
+    metric_repeated = {c.name for _, c in metric_columns if sum(1 for _, o in metric_columns if o.name == c.name) > 1}
+    sources: list[dict[str, Any]] = []
+    metrics: list[dict[str, Any]] = []
+    newest: list[date] = []
+    for fact in fact_list:
+        table = fact.table
+        others = [c.name for c in period_columns(table) if c.name != fact.time_column]
+        # Which of several dates a period means only a person knows: with others listed, a question
+        # naming a period asks which (a curator who settles it removes them).
+        sources.append({"name": table.name, "table": table.name, "time_column": fact.time_column,
+                        **({"other_time_columns": others} if others else {})})  # fmt: skip
+        dated_table, _, dated_column = fact.time_column.rpartition(".")
+        dated = joined.by_name[dated_table or table.name].column(dated_column)
+        last = _day(dated.high) if dated is not None else None
+        if last is not None:
+            newest.append(last)
+        dated_by = f"by {fact.time_column}" + (f" (other dates: {', '.join(others)})" if others else "")
+        reachable_dims = [dimension_names[(t.name, c.name)] for t, c in dim_columns if t.name in fact.reachable]
+        metric_dims = [*reachable_dims, *GRAINS]
+        metrics.append(_count_metric(fact, fact_list, metric_names, metric_dims, dated_by))
+        for column, measure in joined.measures(table):
+            repeated = column.name in metric_repeated
+            metrics.append(_measure_metric(joined, table, column, measure, metric_names, metric_dims, dated_by, repeated))
+    return sources, metrics, newest
+
+
+@dataclass(frozen=True)
+class _JoinedTables:
+    """The warehouse's tables with the joins guessed between them and their aliases: what every
+    step of the draft reads (which columns are keys, which are measures, which are dimensions)."""
+
+    tables: list[TableFacts]
+    by_name: dict[str, TableFacts]
+    joins: list[Join]
+    aliases: dict[str, str]
+    many_side: set[tuple[str, str]]  # (table, column) on the many side of a join
+    one_side: set[tuple[str, str]]  # (table, column) on the one side of a join
+
+    @classmethod
+    def of(cls, facts: WarehouseFacts) -> _JoinedTables:
+        tables = list(facts.tables)
+        joins = guess_joins(tables, facts.foreign_keys)
+        many_side = {(j.left, c) for j in joins for c, _ in j.pairs}
+        one_side = {(j.right, c) for j in joins for _, c in j.pairs}
+        return cls(tables, {t.name: t for t in tables}, joins, table_aliases(tables), many_side, one_side)
+
+    def is_key(self, table: TableFacts, column: str) -> bool:
+        return column in table.primary_key or (table.name, column) in self.many_side | self.one_side or is_key_name(column)
+
+    def measures(self, table: TableFacts) -> list[tuple[ColumnFacts, Measure]]:
+        found = [(c, measure_of(table, c)) for c in table.columns if c.family == "numeric" and not self.is_key(table, c.name)]
         return [(c, m) for c, m in found if m is not None]
 
-    headers = {j.left for j in joins}  # tables that are the many side of a join
-    own_period = {t.name: next(iter(period_columns(t)), None) for t in tables}
-    fact_list: list[_Fact] = []
-    left_out: list[str] = []
-    for table in tables:
-        reachable = _reachable(table.name, joins)
-        own = own_period[table.name]
-        if own is not None:
-            fact_list.append(_Fact(table, own.name, reachable))
-            continue
-        if not measures(table):
-            continue
-        header = next((t for t in reachable[1:] if t in headers and own_period[t] is not None), None) if table.name in headers else None
-        if header is None:
-            left_out.append(table.name)
-            continue
-        dated = own_period[header]
-        assert dated is not None
-        fact_list.append(_Fact(table, f"{header}.{dated.name}", reachable))
-
-    # attribute dimensions: text columns of every table a fact reaches; a text join key is a dimension
-    # on the many side (the fact's own values, no join needed), never on the one side
-    def dimension_column(table: TableFacts, column: ColumnFacts) -> bool:
-        keyed = column.name in table.primary_key or (table.name, column.name) in one_side or is_key_name(column.name)
+    def dimension_column(self, table: TableFacts, column: ColumnFacts) -> bool:
+        """A text column with values that is no key, no English twin and no free text. A text join
+        key is a dimension on the many side (the fact's own values, no join needed), never on the one side."""
+        keyed = column.name in table.primary_key or (table.name, column.name) in self.one_side or is_key_name(column.name)
         return (
             column.family == "text"
             and not keyed
@@ -703,132 +406,170 @@ def draft_model(
             and not _free_text(column)
         )
 
-    dim_tables = list(dict.fromkeys(t for f in fact_list for t in f.reachable))
-    dim_columns = [(by_name[t], c) for t in dim_tables for c in by_name[t].columns if dimension_column(by_name[t], c)]
-    repeated = {c.name for _, c in dim_columns if sum(1 for _, o in dim_columns if o.name == c.name) > 1}
+    def dimension_columns(self, fact_list: Sequence[_Fact]) -> list[tuple[TableFacts, ColumnFacts]]:
+        """Attribute dimensions: the text columns of every table a fact reaches, in order."""
+        dim_tables = list(dict.fromkeys(t for f in fact_list for t in f.reachable))
+        return [(self.by_name[t], c) for t in dim_tables for c in self.by_name[t].columns if self.dimension_column(self.by_name[t], c)]
 
-    metric_columns = [(f, c) for f in fact_list for c, _ in measures(f.table)]
-    metric_repeated = {c.name for _, c in metric_columns if sum(1 for _, o in metric_columns if o.name == c.name) > 1}
-    reserved_names = set(GRAINS)
 
-    dimension_names: dict[tuple[str, str], str] = {}
-    for table, column in dim_columns:
-        dim_name = f"{table.name}_{column.name}" if column.name in repeated or column.name in GRAINS else column.name
-        dimension_names[(table.name, column.name)] = dim_name
-        reserved_names.add(dim_name)
+def _fact_tables(joined: _JoinedTables) -> tuple[list[_Fact], list[str]]:
+    """The facts (see :func:`draft_model`) and the tables with measures left out for want of a date."""
+    headers = {j.left for j in joined.joins}  # tables that are the many side of a join
+    own_period = {t.name: next(iter(period_columns(t)), None) for t in joined.tables}
+    fact_list: list[_Fact] = []
+    left_out: list[str] = []
+    for table in joined.tables:
+        reachable = _reachable(table.name, joined.joins)
+        own = own_period[table.name]
+        if own is not None:
+            fact_list.append(_Fact(table, own.name, reachable))
+            continue
+        if not joined.measures(table):
+            continue
+        header = next((t for t in reachable[1:] if t in headers and own_period[t] is not None), None) if table.name in headers else None
+        if header is None:
+            left_out.append(table.name)
+            continue
+        dated = own_period[header]
+        assert dated is not None
+        fact_list.append(_Fact(table, f"{header}.{dated.name}", reachable))
+    return fact_list, left_out
 
+
+def _attribute_dimensions(
+    joined: _JoinedTables,
+    fact_list: Sequence[_Fact],
+    dim_columns: Sequence[tuple[TableFacts, ColumnFacts]],
+    dimension_names: dict[tuple[str, str], str],
+    cap: int,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The attribute dimensions, each with the join path from every fact that reaches it, and the
+    entity values of those with at most ``cap`` values."""
     labels = _unique_labels([(table.name, _words(column.name, table_prefix(table))) for table, column in dim_columns])
     dimensions: list[dict[str, Any]] = []
     entity_values: list[dict[str, Any]] = []
     for (table, column), label in zip(dim_columns, labels, strict=True):
         dim_name = dimension_names[(table.name, column.name)]
         paths = [
-            f"from {f.table.name} via {' -> '.join(_path(f.table.name, table.name, joins))}"
+            f"from {f.table.name} via {' -> '.join(_path(f.table.name, table.name, joined.joins))}"
             for f in fact_list
             if table.name in f.reachable and f.table.name != table.name
         ]
-        count = column.distinct_count or 0
-        many = count > cap
-        definition = f"Draft: {table.name}.{column.name} ({count:,} values" + (
-            f"; {cap} are indexed, any other a question names is looked up in the warehouse)" if many else ")"
-        ) + ("; joined " + "; ".join(paths) if paths else "")
-        nouns = list(dict.fromkeys([label, _plural(label)]))
-        dimension: dict[str, Any] = {
-            "name": dim_name,
-            "kind": "attribute",
-            "zh": label,
-            "en": label,
-            "nouns_en": nouns,
-            "table": table.name,
-            "column": column.name,
-        }
-        twin = _english_twin_of(table, column.name)
-        if twin:
-            dimension["en_column"] = twin
-        if many:
-            dimension["max_values"] = cap
-            dimension["index_values"] = True
-        dimension["definition_zh"] = definition
-        dimension["definition_en"] = definition
-        dimensions.append(dimension)
+        many = (column.distinct_count or 0) > cap
+        dimensions.append(_attribute_dimension(table, column, dim_name, label, paths, cap))
         if column.values and not many:
             entity_values.append({"dimension": dim_name, "values": list(column.values[:cap])})
-    if fact_list:
-        for grain in GRAINS:
-            dimensions.append({"name": grain, "kind": "time", "zh": grain, "en": grain, "grain": grain,
-                               "definition_zh": f"Draft: the {grain} of each metric's time column",
-                               "definition_en": f"Draft: the {grain} of each metric's time column"})  # fmt: skip
+    return dimensions, entity_values
 
-    sources: list[dict[str, Any]] = []
-    metrics: list[dict[str, Any]] = []
-    metric_names: set[str] = set()
 
-    def unique_metric(candidate: str, table: str) -> str:
-        chosen = candidate if candidate not in reserved_names and candidate not in metric_names else f"{table}_{candidate}"
+def _attribute_dimension(
+    table: TableFacts, column: ColumnFacts, dim_name: str, label: str, paths: Sequence[str], cap: int
+) -> dict[str, Any]:
+    count = column.distinct_count or 0
+    many = count > cap
+    definition = f"Draft: {table.name}.{column.name} ({count:,} values" + (
+        f"; {cap} are indexed, any other a question names is looked up in the warehouse)" if many else ")"
+    ) + ("; joined " + "; ".join(paths) if paths else "")
+    nouns = list(dict.fromkeys([label, _plural(label)]))
+    dimension: dict[str, Any] = {
+        "name": dim_name,
+        "kind": "attribute",
+        "zh": label,
+        "en": label,
+        "nouns_en": nouns,
+        "table": table.name,
+        "column": column.name,
+    }
+    twin = _english_twin_of(table, column.name)
+    if twin:
+        dimension["en_column"] = twin
+    if many:
+        dimension["max_values"] = cap
+        dimension["index_values"] = True
+    dimension["definition_zh"] = definition
+    dimension["definition_en"] = definition
+    return dimension
+
+
+def _time_dimension(grain: str) -> dict[str, Any]:
+    return {"name": grain, "kind": "time", "zh": grain, "en": grain, "grain": grain,
+            "definition_zh": f"Draft: the {grain} of each metric's time column",
+            "definition_en": f"Draft: the {grain} of each metric's time column"}  # fmt: skip
+
+
+class _MetricNames:
+    """Metric names, unique among themselves and apart from the dimensions' (``<table>_<name>``, then a number)."""
+
+    def __init__(self, reserved: set[str]) -> None:
+        self.reserved = reserved
+        self.taken: set[str] = set()
+
+    def unique(self, candidate: str, table: str) -> str:
+        chosen = candidate if candidate not in self.reserved and candidate not in self.taken else f"{table}_{candidate}"
         n = 1
-        while chosen in reserved_names or chosen in metric_names:
+        while chosen in self.reserved or chosen in self.taken:
             n += 1
             chosen = f"{table}_{candidate}_{n}"
-        metric_names.add(chosen)
+        self.taken.add(chosen)
         return chosen
 
-    newest: list[date] = []
-    for fact in fact_list:
-        table = fact.table
-        alias = aliases[table.name]
-        source = table.name
-        others = [c.name for c in period_columns(table) if c.name != fact.time_column]
-        # Which of several dates a period means only a person knows: with others listed, a question
-        # naming a period asks which (a curator who settles it removes them).
-        sources.append({"name": source, "table": table.name, "time_column": fact.time_column,
-                        **({"other_time_columns": others} if others else {})})  # fmt: skip
-        dated_table, _, dated_column = fact.time_column.rpartition(".")
-        dated = by_name[dated_table or table.name].column(dated_column)
-        last = _day(dated.high) if dated is not None else None
-        if last is not None:
-            newest.append(last)
-        dated_by = f"by {fact.time_column}" + (f" (other dates: {', '.join(others)})" if others else "")
-        reachable_dims = [dimension_names[(t.name, c.name)] for t, c in dim_columns if t.name in fact.reachable]
-        metric_dims = [*reachable_dims, *GRAINS]
-        prefix = table_prefix(table)
-        count_name = unique_metric(f"{table.name}_count", table.name)
-        things = table_words(table.name)
-        thing = things if sum(1 for f in fact_list if table_words(f.table.name) == things) == 1 else table.name.replace("_", " ")
-        label = f"number of {thing}"
-        *first, last_word = thing.split(" ")
-        singular = " ".join([*first, _singular(last_word)])
-        definition = f"Draft: the number of {table.name} rows, {dated_by}"
-        metrics.append({
-            "name": count_name, "zh": label, "en": label,
-            # not the bare noun: "the years of the flights" would read as the number of flights
-            "synonyms_en": list(dict.fromkeys([label, f"how many {thing}", f"count of {thing}", f"{singular} count"])),
-            "kind": "count", "source": source, "expression": "COUNT(*)",
-            "dimensions": metric_dims, "formula": f"COUNT(*) FROM {table.name}",
-            "definition_zh": definition, "definition_en": definition,
-        })  # fmt: skip
-        for column, measure in measures(table):
-            metric_name = unique_metric(f"{table.name}_{column.name}" if column.name in metric_repeated else column.name, table.name)
-            words = _words(column.name, prefix) + (f" of {table.name}" if column.name in metric_repeated else "")
-            if measure.aggregate == "AVG":
-                label, synonyms = f"average {words}", [f"average {words}", f"mean {words}", f"avg {words}"]
-            else:
-                label, synonyms = words, [words, f"total {words}"]
-            expression = f"{measure.aggregate}({alias}.{column.name})"
-            definition = f"Draft: {measure.aggregate}({table.name}.{column.name}), {dated_by}; {measure.why}"
-            entry: dict[str, Any] = {
-                "name": metric_name, "zh": label, "en": label, "synonyms_en": list(dict.fromkeys(synonyms)),
-                "kind": measure.kind, "source": source, "expression": expression, "dimensions": metric_dims,
-                "formula": f"{measure.aggregate}({table.name}.{column.name})",
-            }  # fmt: skip
-            if measure.aggregate == "AVG":
-                entry["additive"] = False
-            entry["definition_zh"] = definition
-            entry["definition_en"] = definition
-            metrics.append(entry)
 
+def _count_metric(fact: _Fact, fact_list: Sequence[_Fact], names: _MetricNames, metric_dims: list[str], dated_by: str) -> dict[str, Any]:
+    """The fact's row count, named from the table in words ("number of flights")."""
+    table = fact.table
+    count_name = names.unique(f"{table.name}_count", table.name)
+    things = table_words(table.name)
+    thing = things if sum(1 for f in fact_list if table_words(f.table.name) == things) == 1 else table.name.replace("_", " ")
+    label = f"number of {thing}"
+    *first, last_word = thing.split(" ")
+    singular = " ".join([*first, singular_word(last_word)])
+    definition = f"Draft: the number of {table.name} rows, {dated_by}"
+    return {
+        "name": count_name, "zh": label, "en": label,
+        # not the bare noun: "the years of the flights" would read as the number of flights
+        "synonyms_en": list(dict.fromkeys([label, f"how many {thing}", f"count of {thing}", f"{singular} count"])),
+        "kind": "count", "source": table.name, "expression": "COUNT(*)",
+        "dimensions": metric_dims, "formula": f"COUNT(*) FROM {table.name}",
+        "definition_zh": definition, "definition_en": definition,
+    }  # fmt: skip
+
+
+def _measure_metric(
+    joined: _JoinedTables,
+    table: TableFacts,
+    column: ColumnFacts,
+    measure: Measure,
+    names: _MetricNames,
+    metric_dims: list[str],
+    dated_by: str,
+    repeated: bool,
+) -> dict[str, Any]:
+    """A SUM or AVG of one measure column (``repeated``: another fact has a measure of the same name)."""
+    metric_name = names.unique(f"{table.name}_{column.name}" if repeated else column.name, table.name)
+    words = _words(column.name, table_prefix(table)) + (f" of {table.name}" if repeated else "")
+    if measure.aggregate == "AVG":
+        label, synonyms = f"average {words}", [f"average {words}", f"mean {words}", f"avg {words}"]
+    else:
+        label, synonyms = words, [words, f"total {words}"]
+    expression = f"{measure.aggregate}({joined.aliases[table.name]}.{column.name})"
+    definition = f"Draft: {measure.aggregate}({table.name}.{column.name}), {dated_by}; {measure.why}"
+    entry: dict[str, Any] = {
+        "name": metric_name, "zh": label, "en": label, "synonyms_en": list(dict.fromkeys(synonyms)),
+        "kind": measure.kind, "source": table.name, "expression": expression, "dimensions": metric_dims,
+        "formula": f"{measure.aggregate}({table.name}.{column.name})",
+    }  # fmt: skip
+    if measure.aggregate == "AVG":
+        entry["additive"] = False
+    entry["definition_zh"] = definition
+    entry["definition_en"] = definition
+    return entry
+
+
+def _model_tables(facts: WarehouseFacts, aliases: dict[str, str]) -> list[dict[str, Any]]:
+    """Every table, with its alias, a description (rows, key) and its columns' types."""
     model_tables = []
-    for table in tables:
-        entry = {"name": table.name}
+    for table in facts.tables:
+        entry: dict[str, Any] = {"name": table.name}
         if facts.schema:
             entry["table"] = f"{facts.schema}.{table.name}"
         entry["alias"] = aliases[table.name]
@@ -839,12 +580,16 @@ def draft_model(
         entry["description"] = described.strip("; ")
         entry["columns"] = {c.name: c.data_type for c in table.columns}
         model_tables.append(entry)
+    return model_tables
 
+
+def _description(facts: WarehouseFacts, joins: Sequence[Join], metric_count: int, dimension_count: int, left_out: Sequence[str]) -> str:
+    """The draft's description: where it came from, what it holds, and what was left out."""
     description = (
         f"A DRAFT written by memtool model init from the {facts.dialect} warehouse"
         + (f" (schema {facts.schema})" if facts.schema else "")
-        + f": {len(tables)} tables, {len(joins)} joins ({sum(j.declared for j in joins)} declared, the rest guessed from "
-        f"key names), {len(metrics)} metrics, {len(dimensions)} dimensions. Every name, label and definition is a "
+        + f": {len(facts.tables)} tables, {len(joins)} joins ({sum(j.declared for j in joins)} declared, the rest guessed from "
+        f"key names), {metric_count} metrics, {dimension_count} dimensions. Every name, label and definition is a "
         "guess until curated."
     )
     if left_out:
@@ -855,30 +600,19 @@ def draft_model(
         description += f" Names left out (not plain lower-case identifiers): {', '.join(facts.skipped)}."
     for note in facts.notes:
         description += f" Note: {note}."
-    document: dict[str, Any] = {
-        "format": "memtool.semantic-model/1",
-        "name": name,
-        "model_version": DRAFT_VERSION,
-        "description": description,
-        "subject_en": f"the {name} data warehouse",
-        "tables": model_tables,
-        "joins": [{"left": j.left, "right": j.right, "on": j.on()} for j in joins],
-        "sources": sources,
-        "metrics": metrics,
-        "dimensions": dimensions,
-        "entity_values": entity_values,
-    }
-    if newest and max(newest) < add_months(month_start(today), -1):
-        last_day = max(newest)
-        document["as_of"] = (last_day + timedelta(days=1)).isoformat()
-        document["default_window"] = "all"
-        description += (
-            f" The data ends on {last_day.isoformat()}, more than a month before this draft ({today.isoformat()}): "
-            f"relative periods are read as of {document['as_of']} (as_of) and a question naming no period covers every "
-            "row (default_window: all)."
-        )
-        document["description"] = description
-    return document
+    return description
+
+
+def _read_as_of_end(document: dict[str, Any], last_day: date, today: date) -> None:
+    """Data that ends more than a month before ``today``: relative periods read as of its end, and a
+    question naming no period covers every row."""
+    document["as_of"] = (last_day + timedelta(days=1)).isoformat()
+    document["default_window"] = "all"
+    document["description"] += (
+        f" The data ends on {last_day.isoformat()}, more than a month before this draft ({today.isoformat()}): "
+        f"relative periods are read as of {document['as_of']} (as_of) and a question naming no period covers every "
+        "row (default_window: all)."
+    )
 
 
 def _free_text(column: ColumnFacts) -> bool:

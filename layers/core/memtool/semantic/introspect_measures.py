@@ -1,0 +1,135 @@
+"""How the draft model measures a numeric column: summed, averaged, or never added up.
+
+:func:`measure_of` reads the column's name (its word tokens, without the table's shared column
+prefix), its type and its range, and returns a :class:`Measure` (``SUM`` or ``AVG``, a kind, and
+why, for the metric's definition) or None. The word lists that decide it live here too: calendar
+parts and identifiers (never measured), non-additive measures (averaged), totals, money and
+quantity words. memtool.semantic.introspect makes each measure a metric of its fact.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from memtool.semantic.introspect_facts import (
+    WHOLE_TYPES,
+    ColumnFacts,
+    TableFacts,
+    singular_word,
+    table_entity,
+    table_prefix,
+    word_tokens,
+)
+
+_QUANTITY_WORDS = re.compile(r"(^|_)(qty|quantity|count|cnt|num|number|units?)($|_)")
+_MONEY_WORDS = re.compile(r"amount|amt|price|cost|revenue|sales|balance|bal$|fee|charge|paid|spend|tax|discount")
+# Numbers that are never summed (nor averaged): calendar parts, codes and identifiers, coordinates.
+_CALENDAR_PARTS = frozenset(
+    "year yr month day hour hr minute second week wk quarter qtr weekday dow doy season date yyyymm yyyymmdd".split()
+)
+_IDENTIFIER_WORDS = frozenset(
+    "id key sk code no nbr nr num number zip zipcode postcode postal phone fips lat latitude lon lng longitude "
+    "rownames rowname rownum uuid guid seq".split()
+)
+# Numbers averaged, never summed: by name.
+_AVERAGE_WORDS = frozenset(
+    "delay time duration rate ratio price temperature temp age speed percent percentage pct rank ranking rating score "
+    "avg average mean median margin share".split()
+)
+_TOTAL_WORDS = frozenset("total sum".split())
+
+
+@dataclass(frozen=True)
+class Measure:
+    """How a numeric column is measured: ``SUM`` or ``AVG``, its kind, and why (for the definition)."""
+
+    aggregate: str  # SUM | AVG
+    kind: str  # money | count | ratio | decimal
+    why: str
+
+
+def measure_of(table: TableFacts, column: ColumnFacts) -> Measure | None:
+    """The aggregate a numeric column gets, or None for a number that is never added up.
+
+    Never: calendar parts (year, month, day, hour, minute, ...), codes and identifiers (``*_no``,
+    ``zip``, ``flight`` in ``flights``: a column named as its table's entity), coordinates, and a
+    column holding one value in every row (nothing to measure: a flag never set).
+    ``AVG``: a name of a non-additive measure (delay, time, duration, rate, ratio, price, temperature,
+    age, speed, percent, rank, rating, score, ...), negative values in a column not named as an
+    amount or a quantity (a delay, a temperature, a margin), or a fraction (every value in [0, 1]).
+    ``SUM`` otherwise. Kinds: money for DECIMAL columns and money names, ratio for fractions, count
+    for whole numbers, decimal (rounded to 2) for the other non-whole numbers."""
+    tokens = _measure_tokens(table, column)
+    if _never_measured(table, column, tokens):
+        return None
+    return _aggregate_of(column, tokens)
+
+
+def _measure_tokens(table: TableFacts, column: ColumnFacts) -> list[str]:
+    """The column name's words, without the table's shared column prefix (unless that is all of it)."""
+    tokens = word_tokens(column.name)
+    prefix = table_prefix(table)
+    if prefix and tokens and tokens[0] == prefix.rstrip("_").lower():
+        tokens = tokens[1:] or tokens
+    return tokens
+
+
+def _never_measured(table: TableFacts, column: ColumnFacts, tokens: list[str]) -> bool:
+    """A calendar part, a code or identifier, the table's own entity, or one value in every row."""
+    if not tokens or any(t in _CALENDAR_PARTS for t in tokens):
+        return True
+    counted = tokens[0] in ("num", "number", "n") and len(tokens) > 1  # num_items: a quantity, not a number of something
+    if any(t in _IDENTIFIER_WORDS for t in (tokens[1:] if counted else tokens)):
+        return True
+    if "".join(tokens) == table_entity(table.name):
+        return True  # flights.flight, orders.order: the thing's own number
+    # one value in every row (TPC-H's o_shippriority, all 0): it measures nothing
+    return column.low is not None and column.low == column.high
+
+
+def _aggregate_of(column: ColumnFacts, tokens: list[str]) -> Measure:
+    """AVG for a non-additive name, a fraction or negative values (:func:`_averaged`); SUM otherwise,
+    money for a money name or a DECIMAL column, count for a whole number, decimal for the rest."""
+    name = column.name.lower()
+    spelled = column.data_type.strip().lower()
+    whole = bool(WHOLE_TYPES.match(spelled))
+    money = bool(_MONEY_WORDS.search(name)) or spelled.startswith(("decimal", "numeric"))
+    quantity = bool(_QUANTITY_WORDS.search(name))
+    averaged = _averaged(column, tokens, whole=whole, money=money, quantity=quantity)
+    if averaged is not None:
+        return averaged
+    if quantity:
+        return Measure("SUM", "count" if whole else "decimal", "summed")
+    if money:
+        return Measure("SUM", "money", "summed")
+    return Measure("SUM", "count" if whole else "decimal", "summed")
+
+
+def _averaged(column: ColumnFacts, tokens: list[str], *, whole: bool, money: bool, quantity: bool) -> Measure | None:
+    """AVG for a name of a non-additive measure (not a total), a fraction that is not a quantity, or
+    negative values in a column named neither as an amount nor as a quantity nor as a total."""
+    low, high = _number(column.low), _number(column.high)
+    fraction = not whole and low is not None and high is not None and low >= 0 and high <= 1 and high > 0
+    named_average = next((t for t in tokens if singular_word(t) in _AVERAGE_WORDS), None)
+    if named_average and not any(t in _TOTAL_WORDS for t in tokens):
+        kind = "ratio" if fraction else "money" if money and named_average == "price" else "decimal"
+        return Measure("AVG", kind, f"averaged: '{named_average}' names a measure that does not add up")
+    if fraction and not quantity:
+        return Measure("AVG", "ratio", f"averaged: every value lies between 0 and 1 ({low:g} to {high:g}), a fraction")
+    if low is not None and low < 0 and not money and not quantity and not any(t in _TOTAL_WORDS for t in tokens):
+        return Measure("AVG", "decimal", f"averaged: it has negative values (down to {low:g})")
+    return None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+__all__ = ["Measure", "measure_of"]
