@@ -1,12 +1,8 @@
 """The record store on DynamoDB (PynamoDB): versioned memories, slots, TTL-aware reads.
 
-One table, items of three types in a partition per tenant and owner, so no key a caller can
-build reaches another tenant's or user's items:
-
-    pk = T#<tenant>#O#<owner>
-    sk = M#<id>                      head: the current version (gsi1 by_kind lists heads)
-    sk = V#<id>#<version:08d>        snapshot of every version, for history
-    sk = S#<kind>#<key>              slot: which memory holds a slot-like key
+One table, items of three types (head, snapshot, slot) in a partition per tenant and owner, so
+no key a caller can build reaches another tenant's or user's items: the keys, the PynamoDB model
+and the mapping between records and items are in ``memory.dynamodb_items``.
 
 A write is one transaction: the head with a condition on its version (optimistic locking),
 the new snapshot, the previous snapshot marked superseded, and the slot when created. Before it,
@@ -24,36 +20,41 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from pynamodb.attributes import (
-    JSONAttribute,
-    ListAttribute,
-    NumberAttribute,
-    TTLAttribute,
-    UnicodeAttribute,
-    UTCDateTimeAttribute,
-)
 from pynamodb.connection import Connection
 from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
 from pynamodb.expressions.condition import Condition
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
-from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
 from memtool.errors import NotFound, ValidationFailed, VersionConflict
+from memtool.memory.dynamodb_items import BY_KIND_INDEX as BY_KIND_INDEX
+from memtool.memory.dynamodb_items import (
+    HEAD,
+    VERSION,
+    MemoryItem,
+    head_key,
+    kind_partition_key,
+    partition_key,
+    recent_json,
+    record_item,
+    slot_item,
+    slot_key,
+    to_record,
+    version_key,
+)
+from memtool.memory.dynamodb_items import SLOT as SLOT
+from memtool.memory.dynamodb_items import ByKindIndex as ByKindIndex
+from memtool.memory.dynamodb_items import memory_item_for as memory_item_for
 from memtool.memory.records import (
     Credit,
-    CreditEntry,
     IndexState,
     MemoryDraft,
     MemoryKind,
     MemoryPatch,
     MemoryRecord,
-    MemoryScope,
     MemoryStatus,
-    Provenance,
 )
 from memtool.memory.store import (
     ForgetOutcome,
@@ -71,9 +72,7 @@ from memtool.memory.store import (
     supersede_patch,
 )
 
-HEAD, VERSION, SLOT = "head", "version", "slot"
 _TIMES = {"created_at", "updated_at", "last_used_at", "expires_at"}
-BY_KIND_INDEX = "by_kind"
 # A head's credit is a compare-and-swap on its item: under contention a writer re-reads and tries
 # again, after a short jittered pause, this many times before it gives up with VersionConflict.
 CAS_ATTEMPTS = 20
@@ -83,181 +82,6 @@ CAS_PAUSE_DOUBLINGS = 5  # up to 2**5 times this
 logger = logging.getLogger("memtool.memory")
 
 
-def partition_key(where: Partition) -> str:
-    return f"T#{where.tenant}#O#{where.owner}"
-
-
-def head_key(memory_id: str) -> str:
-    return f"M#{memory_id}"
-
-
-def version_key(memory_id: str, version: int) -> str:
-    return f"V#{memory_id}#{version:08d}"
-
-
-def slot_key(kind: MemoryKind, key: str) -> str:
-    return f"S#{kind.value}#{key}"
-
-
-def kind_partition_key(where: Partition, kind: MemoryKind) -> str:
-    return f"{partition_key(where)}#K#{kind.value}"
-
-
-class ByKindIndex(GlobalSecondaryIndex["MemoryItem"]):
-    class Meta:
-        index_name = BY_KIND_INDEX
-        projection = AllProjection()
-
-    gsi1pk = UnicodeAttribute(hash_key=True)
-    gsi1sk = UnicodeAttribute(range_key=True)
-
-
-class MemoryItem(Model):
-    """Every item of the memory table; ``item_type`` says which of the three it is."""
-
-    class Meta:
-        table_name = "unbound"  # bound per store by memory_item_for()
-
-    pk = UnicodeAttribute(hash_key=True)
-    sk = UnicodeAttribute(range_key=True)
-    item_type = UnicodeAttribute()
-    gsi1pk = UnicodeAttribute(null=True)
-    gsi1sk = UnicodeAttribute(null=True)
-
-    memory_id = UnicodeAttribute()
-    tenant = UnicodeAttribute()
-    owner = UnicodeAttribute()
-    kind = UnicodeAttribute()
-    key = UnicodeAttribute(null=True)
-    content = UnicodeAttribute(null=True)
-    value = JSONAttribute(null=True)
-    source_text = UnicodeAttribute(null=True)
-    scope = UnicodeAttribute(null=True)
-    status = UnicodeAttribute(null=True)
-    status_reason = UnicodeAttribute(null=True)
-    version = NumberAttribute(null=True)
-    credit_uses = NumberAttribute(default=0)
-    credit_successes = NumberAttribute(default=0)
-    credit_failures = NumberAttribute(default=0)
-    credit_feedback_score = NumberAttribute(default=0)
-    credit_recent = JSONAttribute(null=True)  # list of CreditEntry as JSON; absent when empty
-    confidence = NumberAttribute(null=True)
-    provenance = JSONAttribute(null=True)
-    session_id = UnicodeAttribute(null=True)
-    # pynamodb types `of` as the element's Python type (Type[_T]) though it takes the element's
-    # Attribute class: the type argument says what the list holds.
-    tags = ListAttribute[str](of=UnicodeAttribute, null=True)  # type: ignore[arg-type]
-    created_at = UTCDateTimeAttribute(null=True)
-    updated_at = UTCDateTimeAttribute(null=True)
-    last_used_at = UTCDateTimeAttribute(null=True)
-    expires_at = TTLAttribute(null=True)
-    index_state = UnicodeAttribute(null=True)
-    redactions = JSONAttribute(null=True)
-
-    by_kind = ByKindIndex()
-
-    # Why the item could not be decoded; None for every item that could.
-    decode_error: str | None = None
-
-    @classmethod
-    def from_raw_data(cls, data: dict[str, Any]) -> MemoryItem:
-        """Decode an item; one that does not decode comes back with only its plain keys set.
-
-        PynamoDB decodes items inside its query iterator, so one bad item would end a whole
-        listing; instead it becomes an item that ``_to_record`` refuses and listings skip, and
-        that ``forget`` can still remove (it needs only keys, kind, key and version).
-        """
-        try:
-            return super().from_raw_data(data)
-        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
-            item = cls()
-            for name in ("pk", "sk", "item_type", "memory_id", "tenant", "owner", "kind", "key"):
-                raw = data.get(name)
-                if isinstance(raw, dict) and isinstance(raw.get("S"), str):
-                    setattr(item, name, raw["S"])
-            raw_version = data.get("version")
-            if isinstance(raw_version, dict):
-                try:
-                    item.version = int(raw_version.get("N", ""))
-                except ValueError:
-                    pass
-            raw_expiry = data.get("expires_at")
-            if isinstance(raw_expiry, dict):
-                try:
-                    item.expires_at = datetime.fromtimestamp(int(raw_expiry.get("N", "")), UTC)
-                except (ValueError, OverflowError, OSError):
-                    pass
-            item.decode_error = f"{type(exc).__name__}: {exc}"
-            return item
-
-
-def memory_item_for(
-    table_name: str,
-    region: str,
-    host: str | None = None,
-    aws_access_key_id: str | None = None,
-    aws_secret_access_key: str | None = None,
-) -> type[MemoryItem]:
-    """A MemoryItem model bound to one table and endpoint (tests bind one per test)."""
-    meta = type(
-        "Meta",
-        (),
-        {
-            "table_name": table_name,
-            "region": region,
-            "host": host,
-            "aws_access_key_id": aws_access_key_id,
-            "aws_secret_access_key": aws_secret_access_key,
-            "max_retry_attempts": 3,
-        },
-    )
-    return type("BoundMemoryItem", (MemoryItem,), {"Meta": meta, "__module__": __name__})
-
-
-def _to_record(item: MemoryItem) -> MemoryRecord:
-    """The record an item holds; ``UndecodableRecord`` when it holds none."""
-    if item.decode_error is not None:
-        raise UndecodableRecord(item.memory_id or "?", item.decode_error)
-    try:
-        return _decode_item(item)
-    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
-        raise UndecodableRecord(item.memory_id or "?", f"{type(exc).__name__}: {exc}") from exc
-
-
-def _decode_item(item: MemoryItem) -> MemoryRecord:
-    return MemoryRecord(
-        id=item.memory_id,
-        tenant=item.tenant,
-        owner=item.owner,
-        kind=MemoryKind(item.kind),
-        key=item.key,
-        content=item.content or "",
-        value=item.value,
-        source_text=item.source_text,
-        scope=MemoryScope(item.scope),
-        status=MemoryStatus(item.status),
-        status_reason=item.status_reason,
-        version=int(item.version),
-        credit=Credit(
-            uses=int(item.credit_uses),
-            successes=int(item.credit_successes),
-            failures=int(item.credit_failures),
-            feedback_score=float(item.credit_feedback_score),
-            recent=[CreditEntry.model_validate(entry) for entry in item.credit_recent or []],
-        ),
-        confidence=float(item.confidence if item.confidence is not None else 1.0),
-        provenance=Provenance.model_validate(item.provenance or {}),
-        session_id=item.session_id,
-        tags=list(item.tags or []),
-        created_at=item.created_at,
-        updated_at=item.updated_at,
-        last_used_at=item.last_used_at,
-        expires_at=item.expires_at,
-        index_state=IndexState(item.index_state or IndexState.PENDING),
-        redactions=dict(item.redactions or {}),
-    )
-
-
 class DynamoMemoryStore:
     """MemoryStore on one DynamoDB table."""
 
@@ -265,63 +89,7 @@ class DynamoMemoryStore:
         self._model = model
         self._connection = connection
 
-    # ---- item mapping -------------------------------------------------------------------
-
-    def _item(self, record: MemoryRecord, sk: str, item_type: str) -> MemoryItem:
-        where = Partition(record.tenant, record.owner)
-        item = self._model(
-            pk=partition_key(where),
-            sk=sk,
-            item_type=item_type,
-            memory_id=record.id,
-            tenant=record.tenant,
-            owner=record.owner,
-            kind=record.kind.value,
-            key=record.key,
-            content=record.content,
-            value=record.value,
-            source_text=record.source_text,
-            scope=record.scope.value,
-            status=record.status.value,
-            status_reason=record.status_reason,
-            version=record.version,
-            credit_uses=record.credit.uses,
-            credit_successes=record.credit.successes,
-            credit_failures=record.credit.failures,
-            credit_feedback_score=record.credit.feedback_score,
-            credit_recent=_recent_json(record.credit),
-            confidence=record.confidence,
-            provenance=record.provenance.model_dump(mode="json"),
-            session_id=record.session_id,
-            tags=record.tags or None,
-            created_at=record.created_at,
-            updated_at=record.updated_at,
-            last_used_at=record.last_used_at,
-            expires_at=record.expires_at,
-            index_state=record.index_state.value,
-            redactions=record.redactions or None,
-        )
-        if item_type == VERSION:
-            # Snapshots live as long as their record: reads check the head's expiry, and the
-            # indexer removes a record's snapshots when DynamoDB's TTL removes its head.
-            item.expires_at = None
-        if item_type == HEAD:
-            item.gsi1pk = kind_partition_key(where, record.kind)
-            item.gsi1sk = f"{record.updated_at.isoformat()}#{record.id}"
-        return item
-
-    def _slot_item(self, record: MemoryRecord) -> MemoryItem:
-        assert record.key is not None
-        return self._model(
-            pk=partition_key(Partition(record.tenant, record.owner)),
-            sk=slot_key(record.kind, record.key),
-            item_type=SLOT,
-            memory_id=record.id,
-            tenant=record.tenant,
-            owner=record.owner,
-            kind=record.kind.value,
-            key=record.key,
-        )
+    # ---- items ----------------------------------------------------------------------------
 
     def _load(self, pk: str, sk: str) -> MemoryItem | None:
         try:
@@ -341,14 +109,14 @@ class DynamoMemoryStore:
         """A head item from a stream image (DynamoDB JSON) as a record; None for other items."""
         if image.get("item_type", {}).get("S") != HEAD:
             return None
-        return _to_record(self._model.from_raw_data(image))
+        return to_record(self._model.from_raw_data(image))
 
     def _ensure_storable(self, record: MemoryRecord) -> None:
         """Refuse a record that would not read back, from JSON or from its DynamoDB item."""
         storable_json(record)
-        item = self._item(record, head_key(record.id), HEAD)
+        item = record_item(self._model, record, head_key(record.id), HEAD)
         try:
-            back = _to_record(self._model.from_raw_data(item.serialize()))
+            back = to_record(self._model.from_raw_data(item.serialize()))
         except UndecodableRecord as exc:
             raise ValidationFailed(f"value cannot be stored: it would not read back ({exc.reason[:120]})", field="value") from exc
         # Times are left out: DynamoDB holds them in UTC (the TTL attribute in whole seconds), so
@@ -370,10 +138,10 @@ class DynamoMemoryStore:
         self._ensure_storable(record)
         try:
             with TransactWrite(connection=self._connection) as tx:
-                tx.save(self._item(record, head_key(record.id), HEAD), condition=self._model.pk.does_not_exist())
-                tx.save(self._item(record, version_key(record.id, 1), VERSION), condition=self._model.pk.does_not_exist())
+                tx.save(record_item(self._model, record, head_key(record.id), HEAD), condition=self._model.pk.does_not_exist())
+                tx.save(record_item(self._model, record, version_key(record.id, 1), VERSION), condition=self._model.pk.does_not_exist())
                 if record.key is not None:
-                    tx.save(self._slot_item(record), condition=self._model.pk.does_not_exist())
+                    tx.save(slot_item(self._model, record), condition=self._model.pk.does_not_exist())
         except TransactWriteError as exc:
             if record.key is not None and _failed_on(exc, index=2):
                 # Another writer created the slot between our read and our write: supersede it.
@@ -389,7 +157,7 @@ class DynamoMemoryStore:
             self._model(pk=partition_key(where), sk=slot_key(draft.kind, draft.key or "")).delete()
             return self.create(where, draft, now)
         try:
-            current = _to_record(head)
+            current = to_record(head)
         except UndecodableRecord as exc:
             # A damaged holder must not block its slot (the request names no id to blame): remove
             # it as ``delete_by_id`` does (every version, the slot, then the head, whose REMOVE the
@@ -410,7 +178,7 @@ class DynamoMemoryStore:
     def update(
         self, where: Partition, memory_id: str, patch: MemoryPatch, expected_version: int, now: datetime
     ) -> WriteOutcome:
-        current = _to_record(self._head(where, memory_id, now))
+        current = to_record(self._head(where, memory_id, now))
         if current.version != expected_version:
             raise VersionConflict(
                 f"memory {memory_id} is at version {current.version}, not {expected_version}",
@@ -451,10 +219,10 @@ class DynamoMemoryStore:
         try:
             with TransactWrite(connection=self._connection) as tx:
                 tx.save(
-                    self._item(new, head_key(new.id), HEAD),
+                    record_item(self._model, new, head_key(new.id), HEAD),
                     condition=(self._model.version == current.version) & self._credit_is(current.credit),
                 )
-                tx.save(self._item(new, version_key(new.id, new.version), VERSION), condition=self._model.pk.does_not_exist())
+                tx.save(record_item(self._model, new, version_key(new.id, new.version), VERSION), condition=self._model.pk.does_not_exist())
                 tx.update(
                     previous_snapshot,
                     actions=[self._model.status.set(MemoryStatus.SUPERSEDED.value)],
@@ -465,7 +233,7 @@ class DynamoMemoryStore:
                 latest = self._load(previous_snapshot.pk, head_key(current.id))
                 head_raced = _failed_on(exc, index=0) or _conflicted(exc)
                 if head_raced and latest is not None and latest.version is not None and int(latest.version) == current.version:
-                    raise _CreditMoved(_to_record(latest)) from exc
+                    raise _CreditMoved(to_record(latest)) from exc
                 raise VersionConflict(
                     f"memory {current.id} changed while writing version {new.version}",
                     current_version=int(latest.version) if latest is not None and latest.version is not None else None,
@@ -490,7 +258,7 @@ class DynamoMemoryStore:
         """
         for attempt in range(CAS_ATTEMPTS):
             head = self._head(where, memory_id, now)
-            current = _to_record(head)
+            current = to_record(head)
             written = credited(current, compute(current), used_at)
             if written is None:
                 return current
@@ -522,7 +290,7 @@ class DynamoMemoryStore:
 
     def _credit_is(self, credit: Credit) -> Condition:
         """The head's credit attributes hold exactly ``credit`` (the compare of compare-and-swap)."""
-        recent = _recent_json(credit)
+        recent = recent_json(credit)
         return (
             (self._model.credit_uses == credit.uses)
             & (self._model.credit_successes == credit.successes)
@@ -532,7 +300,7 @@ class DynamoMemoryStore:
         )
 
     def _recent_action(self, credit: Credit) -> Any:
-        recent = _recent_json(credit)
+        recent = recent_json(credit)
         return self._model.credit_recent.remove() if recent is None else self._model.credit_recent.set(recent)
 
     def forget(self, where: Partition, memory_id: str) -> ForgetOutcome:
@@ -603,7 +371,7 @@ class DynamoMemoryStore:
             if item.decode_error is not None or (item.expires_at is not None and item.expires_at <= now):
                 continue
             try:
-                found.append(_to_record(item))
+                found.append(to_record(item))
             except UndecodableRecord:
                 continue
             if len(found) >= limit:
@@ -626,13 +394,13 @@ class DynamoMemoryStore:
     def get(self, where: Partition, memory_id: str, now: datetime, version: int | None = None) -> MemoryRecord:
         head = self._head(where, memory_id, now)
         if version is None or version == int(head.version):
-            return _to_record(head)
+            return to_record(head)
         if version < 1 or version > int(head.version):
             raise NotFound(f"memory {memory_id} has no version {version}", field="version")
         snapshot = self._load(partition_key(where), version_key(memory_id, version))
         if snapshot is None:
             raise NotFound(f"memory {memory_id} has no version {version}", field="version")
-        return _to_record(snapshot).model_copy(update={"expires_at": head.expires_at})
+        return to_record(snapshot).model_copy(update={"expires_at": head.expires_at})
 
     def get_many(
         self, tenant: str, refs: Sequence[tuple[str, str]], skipped: list[str] | None = None
@@ -685,7 +453,7 @@ class DynamoMemoryStore:
         snapshots = self._model.query(
             partition_key(where), self._model.sk.startswith(f"V#{memory_id}#"), consistent_read=True
         )
-        return [_to_record(s).model_copy(update={"expires_at": head.expires_at}) for s in snapshots]
+        return [to_record(s).model_copy(update={"expires_at": head.expires_at}) for s in snapshots]
 
     def list(
         self,
@@ -732,14 +500,9 @@ def _decodable(items: Iterable[MemoryItem], skipped: list[str] | None) -> Iterat
     """The records of ``items``; one that cannot be decoded is logged, reported and left out."""
     for item in items:
         try:
-            yield _to_record(item)
+            yield to_record(item)
         except UndecodableRecord as exc:
             report_skipped(exc.memory_id, exc.reason, skipped)
-
-
-def _recent_json(credit: Credit) -> list[dict[str, Any]] | None:
-    """The credit ledger as the item holds it; None (no attribute) when empty, as on old items."""
-    return [entry.model_dump(mode="json") for entry in credit.recent] or None
 
 
 class _CreditMoved(Exception):
