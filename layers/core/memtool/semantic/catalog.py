@@ -457,19 +457,35 @@ class TenantModel:
 
 def model_problems(model: Catalog) -> list[str]:
     """Every reference in the model that names nothing (each one names its place: metrics[3].source)."""
-    problems: list[str] = []
     tables = {t.name for t in model.tables}
     metric_names = {m.name for m in model.metrics}
     dimension_names = {d.name for d in model.dimensions}
     sources = {s.name: s for s in model.sources}
+    problems = _repeated_names(model, list(sources))
+    problems += _join_and_source_problems(model, tables)
+    for i, metric in enumerate(model.metrics):
+        problems += _metric_problems(model, i, metric, tables, metric_names, dimension_names, sources)
+    problems += _dimension_reference_problems(model, tables, metric_names, dimension_names)
+    return problems
+
+
+def _repeated_names(model: Catalog, source_names: list[str]) -> list[str]:
+    """Table, metric, dimension and source names, and aliases, given twice."""
+    problems: list[str] = []
     for kind, names in (("table", [t.name for t in model.tables]), ("metric", [m.name for m in model.metrics]),
-                        ("dimension", [d.name for d in model.dimensions]), ("source", list(sources))):  # fmt: skip
+                        ("dimension", [d.name for d in model.dimensions]), ("source", source_names)):  # fmt: skip
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             problems.append(f"{kind} names are repeated: {duplicates}")
     aliases = [t.alias for t in model.tables] + [d.alias for s in model.sources for d in s.details]
     if len(set(aliases)) != len(aliases):
         problems.append(f"aliases are repeated: {sorted({a for a in aliases if aliases.count(a) > 1})}")
+    return problems
+
+
+def _join_and_source_problems(model: Catalog, tables: set[str]) -> list[str]:
+    """Joins and sources (and their details) naming unknown tables; a source's other dates."""
+    problems: list[str] = []
     for i, join in enumerate(model.joins):
         for side in (join.left, join.right):
             if side not in tables:
@@ -484,29 +500,50 @@ def model_problems(model: Catalog) -> list[str]:
         for j, detail in enumerate(source.details):
             if detail.table not in tables:
                 problems.append(f"sources[{i}].details[{j}].table: unknown table {detail.table!r}")
-    for i, metric in enumerate(model.metrics):
-        where = f"metrics[{i}] ({metric.name})"
-        unknown = set(metric.dimensions) - dimension_names
-        if unknown:
-            problems.append(f"{where}.dimensions: unknown dimensions {sorted(unknown)}")
-        if model.sources and metric.source not in sources:
-            problems.append(f"{where}.source: unknown source {metric.source!r}")
-            continue
-        found = sources.get(metric.source)
-        for name in metric.tables:
-            if name not in tables:
-                problems.append(f"{where}.tables: unknown table {name!r}")
-        details = {d.name for d in found.details} if found else set()
-        for name in metric.uses:
-            if name not in details:
-                problems.append(f"{where}.uses: source {metric.source} has no detail {name!r}")
-        if metric.by_detail is not None and metric.by_detail.detail not in details:
-            problems.append(f"{where}.by_detail: source {metric.source} has no detail {metric.by_detail.detail!r}")
-        for other in (*metric.variants, *([metric.share_of] if metric.share_of else [])):
-            if other not in metric_names:
-                problems.append(f"{where}: unknown metric {other!r} in variants or share_of")
-        if found and metric.time_column is None and found.time_column is None:
-            problems.append(f"{where}.time_column: neither the metric nor its source has one")
+    return problems
+
+
+def _metric_problems(
+    model: Catalog,
+    i: int,
+    metric: MetricSpec,
+    tables: set[str],
+    metric_names: set[str],
+    dimension_names: set[str],
+    sources: dict[str, SourceSpec],
+) -> list[str]:
+    """What ``metrics[i]`` names that the model has not: dimensions, its source (then nothing more is
+    checked), tables, details, other metrics, and a time column."""
+    problems: list[str] = []
+    where = f"metrics[{i}] ({metric.name})"
+    unknown = set(metric.dimensions) - dimension_names
+    if unknown:
+        problems.append(f"{where}.dimensions: unknown dimensions {sorted(unknown)}")
+    if model.sources and metric.source not in sources:
+        problems.append(f"{where}.source: unknown source {metric.source!r}")
+        return problems
+    found = sources.get(metric.source)
+    for name in metric.tables:
+        if name not in tables:
+            problems.append(f"{where}.tables: unknown table {name!r}")
+    details = {d.name for d in found.details} if found else set()
+    for name in metric.uses:
+        if name not in details:
+            problems.append(f"{where}.uses: source {metric.source} has no detail {name!r}")
+    if metric.by_detail is not None and metric.by_detail.detail not in details:
+        problems.append(f"{where}.by_detail: source {metric.source} has no detail {metric.by_detail.detail!r}")
+    for other in (*metric.variants, *([metric.share_of] if metric.share_of else [])):
+        if other not in metric_names:
+            problems.append(f"{where}: unknown metric {other!r} in variants or share_of")
+    if found and metric.time_column is None and found.time_column is None:
+        problems.append(f"{where}.time_column: neither the metric nor its source has one")
+    return problems
+
+
+def _dimension_reference_problems(model: Catalog, tables: set[str], metric_names: set[str], dimension_names: set[str]) -> list[str]:
+    """Dimensions on unknown tables, ambiguous terms naming unknown metrics, and the entity lists and
+    clarify_dimensions naming unknown dimensions."""
+    problems: list[str] = []
     for i, dim in enumerate(model.dimensions):
         if dim.kind == "attribute" and model.tables and dim.table not in tables:
             problems.append(f"dimensions[{i}] ({dim.name}).table: unknown table {dim.table!r}")
