@@ -21,6 +21,7 @@ import redshift_connector
 from memtool.clock import FrozenClock
 from memtool.errors import ValidationFailed
 from memtool.runtime import aws, container
+from memtool.runtime.tenant_access import TENANT_SECRET_RECHECK_SECONDS
 from memtool.settings import Settings, use_settings
 
 REGION = "us-east-1"
@@ -173,7 +174,7 @@ def test_a_tenant_without_a_secret_is_asked_about_again_only_after_five_minutes(
 
     # When its secret is created, within the five minutes the stack's warehouse still answers
     deployment.admin.create_secret(Name=missing, SecretString=redshift_secret("globex.example", "globex_dw", "globex_reader"))
-    clock.advance(seconds=container.TENANT_SECRET_RECHECK_SECONDS - 1)
+    clock.advance(seconds=TENANT_SECRET_RECHECK_SECONDS - 1)
     query(deployment.other)
     assert deployment.connect.target()[0] == "stack.example"
     assert deployment.secret_reads.count(missing) == 1

@@ -17,9 +17,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from memtool.runtime import container
+from memtool.runtime.adapter_cache import AdapterCache, Once
 
 ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS = ROOT / "functions"
@@ -59,7 +58,7 @@ def _factories() -> dict[str, Any]:
     for name, value in vars(container).items():
         if name.startswith("_") or name == "once":
             continue
-        target = value._factory if isinstance(value, container._Once) else value
+        target = value.factory if isinstance(value, Once) else value
         if inspect.isfunction(target) and target.__module__ == container.__name__:
             found[name] = target
     return found
@@ -118,9 +117,8 @@ def test_once_builds_one_adapter_under_concurrent_first_use() -> None:
         factory.cache_clear()
 
 
-def test_per_key_adapters_are_bounded_and_reset_closes_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(container, "_per_key_built", {})
-    monkeypatch.setattr(container, "_singletons", {})
+def test_per_key_adapters_are_bounded_and_reset_closes_them() -> None:
+    cache = AdapterCache(per_key_limit=8)
 
     class Closing:
         closed = 0
@@ -128,12 +126,15 @@ def test_per_key_adapters_are_bounded_and_reset_closes_them(monkeypatch: pytest.
         def close(self) -> None:
             Closing.closed += 1
 
-    first = container._per_key(("test", 0), Closing)
-    assert container._per_key(("test", 0), Closing) is first  # built once per key
-    for n in range(1, container._PER_KEY_LIMIT + 1):
-        container._per_key(("test", n), Closing)
-    assert len(container._per_key_built) == container._PER_KEY_LIMIT
-    assert ("test", 0) not in container._per_key_built  # the oldest dropped, not closed
+    first = cache.per_key(("test", 0), Closing)
+    assert cache.per_key(("test", 0), Closing) is first  # built once per key
+    for n in range(1, 9):
+        cache.per_key(("test", n), Closing)
+    assert len(cache.per_key_built) == 8
+    assert ("test", 0) not in cache.per_key_built  # the oldest dropped, not closed
     assert Closing.closed == 0
-    container.reset()
-    assert container._per_key_built == {} and Closing.closed == container._PER_KEY_LIMIT
+    single = cache.once(Closing)
+    assert single() is single()
+    cache.reset()
+    assert cache.per_key_built == {} and cache.singletons == {} and Closing.closed == 9
+    assert single() is not first

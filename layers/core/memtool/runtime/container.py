@@ -6,12 +6,11 @@ Handlers ask the container for services; tests install settings (or fakes) and r
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
-from functools import update_wrapper
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from memtool.clock import Clock, SystemClock
+from memtool.runtime.adapter_cache import AdapterCache
 from memtool.settings import get_settings, on_settings_change
 
 logger = logging.getLogger("memtool.runtime")
@@ -45,6 +44,7 @@ if TYPE_CHECKING:
     from memtool.retrieval.index import VectorIndex
     from memtool.retrieval.recall import Recall
     from memtool.runtime.tenancy import TenantEntry
+    from memtool.runtime.tenant_access import TenantRedshiftSecret
     from memtool.semantic.catalog import Catalog, TenantModel
     from memtool.semantic.compiler import IntentCompiler
     from memtool.semantic.model_store import ActiveModel, ModelStore
@@ -55,58 +55,11 @@ if TYPE_CHECKING:
     from memtool.tools.executor import ToolExecutor
 
 _clock: Clock | None = None
-Built = TypeVar("Built")
 
-# ---- the one cache: what the container has built, by key ------------------------------------------
-#
-# One lock for building: two threads must not build the same adapter at once (the threaded local
-# server's first requests did), or two embedded indexes or store pools on one file would each hold
-# half the truth. Reentrant: factories call each other. Singletons (``once``) stay until reset();
-# adapters built per key (a tenant's warehouse, model and planner, the model store of a record
-# store) are at most _PER_KEY_LIMIT, the oldest dropped, not closed: another thread may be using it.
-_building = threading.RLock()
-_PER_KEY_LIMIT = 64
-_singletons: dict[str, object] = {}
-_per_key_built: dict[tuple[object, ...], object] = {}
-_MISSING = object()
-
-
-def _cached(table: dict[Any, object], key: object, build: Callable[[], Built], *, limit: int | None = None) -> Built:
-    found = table.get(key, _MISSING)
-    if found is _MISSING:
-        with _building:
-            found = table.get(key, _MISSING)
-            if found is _MISSING:
-                found = build()
-                if limit is not None and len(table) >= limit:
-                    table.pop(next(iter(table)))
-                table[key] = found
-    return cast("Built", found)
-
-
-def _per_key(key: tuple[object, ...], build: Callable[[], Built]) -> Built:
-    return _cached(_per_key_built, key, build, limit=_PER_KEY_LIMIT)
-
-
-class _Once(Generic[Built]):
-    """A factory whose adapter is built once per process (per Lambda container), even under
-    concurrent first use; ``cache_clear`` forgets it (reset() forgets them all)."""
-
-    def __init__(self, factory: Callable[[], Built]) -> None:
-        self._factory = factory
-        self._key = factory.__qualname__
-        update_wrapper(self, factory)
-
-    def __call__(self) -> Built:
-        return _cached(_singletons, self._key, self._factory)
-
-    def cache_clear(self) -> None:
-        with _building:
-            _singletons.pop(self._key, None)
-
-
-def once(factory: Callable[[], Built]) -> _Once[Built]:
-    return _Once(factory)
+# What the container has built, by key, under one lock (memtool.runtime.adapter_cache).
+_adapters = AdapterCache()
+once = _adapters.once
+_per_key = _adapters.per_key
 
 
 def use_clock(clock: Clock | None) -> None:
@@ -349,9 +302,6 @@ def warehouse(tenant: str | None = None) -> Warehouse:
     return _per_key(("warehouse", url), build)
 
 
-# A tenant without a secret of its own is asked about again after this long, not on every request
-# (each would be a Secrets Manager call): a secret created for it is used within five minutes.
-TENANT_SECRET_RECHECK_SECONDS = 300.0
 
 
 def _tenant_redshift(tenant: str | None) -> Warehouse | None:
@@ -364,147 +314,53 @@ def _tenant_redshift(tenant: str | None) -> Warehouse | None:
 
 
 def _tenant_secret(prefix: str, tenant: str) -> TenantRedshiftSecret:
-    name = prefix + _secret_name_part(tenant)
-    return _per_key(("tenant-redshift-secret", name), lambda: TenantRedshiftSecret(name))
+    from memtool.runtime.tenant_access import TenantRedshiftSecret, secret_name_part
+
+    name = prefix + secret_name_part(tenant)
+
+    def secrets() -> Any:
+        from memtool.runtime.aws import client
+
+        return client("secretsmanager", get_settings())
+
+    def open_redshift(arn: str, secrets_client: Any) -> Warehouse:
+        from memtool.sql.redshift_warehouse import redshift_from_secret
+
+        return guarded_warehouse(redshift_from_secret(arn, secrets_client))
+
+    def build() -> TenantRedshiftSecret:
+        return TenantRedshiftSecret(name, now=lambda: clock().now().timestamp(), secrets=secrets, open_warehouse=open_redshift)
+
+    return _per_key(("tenant-redshift-secret", name), build)
 
 
-def _secret_name_part(tenant: str) -> str:
-    """Tenant ids are checked where they enter; a secret name allows more (``/`` would reach another
-    tenant's path under the prefix), so anything but letters, digits, _ . - stops here."""
-    import re
-
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", tenant):
-        from memtool.errors import ValidationFailed
-
-        raise ValidationFailed("the tenant id must be letters, digits, _ . - (at most 64)", field="tenant")
-    return tenant
 
 
-class TenantRedshiftSecret:
-    """One tenant's secret as Secrets Manager last answered: its warehouse (kept), or none (asked
-    again after TENANT_SECRET_RECHECK_SECONDS)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self._found: Warehouse | None = None
-        self.tables: tuple[str, ...] | None = None  # what the secret grants ({"tables": [...]}), when it says
-        self._missing_until = 0.0  # a timestamp of the container's clock
-        self._lock = threading.Lock()
-
-    def warehouse(self) -> Warehouse | None:
-        with self._lock:
-            if self._found is not None:
-                return self._found
-            now = clock().now().timestamp()
-            if now < self._missing_until:
-                return None
-            from memtool.runtime.aws import client
-
-            secrets = client("secretsmanager", get_settings())
-            arn = self._lookup(secrets)
-            if arn is None:
-                self._missing_until = now + TENANT_SECRET_RECHECK_SECONDS
-                return None
-            from memtool.sql.redshift_warehouse import redshift_from_secret
-
-            # By its ARN, so a later read (after a password rotation) is of this very secret.
-            self._found = guarded_warehouse(redshift_from_secret(arn, secrets))
-            return self._found
-
-    def _lookup(self, secrets: Any) -> str | None:
-        """The secret's ARN, or None when no secret has this name."""
-        from botocore.exceptions import ClientError
-
-        from memtool.sql.warehouse import WarehouseError
-
-        try:
-            found = secrets.get_secret_value(SecretId=self.name)
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            if code == "ResourceNotFoundException":
-                return None
-            raise WarehouseError(
-                f"the tenant's Redshift secret {self.name} could not be read ({code}); the stack's role may read only "
-                "secrets named with TenantRedshiftSecretPrefix",
-                code="unavailable",
-            ) from None
-        if found.get("Name") != self.name:  # Secrets Manager also resolves partial ARNs: only this very name counts
-            logger.warning("secret %s answered as %s: not the tenant's", self.name, found.get("Name"))
-            return None
-        self.tables = _secret_tables(found.get("SecretString"), self.name)
-        return str(found["ARN"])
 
 
-def _secret_tables(secret_string: Any, name: str) -> tuple[str, ...] | None:
-    """The ``tables`` a tenant's secret grants (``{"tables": ["fact_*", ...], ...}``), or None."""
-    import json
-
-    from memtool.sql.grants import normalized_patterns
-
-    try:
-        document = json.loads(secret_string) if isinstance(secret_string, str) else None
-    except ValueError:
-        return None
-    raw = document.get("tables") if isinstance(document, dict) else None
-    if raw is None:
-        return None
-    from memtool.sql.warehouse import WarehouseError
-
-    if not isinstance(raw, list) or not raw:
-        raise WarehouseError(f"the tenant's secret {name}: tables must be a list of table names or patterns", code="unavailable")
-    try:
-        return normalized_patterns(str(p) for p in raw)
-    except ValueError as exc:
-        raise WarehouseError(f"the tenant's secret {name}: tables: {exc}", code="unavailable") from None
 
 
 def grant_missing(tenant: str | None) -> str | None:
-    """Why the tenant needs a grant it does not have, or None: on the stack's shared Redshift (a
-    tenant without a secret of its own), every tenant's tables must be granted before a curator may
-    store a model, or one curator's model could name another tenant's tables."""
-    settings = get_settings()
-    if granted_tables(tenant) is not None or (tenant and tenants().get(tenant) is not None):
-        return None  # granted, or a tenants-file entry (load_tenants requires grants where entries share a warehouse)
-    if settings.warehouse == "redshift":
-        if settings.tenant_redshift_secret_prefix and tenant and _tenant_redshift(tenant) is not None:
-            return None  # a warehouse of its own
-        return (
-            f"tenant {tenant} reads the stack's shared Redshift, which serves every tenant without a secret of its own: "
-            "grant it its tables first (the TenantTables parameter, MEMTOOL_TENANT_TABLES, or a tables list in its own secret)"
-        )
-    if settings.warehouse_url:
-        return (
-            f"tenant {tenant} reads the process's warehouse (MEMTOOL_WAREHOUSE_URL), which serves every tenant not in the "
-            "tenants file: grant it its tables first (MEMTOOL_TENANT_TABLES, e.g. {\"" + str(tenant) + "\": [\"*\"]} on a "
-            "warehouse of its own), or give it a tenants-file entry with tables:"
-        )
-    return None  # the built-in demo warehouse: the same demo data for every tenant
+    """Why the tenant needs a grant it does not have, or None (memtool.runtime.tenant_access.missing_grant)."""
+    from memtool.runtime.tenant_access import missing_grant
+
+    has_entry = bool(tenant and tenants().get(tenant) is not None)
+    granted, own_redshift = granted_tables(tenant), lambda: _tenant_redshift(tenant) is not None
+    return missing_grant(tenant, get_settings(), granted=granted, has_entry=has_entry, own_redshift=own_redshift)
 
 
 def granted_tables(tenant: str | None) -> tuple[str, ...] | None:
-    """The warehouse tables an operator granted the tenant (patterns), or None where nothing is configured.
+    """The warehouse tables an operator granted the tenant (memtool.runtime.tenant_access.granted_patterns)."""
+    from memtool.runtime.tenant_access import granted_patterns
 
-    A tenants-file entry's ``tables:``; else, for a tenant with its own Redshift secret, the secret's
-    ``tables``; else MEMTOOL_TENANT_TABLES (the tenant's entry, or ``*``). None means the warehouse
-    is the tenant's own, or the built-in demo: the model's tables are then the wall.
-    """
     entry = tenants().get(tenant) if tenant else None
-    if entry is not None:
-        return entry.tables
     settings = get_settings()
-    if settings.warehouse == "redshift" and settings.tenant_redshift_secret_prefix and tenant:
-        secret = _tenant_secret(settings.tenant_redshift_secret_prefix, tenant)
-        if secret.warehouse() is not None and secret.tables is not None:
-            return secret.tables
-    configured = settings.tenant_tables
-    patterns = configured.get(tenant or "") if tenant else None
-    if patterns is None:
-        patterns = configured.get("*")
-    if patterns is None:
-        return None
-    from memtool.sql.grants import normalized_patterns
+    prefix = settings.tenant_redshift_secret_prefix
 
-    return normalized_patterns(patterns)
+    def secret() -> TenantRedshiftSecret | None:
+        return _tenant_secret(prefix, tenant) if settings.warehouse == "redshift" and prefix and tenant else None
+
+    return granted_patterns(tenant, settings, entry=entry, secret=secret)
 
 
 MODEL_MISSING = (
@@ -604,23 +460,14 @@ def _refuse_the_demo_warehouse_to_another_model(tenant: str | None) -> None:
     configure (WarehouseMissing, 409), never run on the demo's data."""
     if not tenant or not _built_in_model_applies():
         return
-    from memtool.errors import ModelMissing, WarehouseMissing
+    from memtool.errors import ModelMissing
+    from memtool.runtime.tenant_access import refuse_beyond_the_demo
 
     try:
         model = tenant_model(tenant)
     except ModelMissing:
         return  # no model: the ask answers model_missing on its own
-    if model.origin == "built_in":
-        return
-    demo = {t.lower() for t in _default_model_tables()}
-    foreign = sorted(t for t in model.catalog.physical_tables if t.lower() not in demo)
-    if foreign:
-        raise WarehouseMissing(
-            f"tenant {tenant}'s semantic model ({model.label}) reads tables this process has no warehouse for "
-            f"({', '.join(foreign[:5])}{', …' if len(foreign) > 5 else ''}): give the tenant its warehouse with an entry in a "
-            "tenants file (memtool serve --tenants FILE, memtool mcp --tenants FILE) or MEMTOOL_WAREHOUSE_URL",
-            field="warehouse",
-        )
+    refuse_beyond_the_demo(tenant, model, _default_model_tables())
 
 
 def _built_in_model_applies() -> bool:
@@ -686,15 +533,6 @@ def _build_planner(catalog: Catalog, open_warehouse: Callable[[], Warehouse]) ->
             fallback=rules,
         )
     return rules
-
-
-def _close_quietly(built: Any) -> None:
-    close = getattr(built, "close", None)
-    if close is not None and not isinstance(built, type):
-        try:
-            close()
-        except Exception:  # noqa: BLE001 - closing what is forgotten must not fail the request
-            logger.debug("closing %s failed", type(built).__name__)
 
 
 def question_parser(tenant: str | None = None) -> QuestionParser:
@@ -832,23 +670,9 @@ def flow_runner() -> FlowRunner:
             read_timeout=settings.ask_flow_read_timeout_seconds,
         )
         return StepFunctionsRunner(sfn, {"AskFlow": settings.ask_state_machine_arn or ""})
-    from memtool.runtime.handlers import function_fleet
-    from memtool.runtime.local_flows import LocalFlowRunner, enable_execution_in_moto, install_in_process_lambdas
-    from memtool.runtime.template import load_template, project_root
+    from memtool.runtime.local_flows import local_flow_runner
 
-    root = project_root()
-    enable_execution_in_moto()
-    install_in_process_lambdas(
-        {
-            "FlowStepsFunction": function_fleet(root, "flow_steps"),
-            "AnalyzeFunction": function_fleet(root, "analyze"),
-            "MlToolsFunction": function_fleet(root, "ml_tools"),
-            "MaintenanceFunction": function_fleet(root, "maintenance"),
-        }
-    )
-    return LocalFlowRunner(
-        client("stepfunctions", settings), load_template(root / "template.yaml"), root, timeout_scale=settings.local_flow_timeout_scale
-    )
+    return local_flow_runner(client("stepfunctions", settings), timeout_scale=settings.local_flow_timeout_scale)
 
 
 def ask_service() -> AskService:
@@ -871,69 +695,27 @@ def breakers() -> CircuitBreakers:
     return CircuitBreakers(failure_threshold=settings.breaker_failure_threshold, cooldown_seconds=settings.breaker_cooldown_seconds)
 
 
+
+
 def guarded_aws_client(dependency: str, aws_client: Any) -> GuardedClient:
     """A boto3 client whose calls go through the dependency's breaker."""
-    from memtool.tools.breakers import GuardedClient
+    from memtool.runtime.guarded import aws_client_behind
 
-    def counts(exc: BaseException) -> bool:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        if isinstance(exc, ClientError):
-            code = str(exc.response.get("Error", {}).get("Code") or "")
-            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-            return status >= 500 or code in _DEPENDENCY_ERROR_CODES
-        return isinstance(exc, BotoCoreError)
-
-    def open_error(exc, operation: str):
-        from botocore.exceptions import ClientError
-
-        return ClientError({"Error": {"Code": "CircuitOpen", "Message": str(exc)}}, operation)
-
-    return GuardedClient(
-        aws_client,
-        breakers().get(dependency),
-        counts=counts,
-        open_error=open_error,
-        unguarded=frozenset({"can_paginate", "get_paginator", "get_waiter"}),
-    )
-
-
-_DEPENDENCY_ERROR_CODES = frozenset(
-    {
-        "ThrottlingException",
-        "ServiceUnavailableException",
-        "InternalServerException",
-        "ModelNotReadyException",
-        "ModelTimeoutException",
-        "ServiceQuotaExceededException",
-    }
-)
+    return aws_client_behind(breakers().get(dependency), aws_client)
 
 
 def guarded_index(index: VectorIndex) -> VectorIndex:
     """The vector index behind the "opensearch" breaker (an open circuit reads as IndexUnavailable)."""
-    from memtool.retrieval.index import IndexUnavailable
-    from memtool.tools.breakers import GuardedClient
+    from memtool.runtime.guarded import index_behind
 
-    return GuardedClient(
-        index,
-        breakers().get("opensearch"),
-        counts=lambda exc: isinstance(exc, IndexUnavailable),
-        open_error=lambda exc, _name: IndexUnavailable(str(exc)),
-    )
+    return index_behind(breakers().get("opensearch"), index)
 
 
 def guarded_warehouse(built: Warehouse) -> Warehouse:
     """Redshift behind the "redshift" breaker: only outages count, never a bad SQL."""
-    from memtool.sql.warehouse import WarehouseError
-    from memtool.tools.breakers import GuardedClient
+    from memtool.runtime.guarded import warehouse_behind
 
-    return GuardedClient(
-        built,
-        breakers().get("redshift"),
-        counts=lambda exc: isinstance(exc, WarehouseError) and exc.code in ("unavailable", "timeout"),
-        open_error=lambda exc, _name: WarehouseError(f"{exc}; try again later", code="unavailable"),
-    )
+    return warehouse_behind(breakers().get("redshift"), built)
 
 
 def local_sandbox() -> LocalProcessSandbox:
@@ -987,19 +769,7 @@ def tool_executor() -> ToolExecutor:
 
 def reset() -> None:
     """Forget every built adapter (closing the ones that hold files) so settings apply afresh."""
-    with _building:
-        _reset()
-
-
-def _reset() -> None:
-    for built in _singletons.values():
-        close = getattr(built, "close", None)
-        if close is not None:
-            close()
-    _singletons.clear()
-    for built in _per_key_built.values():
-        _close_quietly(built)
-    _per_key_built.clear()
+    _adapters.reset()
 
 
 def fewshot_library() -> FewshotLibrary:

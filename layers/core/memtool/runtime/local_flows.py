@@ -309,3 +309,22 @@ class LocalFlowRunner:
             described.get("cause"),
             (time.perf_counter() - started) * 1000,
         )
+
+
+def local_flow_runner(sfn: Any, *, timeout_scale: float = 1.0) -> LocalFlowRunner:
+    """The local runtime's flows: moto's engine set to run them, the template's functions installed
+    as in-process Lambdas (each a fleet of warm handler copies), the state machines from the template."""
+    from memtool.runtime.handlers import function_fleet
+    from memtool.runtime.template import load_template, project_root
+
+    root = project_root()
+    enable_execution_in_moto()
+    install_in_process_lambdas(
+        {
+            "FlowStepsFunction": function_fleet(root, "flow_steps"),
+            "AnalyzeFunction": function_fleet(root, "analyze"),
+            "MlToolsFunction": function_fleet(root, "ml_tools"),
+            "MaintenanceFunction": function_fleet(root, "maintenance"),
+        }
+    )
+    return LocalFlowRunner(sfn, load_template(root / "template.yaml"), root, timeout_scale=timeout_scale)
