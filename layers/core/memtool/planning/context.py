@@ -174,23 +174,55 @@ def plan_context(
                 rank = (int(record.get("scope") == "user"), str(record.get("updated_at") or ""), float(record.get("confidence") or 0))
                 corrections.append((rank, mapping))
         elif kind == "causal":
-            raw_value = record.get("value")
-            value: Mapping[str, Any] = raw_value if isinstance(raw_value, dict) else {}
-            # Only a verified, active diagnosis is a lesson; one pending review never steers a plan.
-            if record.get("status") == "active" and value.get("verified") is True and value.get("lesson"):
-                lessons.append(LessonItem(memory_id=str(record["id"]), version=int(record.get("version") or 1), text=str(value["lesson"])))
+            lesson = _lesson_from_memory(record)
+            if lesson is not None:
+                lessons.append(lesson)
         elif kind == "knowledge" and record.get("content"):
             knowledge.append(
                 KnowledgeItem(
                     memory_id=str(record["id"]), version=int(record.get("version") or 1), text=str(record["content"]), key=record.get("key")
                 )
             )
+    chosen = _one_meaning_per_term(corrections)
+    chart = profile.get("chart")
+    turns = _previous_turns(session_turns)
+    fewshots = _fewshot_examples(examples)
+    return PlanContext(
+        tenant=tenant,
+        user=user,
+        profile_unit=normalize_unit(profile.get("unit")),
+        profile_chart=chart if isinstance(chart, str) and chart else None,
+        profile_sources=dict(profile_sources or {}),
+        conditions={k: v for k, v in (conditions or {}).items() if v is not None},
+        corrections=chosen,
+        knowledge=knowledge,
+        lessons=lessons,
+        turns=turns,
+        fewshots=fewshots,
+    )
+
+
+def _lesson_from_memory(record: Mapping[str, Any]) -> LessonItem | None:
+    """A causal memory as a lesson: only a verified, active diagnosis; one pending review never steers a plan."""
+    raw_value = record.get("value")
+    value: Mapping[str, Any] = raw_value if isinstance(raw_value, dict) else {}
+    if record.get("status") == "active" and value.get("verified") is True and value.get("lesson"):
+        return LessonItem(memory_id=str(record["id"]), version=int(record.get("version") or 1), text=str(value["lesson"]))
+    return None
+
+
+def _one_meaning_per_term(ranked: Sequence[tuple[tuple[int, str, float], TermMapping]]) -> list[TermMapping]:
+    """The best-ranked correction of each term (case-insensitive), in the order the terms were first met."""
     chosen: dict[str, tuple[tuple[int, str, float], TermMapping]] = {}
-    for rank, mapping in corrections:
+    for rank, mapping in ranked:
         term = mapping.term.lower()
         if term not in chosen or rank > chosen[term][0]:
             chosen[term] = (rank, mapping)
-    chart = profile.get("chart")
+    return [mapping for _, mapping in chosen.values()]
+
+
+def _previous_turns(session_turns: Sequence[Mapping[str, Any]]) -> list[PreviousTurn]:
+    """The session's last five turns as conversation state."""
     turns: list[PreviousTurn] = []
     for turn in list(session_turns)[-5:]:
         try:
@@ -205,25 +237,18 @@ def plan_context(
             )
         except ValidationError:
             continue  # a turn written by hand in another shape is not conversation state
+    return turns
+
+
+def _fewshot_examples(examples: Sequence[Mapping[str, Any]]) -> list[FewshotExample]:
+    """The approved few-shots that validate; the others are skipped."""
     fewshots: list[FewshotExample] = []
     for item in examples:
         try:
             fewshots.append(FewshotExample.model_validate(item))
         except ValidationError:
             continue
-    return PlanContext(
-        tenant=tenant,
-        user=user,
-        profile_unit=normalize_unit(profile.get("unit")),
-        profile_chart=chart if isinstance(chart, str) and chart else None,
-        profile_sources=dict(profile_sources or {}),
-        conditions={k: v for k, v in (conditions or {}).items() if v is not None},
-        corrections=[mapping for _, mapping in chosen.values()],
-        knowledge=knowledge,
-        lessons=lessons,
-        turns=turns,
-        fewshots=fewshots,
-    )
+    return fewshots
 
 
 __all__ = [

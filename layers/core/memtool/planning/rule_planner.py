@@ -18,6 +18,7 @@ corrections used are cited by memory id and version.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Protocol
 
@@ -29,7 +30,7 @@ from memtool.semantic.compiler import IntentCompiler
 from memtool.semantic.entities import EntityIndex
 from memtool.semantic.followup import ChoiceTarget, declines_to_choose, option_label, ordinal_choice, plain_reply, usable_term
 from memtool.semantic.intent import Intent
-from memtool.semantic.parser import Choice, ParsedQuestion, ParseResult, QuestionParser, TermMapping, language_of
+from memtool.semantic.parser import Choice, ClarificationNeed, ParsedQuestion, ParseResult, QuestionParser, TermMapping, language_of
 
 # Clarifications about a term whose answer is worth remembering as the user's meaning of it.
 LEARNABLE_REASONS = frozenset({"ambiguous_metric", "unknown_term", "ambiguous_value"})
@@ -53,6 +54,20 @@ def resolve_today(source: TodaySource) -> date:
         return source.now().date()
     value = source()
     return value.date() if isinstance(value, datetime) else value
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """How the rules read a question: the question answered (the pending one, for a reply to its
+    clarification), its route, the parse, and what the conversation settled."""
+
+    question: str
+    asked: str
+    route: Route
+    result: ParseResult
+    choices: list[Choice] | None
+    learned: LearnedTerm | None
+    preference: Preference | None
 
 
 class RulePlanner:
@@ -85,56 +100,36 @@ class RulePlanner:
         notes: list[str] = []
         corrections = self._usable_corrections(context.corrections, notes)
         pending, choice = self._clarification_reply(question, context, corrections, today)
-        if pending is not None and choice is None and declines_to_choose(question, len((pending.clarification or {}).get("options") or [])):
-            return self._ask_again(question, pending, route, notes)
         if pending is not None and choice is None:
+            if declines_to_choose(question, len((pending.clarification or {}).get("options") or [])):
+                return self._ask_again(question, pending, route, notes)
             choice = self._other_issue(question, pending, corrections, today)
-        earlier = _earlier_choices(pending) if choice is not None else []
         asked = _pending_question(pending) if pending is not None and choice is not None else question
-        if pending is not None and choice is not None:
-            chosen: Route = classify_route(asked, parser=self.parser)  # the reply answers the pending question, on its route
-        elif route is not None:
-            chosen = parse_forced_route(route)
-        else:
-            chosen = classify_route(question, parser=self.parser)
+        chosen = self._route(question, asked, route, answers_pending=pending is not None and choice is not None)
         if chosen == "business_knowledge_qa" and choice is None:
             return self._answer_knowledge(question, context, corrections, notes)
         if chosen == "business_knowledge_qa":
             chosen = "nl2sql_query"
         preference = self.standing_preference(question, today)
         previous = self._previous_intent(context, notes, before=pending)
-        choices = [*earlier, choice] if choice is not None else None
+        choices = [*_earlier_choices(pending), choice] if choice is not None else None
         result = self.parser.parse(asked, today=today, route=chosen, corrections=corrections, previous=previous, choice=choices)
         if preference is not None and not _asks_for_data(self.parser.recognise(question, today=today, corrections=corrections)):
             # Said on its own (in a session too): remembered, not a follow-up of the last question.
             notes.append(f"remembered: {preference.text}")
             return Plan(status="remembered", route=chosen, remember=preference, planner=self.name, notes=notes)
         notes.extend(result.notes)
-        applied = [_applied(m) for m in result.parsed.corrections_used if m.memory_id is not None]
-        citations = [Citation(source=m.source, text=f"{m.term} -> {m.maps_to.describe()}") for m in result.parsed.corrections_used]
+        applied, citations = _corrections_used(result.parsed)
         learned = self._learned(pending, choice)
         if result.clarification is not None:
-            templated = self._from_fewshot(question, context, today, chosen, notes)
-            if templated is not None:
-                result, example = templated
-                applied.append(AppliedMemory(id=example.memory_id, version=example.version, kind="fewshot", why="intent template"))
-                citations.append(Citation(source=example.source, text=f"{example.question} -> {example.sql[:200]}"))
+            result = self._templated(result, question, context, today, chosen, notes, applied, citations)
         if result.clarification is not None:
-            need = result.clarification
-            notes.append(f"clarification needed: {need.reason}")
+            notes.append(f"clarification needed: {result.clarification.reason}")
+            clarification = _clarification(result.clarification, asked, choices)
             return Plan(
                 status="needs_clarification",
                 route=chosen,
-                clarification=Clarification(
-                    question=need.question,
-                    term=need.term,
-                    options=need.options,
-                    reason=need.reason,
-                    targets=[t.as_json() for t in need.targets],
-                    # A reply that led to another question keeps the original one waiting, with its answers.
-                    pending_question=asked if choices else None,
-                    choices=[{"reason": c.reason, "term": c.term, "target": c.target.as_json()} for c in choices or []],
-                ),
+                clarification=clarification,
                 citations=citations,
                 planner=self.name,
                 notes=notes,
@@ -142,47 +137,43 @@ class RulePlanner:
                 learned=learned,
                 remember=preference,
             )
+        reading = _Reading(question, asked, chosen, result, choices, learned, preference)
+        return self._planned(reading, context, notes, applied, citations)
+
+    # ---- the steps of a plan --------------------------------------------------------------
+
+    def _route(self, question: str, asked: str, route: Route | str | None, *, answers_pending: bool) -> Route:
+        """A reply answers the pending question, on that question's route; otherwise the forced route or the question's."""
+        if answers_pending:
+            return classify_route(asked, parser=self.parser)
+        if route is not None:
+            return parse_forced_route(route)
+        return classify_route(question, parser=self.parser)
+
+    def _planned(
+        self, reading: _Reading, context: PlanContext, notes: list[str], applied: list[AppliedMemory], citations: list[Citation]
+    ) -> Plan:
+        """The plan of a question the rules read into an intent: unit and chart settled, every filter
+        value checked against the warehouse, then compiled."""
+        result, preference = reading.result, reading.preference
+        chosen = reading.route
         intent = result.intent
         assert intent is not None
         metric = self.catalog.metric(intent.metric)
         if metric.kind == "money":
-            unit, source = self._unit(intent.unit, context, preference)
-            intent = intent.model_copy(update={"unit": None if unit == "元" else unit})
-            if self.catalog.currency != "元":
-                if intent.unit is not None:
-                    notes.append(f"unit {intent.unit} ignored: this model's money is in {self.catalog.currency}")
-                    intent = intent.model_copy(update={"unit": None})
-                unit = self.catalog.currency  # 元, 万元 and 分 are the yuan's; this model keeps its own currency
-            notes.append(f"unit {unit} from {source if unit != self.catalog.currency or source != 'the default' else 'the model'}")
-            if source == "the profile" and "unit" in context.profile_sources:
-                applied.append(_applied_source(context.profile_sources["unit"], "profile", f"unit {unit}"))
-        chart, chart_source = self._chart(context, preference)
-        if chart is not None:
-            notes.append(f"chart {chart} from {chart_source}")
-            if chart_source == "the profile" and "chart" in context.profile_sources:
-                applied.append(_applied_source(context.profile_sources["chart"], "profile", f"chart {chart}"))
+            intent = self._money_unit(intent, context, preference, notes, applied)
+        self._settle_chart(context, preference, notes, applied)
         if chosen == "kpi_lookup" and intent.dimensions and result.carried_over:
             chosen = "nl2sql_query"  # "换成处方量" reads as one number, but it carries a grouping
             notes.append("route nl2sql_query: the follow-up carries a grouping")
         unheld = self._value_not_held(intent)
         if unheld is not None:  # a net under every path a value takes (turns, options, corrections, examples)
             dimension, value = unheld
-            spec = self.catalog.dimension(dimension)
-            lang = result.parsed.lang
             notes.append(f"clarification needed: {value[:40]!r} is not a {dimension} of the data")
-            options = self.entities.labels(dimension, lang)[:5]
             return Plan(
                 status="needs_clarification",
                 route=chosen,
-                clarification=Clarification(
-                    question=f"数据里没有{spec.label(lang)}「{value[:40]}」。你指的是哪一个？"
-                    if lang == "zh"
-                    else f"The data has no {spec.label(lang)} called '{value[:40]}'. Which {spec.label(lang)} do you mean?",
-                    term=value[:40],
-                    options=options,
-                    reason="unknown_value",
-                    targets=[ChoiceTarget(dimension=dimension, value=e.value).as_json() for e in self.entities.of(dimension)[:5]],
-                ),
+                clarification=self._unheld_value(dimension, value, result.parsed.lang),
                 citations=citations,
                 planner=self.name,
                 notes=notes,
@@ -204,10 +195,73 @@ class RulePlanner:
             notes=notes,
             applied=[a for a in applied if a.id],
             carried_over=result.carried_over,
-            resolved_question=asked if asked != question else None,
-            clarified=[c.reason for c in choices or []],
-            learned=learned,
+            resolved_question=reading.asked if reading.asked != reading.question else None,
+            clarified=[c.reason for c in reading.choices or []],
+            learned=reading.learned,
             remember=preference,
+        )
+
+
+    def _templated(
+        self,
+        result: ParseResult,
+        question: str,
+        context: PlanContext,
+        today: date,
+        route: Route,
+        notes: list[str],
+        applied: list[AppliedMemory],
+        citations: list[Citation],
+    ) -> ParseResult:
+        """A question the rules left unclear, planned from an approved example when one has its shape
+        (the example is applied and cited); otherwise ``result`` unchanged."""
+        templated = self._from_fewshot(question, context, today, route, notes)
+        if templated is None:
+            return result
+        planned, example = templated
+        applied.append(AppliedMemory(id=example.memory_id, version=example.version, kind="fewshot", why="intent template"))
+        citations.append(Citation(source=example.source, text=f"{example.question} -> {example.sql[:200]}"))
+        return planned
+
+    def _money_unit(
+        self, intent: Intent, context: PlanContext, preference: Preference | None, notes: list[str], applied: list[AppliedMemory]
+    ) -> Intent:
+        """The intent of a money metric with its display unit settled, the unit's source noted (and
+        the profile memory applied when the unit came from the profile)."""
+        unit, source = self._unit(intent.unit, context, preference)
+        intent = intent.model_copy(update={"unit": None if unit == "元" else unit})
+        if self.catalog.currency != "元":
+            if intent.unit is not None:
+                notes.append(f"unit {intent.unit} ignored: this model's money is in {self.catalog.currency}")
+                intent = intent.model_copy(update={"unit": None})
+            unit = self.catalog.currency  # 元, 万元 and 分 are the yuan's; this model keeps its own currency
+        notes.append(f"unit {unit} from {source if unit != self.catalog.currency or source != 'the default' else 'the model'}")
+        if source == "the profile" and "unit" in context.profile_sources:
+            applied.append(_applied_source(context.profile_sources["unit"], "profile", f"unit {unit}"))
+        return intent
+
+    def _settle_chart(
+        self, context: PlanContext, preference: Preference | None, notes: list[str], applied: list[AppliedMemory]
+    ) -> None:
+        """Note the chart in force and where it came from (the profile memory applied when it is the profile's)."""
+        chart, chart_source = self._chart(context, preference)
+        if chart is not None:
+            notes.append(f"chart {chart} from {chart_source}")
+            if chart_source == "the profile" and "chart" in context.profile_sources:
+                applied.append(_applied_source(context.profile_sources["chart"], "profile", f"chart {chart}"))
+
+    def _unheld_value(self, dimension: str, value: str, lang: Lang) -> Clarification:
+        """Ask which value is meant when the intent filters on one the warehouse does not hold."""
+        spec = self.catalog.dimension(dimension)
+        options = self.entities.labels(dimension, lang)[:5]
+        return Clarification(
+            question=f"数据里没有{spec.label(lang)}「{value[:40]}」。你指的是哪一个？"
+            if lang == "zh"
+            else f"The data has no {spec.label(lang)} called '{value[:40]}'. Which {spec.label(lang)} do you mean?",
+            term=value[:40],
+            options=options,
+            reason="unknown_value",
+            targets=[ChoiceTarget(dimension=dimension, value=e.value).as_json() for e in self.entities.of(dimension)[:5]],
         )
 
     # ---- conversation ---------------------------------------------------------------------
@@ -519,6 +573,27 @@ class RulePlanner:
             if any(term in haystack for term in terms if len(term) >= 2):
                 relevant.append(item)
         return relevant
+
+
+def _clarification(need: ClarificationNeed, asked: str, choices: list[Choice] | None) -> Clarification:
+    """The parser's clarification as the plan's: a reply that led to another question keeps the
+    original one waiting, with its answers."""
+    return Clarification(
+        question=need.question,
+        term=need.term,
+        options=need.options,
+        reason=need.reason,
+        targets=[t.as_json() for t in need.targets],
+        pending_question=asked if choices else None,
+        choices=[{"reason": c.reason, "term": c.term, "target": c.target.as_json()} for c in choices or []],
+    )
+
+
+def _corrections_used(parsed: ParsedQuestion) -> tuple[list[AppliedMemory], list[Citation]]:
+    """The corrections the parse used: applied (those stored as memories) and cited (all of them)."""
+    applied = [_applied(m) for m in parsed.corrections_used if m.memory_id is not None]
+    citations = [Citation(source=m.source, text=f"{m.term} -> {m.maps_to.describe()}") for m in parsed.corrections_used]
+    return applied, citations
 
 
 def _pending_question(turn: PreviousTurn) -> str:
