@@ -205,7 +205,12 @@ def parse_temporal(value: Any, name_granularity: str | None = None) -> tuple[tup
         return None
     if not isinstance(value, str):
         return None
-    text = value.strip()
+    return _parse_temporal_text(value.strip(), name_granularity)
+
+
+def _parse_temporal_text(text: str, name_granularity: str | None) -> tuple[tuple[int, ...], str] | None:
+    """parse_temporal of a stripped text cell: a date or timestamp, a month, a week, a quarter or a
+    year (ISO and Chinese spellings); a bare four-digit year only under a year-named column."""
     if m := _DATE.match(text):
         y, mo, d = int(m[1]), int(m[2]), int(m[3])
         if not (1 <= mo <= 12 and 1 <= d <= 31):
@@ -325,35 +330,52 @@ def _profile(name: str, index: int, cells: list[Any], hints: ShapeHints) -> Colu
     name_grain = _name_granularity(name)
 
     if not is_metric_hint:
-        parsed = [parse_temporal(v, name_grain) for v in values]
-        hits = [p for p in parsed if p is not None]
-        if hits and len(hits) / len(values) >= _TEMPORAL_MIN_RATIO:
-            grains = {g for _, g in hits}
-            grain = grains.pop() if len(grains) == 1 else _coarsest(grains)
-            return ColumnProfile(role=ColumnRole.TEMPORAL, granularity=grain, **base)
+        temporal = _temporal_profile(values, name_grain, base)
+        if temporal is not None:
+            return temporal
 
     if all(isinstance(v, bool) for v in values):
         return ColumnProfile(role=ColumnRole.CATEGORICAL, **base)
 
     numbers = [as_number(v) for v in values]
     if all(n is not None for n in numbers):
-        identifier = _is_identifier_name(name) and not is_metric_hint
-        if identifier or (is_dimension_hint and not is_metric_hint):
-            return ColumnProfile(role=ColumnRole.CATEGORICAL, is_identifier=identifier, **base)
         nums = [n for n in numbers if n is not None]
-        return ColumnProfile(
-            role=ColumnRole.MEASURE,
-            non_negative=min(nums) >= 0,
-            min_value=min(nums),
-            max_value=max(nums),
-            order=_order(nums),
-            **base,
-        )
+        return _numeric_profile(name, nums, base, is_dimension_hint=is_dimension_hint, is_metric_hint=is_metric_hint)
 
     if name_grain is not None and all(isinstance(v, str) for v in values):
         # "month" holding "Jan", "Feb": a period named by its column, kept in row order
         return ColumnProfile(role=ColumnRole.TEMPORAL, granularity="label", **base)
     return ColumnProfile(role=ColumnRole.CATEGORICAL, is_identifier=_is_identifier_name(name), **base)
+
+
+def _temporal_profile(values: list[Any], name_grain: str | None, base: _Counts) -> ColumnProfile | None:
+    """A temporal profile when enough of the non-null values parse as dates or periods (the
+    coarsest granularity when they mix), else None."""
+    parsed = [parse_temporal(v, name_grain) for v in values]
+    hits = [p for p in parsed if p is not None]
+    if hits and len(hits) / len(values) >= _TEMPORAL_MIN_RATIO:
+        grains = {g for _, g in hits}
+        grain = grains.pop() if len(grains) == 1 else _coarsest(grains)
+        return ColumnProfile(role=ColumnRole.TEMPORAL, granularity=grain, **base)
+    return None
+
+
+def _numeric_profile(
+    name: str, nums: list[float], base: _Counts, *, is_dimension_hint: bool, is_metric_hint: bool
+) -> ColumnProfile:
+    """An all-numeric column: a measure with its range and row order, unless its name says it is an
+    identifier or the intent names it a dimension (and not the metric)."""
+    identifier = _is_identifier_name(name) and not is_metric_hint
+    if identifier or (is_dimension_hint and not is_metric_hint):
+        return ColumnProfile(role=ColumnRole.CATEGORICAL, is_identifier=identifier, **base)
+    return ColumnProfile(
+        role=ColumnRole.MEASURE,
+        non_negative=min(nums) >= 0,
+        min_value=min(nums),
+        max_value=max(nums),
+        order=_order(nums),
+        **base,
+    )
 
 
 def _coarsest(grains: set[str]) -> str:
@@ -394,6 +416,19 @@ class _Common(TypedDict):
     hints: ShapeHints
 
 
+@dataclass
+class _ShapeMaker:
+    """Builds the DataShape of one result: the fields every kind shares, and the reasons so far
+    (a rule that declines a kind adds why, and the kind that follows carries it)."""
+
+    common: _Common
+    measures: tuple[str, ...]
+    reasons: list[str]
+
+    def shape(self, kind: ShapeKind, why: str, **extra: Any) -> DataShape:
+        return DataShape(kind, measures=self.measures, reasons=tuple(self.reasons + [why]), **self.common, **extra)
+
+
 def analyze_shape(columns: list[str], rows: list[list[Any]], *, hints: ShapeHints | None = None) -> DataShape:
     """Infer column roles and the kind of shape of a query result.
 
@@ -403,15 +438,49 @@ def analyze_shape(columns: list[str], rows: list[list[Any]], *, hints: ShapeHint
     """
     hints = hints or ShapeHints()
     rows = [list(r) for r in rows]
-    width = len(columns)
-    if width == 0 or not rows or all(is_null(cell) for row in rows for cell in row):
-        reason = "no rows" if not rows else ("no columns" if width == 0 else "every value is null")
-        return DataShape(ShapeKind.EMPTY, len(rows), (), reasons=(reason,), hints=hints)
+    empty = _empty_reason(len(columns), rows)
+    if empty is not None:
+        return DataShape(ShapeKind.EMPTY, len(rows), (), reasons=(empty,), hints=hints)
 
     profiles = tuple(
         _profile(name, i, [row[i] if i < len(row) else None for row in rows], hints) for i, name in enumerate(columns)
     )
     n = len(rows)
+    measures, temporal, categorical = _by_role(profiles, hints)
+    reasons: list[str] = []
+    context = _context_labels(temporal, categorical, n, reasons)
+
+    common = _Common(row_count=n, columns=profiles, context=tuple(context), hints=hints)
+    maker = _ShapeMaker(common, tuple(p.name for p in measures), reasons)
+    shape = maker.shape
+
+    if not measures:
+        return shape(ShapeKind.TABLE, "no numeric measure column")
+    if n == 1:
+        return _one_row_shape(maker, measures, temporal + categorical)
+    if temporal:
+        return _time_series_shape(maker, temporal, categorical, measures)
+    if not categorical:
+        if len(measures) == 1 and n >= MIN_DISTRIBUTION_ROWS:
+            return shape(ShapeKind.DISTRIBUTION, f"{n} values of {measures[0].name} with no category")
+        return shape(ShapeKind.TABLE, f"{n} rows of bare numbers")
+    if len(categorical) > 1:
+        return shape(ShapeKind.TABLE, f"{len(categorical)} categorical columns")
+    return _category_shape(maker, categorical[0], measures, rows, hints)
+
+
+def _empty_reason(width: int, rows: list[list[Any]]) -> str | None:
+    """Why a result has nothing to draw (no rows, no columns, every value null), or None."""
+    if width == 0 or not rows or all(is_null(cell) for row in rows for cell in row):
+        return "no rows" if not rows else ("no columns" if width == 0 else "every value is null")
+    return None
+
+
+def _by_role(
+    profiles: tuple[ColumnProfile, ...], hints: ShapeHints
+) -> tuple[list[ColumnProfile], list[ColumnProfile], list[ColumnProfile]]:
+    """(measures, temporal, categorical): the asked-for metric leads the measures, and identifiers
+    drop out of the categoricals when a named category sits next to them."""
     measures = [p for p in profiles if p.role is ColumnRole.MEASURE]
     if hints.metric is not None:
         measures.sort(key=lambda p: p.name != hints.metric)  # the asked-for metric leads
@@ -419,10 +488,13 @@ def analyze_shape(columns: list[str], rows: list[list[Any]], *, hints: ShapeHint
     categorical = [p for p in profiles if p.role is ColumnRole.CATEGORICAL]
     if any(not p.is_identifier for p in categorical):
         categorical = [p for p in categorical if not p.is_identifier]  # product_id next to product_name
-    reasons: list[str] = []
+    return measures, temporal, categorical
 
-    # A dimension with one value across many rows (the month of "上个月各渠道净收入") is a
-    # label for the chart, not an axis; keep at least one axis.
+
+def _context_labels(temporal: list[ColumnProfile], categorical: list[ColumnProfile], n: int, reasons: list[str]) -> list[str]:
+    """A dimension with one value across many rows (the month of "上个月各渠道净收入") is a
+    label for the chart, not an axis: it leaves its list (keeping at least one axis) and is named
+    here."""
     context: list[str] = []
     if n > 1:
         for group in (temporal, categorical):
@@ -431,77 +503,84 @@ def analyze_shape(columns: list[str], rows: list[list[Any]], *, hints: ShapeHint
                     group.remove(p)
                     context.append(p.name)
                     reasons.append(f"{p.name} has a single value: used as a label")
+    return context
 
-    common = _Common(row_count=n, columns=profiles, context=tuple(context), hints=hints)
-    measure_names = tuple(p.name for p in measures)
 
-    def shape(kind: ShapeKind, why: str, **extra: Any) -> DataShape:
-        return DataShape(kind, measures=measure_names, reasons=tuple(reasons + [why]), **common, **extra)
+def _one_row_shape(maker: _ShapeMaker, measures: list[ColumnProfile], dims: list[ColumnProfile]) -> DataShape:
+    """One row: a KPI, its measures side by side, or a table when dimensions crowd it."""
+    if len(measures) == 1 and len(dims) <= 2:
+        return maker.shape(ShapeKind.SINGLE_KPI, "one row with one measure", dimension=dims[0].name if dims else None)
+    if len(dims) <= 1:
+        return maker.shape(
+            ShapeKind.MULTI_MEASURE, f"one row with {len(measures)} measures side by side",
+            dimension=dims[0].name if dims else None, category_count=len(measures),
+        )
+    return maker.shape(ShapeKind.TABLE, "one row with several dimensions and measures")
 
-    if not measures:
-        return shape(ShapeKind.TABLE, "no numeric measure column")
 
-    dims = temporal + categorical
-    if n == 1:
-        if len(measures) == 1 and len(dims) <= 2:
-            return shape(ShapeKind.SINGLE_KPI, "one row with one measure", dimension=dims[0].name if dims else None)
-        if len(dims) <= 1:
-            return shape(
-                ShapeKind.MULTI_MEASURE, f"one row with {len(measures)} measures side by side",
-                dimension=dims[0].name if dims else None, category_count=len(measures),
-            )
-        return shape(ShapeKind.TABLE, "one row with several dimensions and measures")
+def _time_series_shape(
+    maker: _ShapeMaker, temporal: list[ColumnProfile], categorical: list[ColumnProfile], measures: list[ColumnProfile]
+) -> DataShape:
+    """A temporal column: its measures over time, or one measure split into series by one
+    categorical; more dimensions than that are a table."""
+    t = temporal[0]
+    if len(temporal) == 1 and not categorical:
+        return maker.shape(
+            ShapeKind.TIME_SERIES, f"{t.name} is temporal ({t.granularity}) with {len(measures)} measure(s)",
+            temporal=t.name, category_count=t.distinct,
+        )
+    if len(temporal) == 1 and len(categorical) == 1 and len(measures) == 1:
+        c = categorical[0]
+        return maker.shape(
+            ShapeKind.TIME_SERIES, f"{t.name} is temporal ({t.granularity}); {c.name} splits it into {c.distinct} series",
+            temporal=t.name, series=c.name, category_count=t.distinct,
+        )
+    return maker.shape(ShapeKind.TABLE, "too many dimensions for one chart")
 
-    if temporal:
-        t = temporal[0]
-        if len(temporal) == 1 and not categorical:
-            return shape(
-                ShapeKind.TIME_SERIES, f"{t.name} is temporal ({t.granularity}) with {len(measures)} measure(s)",
-                temporal=t.name, category_count=t.distinct,
-            )
-        if len(temporal) == 1 and len(categorical) == 1 and len(measures) == 1:
-            c = categorical[0]
-            return shape(
-                ShapeKind.TIME_SERIES, f"{t.name} is temporal ({t.granularity}); {c.name} splits it into {c.distinct} series",
-                temporal=t.name, series=c.name, category_count=t.distinct,
-            )
-        return shape(ShapeKind.TABLE, "too many dimensions for one chart")
 
-    if not categorical:
-        if len(measures) == 1 and n >= MIN_DISTRIBUTION_ROWS:
-            return shape(ShapeKind.DISTRIBUTION, f"{n} values of {measures[0].name} with no category")
-        return shape(ShapeKind.TABLE, f"{n} rows of bare numbers")
-
-    if len(categorical) > 1:
-        return shape(ShapeKind.TABLE, f"{len(categorical)} categorical columns")
-
-    c = categorical[0]
+def _category_shape(
+    maker: _ShapeMaker, c: ColumnProfile, measures: list[ColumnProfile], rows: list[list[Any]], hints: ShapeHints
+) -> DataShape:
+    """One categorical column: several measures per category, histogram bins, a share, or a ranking."""
     m = measures[0]
     if len(measures) >= 2:
-        return shape(
+        return maker.shape(
             ShapeKind.MULTI_MEASURE, f"{c.name} with {len(measures)} measures",
             dimension=c.name, category_count=c.distinct,
         )
     if _looks_binned(c, [row[c.index] for row in rows]):
-        return shape(
+        return maker.shape(
             ShapeKind.DISTRIBUTION, f"{c.name} holds value bins with {m.name} per bin",
             dimension=c.name, category_count=c.distinct, prebinned=True,
         )
+    share = _share_shape(maker, c, m, hints)
+    if share is not None:
+        return share
+    return _ranking_shape(maker, c, m, hints)
 
+
+def _share_shape(maker: _ShapeMaker, c: ColumnProfile, m: ColumnProfile, hints: ShapeHints) -> DataShape | None:
+    """A categorical share when one is asked and the slices fit a pie; None otherwise, with the
+    reason a share asked for does not fit added to the maker's reasons."""
     share_asked = hints.is_share or _is_share_name(m.name) or (hints.metric is not None and _is_share_name(hints.metric))
-    if share_asked:
-        if not m.non_negative:
-            reasons.append(f"share asked but {m.name} has negative values")
-        elif c.distinct > MAX_SHARE_SLICES:
-            reasons.append(f"share asked but {c.distinct} categories exceed {MAX_SHARE_SLICES} slices")
-        elif c.distinct < 2:
-            reasons.append("share asked but there is only one category")
-        else:
-            return shape(
-                ShapeKind.CATEGORICAL_SHARE, f"share of {m.name} across {c.distinct} {c.name} values",
-                dimension=c.name, category_count=c.distinct,
-            )
+    if not share_asked:
+        return None
+    if not m.non_negative:
+        maker.reasons.append(f"share asked but {m.name} has negative values")
+    elif c.distinct > MAX_SHARE_SLICES:
+        maker.reasons.append(f"share asked but {c.distinct} categories exceed {MAX_SHARE_SLICES} slices")
+    elif c.distinct < 2:
+        maker.reasons.append("share asked but there is only one category")
+    else:
+        return maker.shape(
+            ShapeKind.CATEGORICAL_SHARE, f"share of {m.name} across {c.distinct} {c.name} values",
+            dimension=c.name, category_count=c.distinct,
+        )
+    return None
 
+
+def _ranking_shape(maker: _ShapeMaker, c: ColumnProfile, m: ColumnProfile, hints: ShapeHints) -> DataShape:
+    """The categories compared on the measure, with why it reads as a ranking."""
     why = "; ".join(
         part
         for part in (
@@ -511,7 +590,7 @@ def analyze_shape(columns: list[str], rows: list[list[Any]], *, hints: ShapeHint
         )
         if part
     ) or f"{c.distinct} categories compared"
-    return shape(ShapeKind.RANKING, f"{c.name} by {m.name}: {why}", dimension=c.name, category_count=c.distinct, ordered=m.order)
+    return maker.shape(ShapeKind.RANKING, f"{c.name} by {m.name}: {why}", dimension=c.name, category_count=c.distinct, ordered=m.order)
 
 
 def _looks_binned(profile: ColumnProfile, cells: Iterable[Any]) -> bool:
