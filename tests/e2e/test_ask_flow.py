@@ -13,8 +13,9 @@ import pytest
 
 from memtool.errors import VersionConflict
 from memtool.flows.ask import AskService
-from memtool.flows.ask_state import AskInput, AskState, Caller
-from memtool.flows.ask_steps import WORKING_TURNS_KEPT, AskSteps
+from memtool.flows.ask.state import AskInput, AskState, Caller
+from memtool.flows.ask.record import WORKING_TURNS_KEPT
+from memtool.flows.ask.steps import AskSteps
 from memtool.flows.memory_write import MemoryService
 from memtool.flows.runner import FlowExecution
 from memtool.memory.records import MemoryKind

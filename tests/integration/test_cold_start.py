@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from memtool.flows.ask_state import AskInput, AskState, Caller
+from memtool.flows.ask.state import AskInput, AskState, Caller
 from memtool.runtime import container
 from memtool.settings import Settings, use_settings
 from memtool.sql.warehouse import QueryResult

@@ -8,8 +8,8 @@ from datetime import timedelta
 from typing import Any
 
 from memtool.flows.ask import AskCommand
-from memtool.flows.ask_state import AskState
-from memtool.flows.ask_steps import FLOW_RESERVE_SECONDS, MIN_STEP_SECONDS
+from memtool.flows.ask.state import AskState
+from memtool.flows.ask.base import FLOW_RESERVE_SECONDS, MIN_STEP_SECONDS
 from memtool.identity import Identity
 from memtool.runtime import container
 from memtool.settings import use_settings

@@ -13,8 +13,8 @@ import json
 import pytest
 
 from memtool.diagnosis.requests import DiagnoseRequest
-from memtool.flows.ask_state import AskInput, AskState, Caller, MemoryUse
-from memtool.flows.ask_steps import AskSteps
+from memtool.flows.ask.state import AskInput, AskState, Caller, MemoryUse
+from memtool.flows.ask.steps import AskSteps
 from memtool.flows.diagnose import DiagnosisService
 from memtool.flows.memory_write import MemoryService
 from memtool.memory.records import MemoryDraft, MemoryKind

@@ -361,7 +361,7 @@ def test_a_memorys_two_keys_fold_into_one_candidate_with_their_ranks_fused():
 
 
 def test_only_verified_active_causal_memories_reach_the_planner_as_lessons():
-    from memtool.flows.ask_state import AskInput, AskState, Caller
+    from memtool.flows.ask.state import AskInput, AskState, Caller
 
     def recalled(memory_id: str, status: str, verified: bool) -> dict:
         return {"id": memory_id, "version": 1, "kind": "causal", "status": status, "content": "c", "value": {"verified": verified, "lesson": f"lesson {memory_id}"}}

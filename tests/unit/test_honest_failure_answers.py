@@ -39,7 +39,7 @@ from memtool.api.openapi import WRITE_ERRORS, operation
 from memtool.api.resolver import make_resolver
 from memtool.cli import main
 from memtool.errors import InsufficientStorage, NotFound, StoreCorrupt, StoreReadOnly, ValidationFailed
-from memtool.flows.ask_state import classify_failure
+from memtool.flows.ask.state import classify_failure
 from memtool.identity import Identity
 
 from tests.support import load_event

@@ -141,7 +141,7 @@ def test_every_package_has_a_level():
     ("module", "source", "imported"),
     [
         # a domain package reading the flow state (planning.context once did)
-        ("memtool.planning.context", "from memtool.flows.ask_state import AskState\n", "memtool.flows.ask_state"),
+        ("memtool.planning.context", "from memtool.flows.ask.state import AskState\n", "memtool.flows.ask.state"),
         # a flow importing an API request model, inside a function
         ("memtool.flows.ask", "def f():\n    from memtool.api.ask import AskBody\n", "memtool.api.ask"),
         # the API reaching into the composition root, as a plain import

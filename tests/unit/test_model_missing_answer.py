@@ -9,7 +9,7 @@ import duckdb
 import pytest
 
 from memtool.errors import ModelMissing
-from memtool.flows.ask_state import classify_failure
+from memtool.flows.ask.state import classify_failure
 from memtool.runtime import container
 from memtool.settings import Settings, use_settings
 

@@ -351,7 +351,7 @@ def test_a_forced_bad_route_is_a_validation_error(planner: RulePlanner) -> None:
 
 
 def test_plan_context_from_the_flow_state() -> None:
-    from memtool.flows.ask_state import AskState
+    from memtool.flows.ask.state import AskState
 
     state = AskState.model_validate(
         {
@@ -378,7 +378,7 @@ def test_plan_context_from_the_flow_state() -> None:
 
 
 def test_plan_context_carries_the_session_turns_and_the_approved_examples() -> None:
-    from memtool.flows.ask_state import AskState
+    from memtool.flows.ask.state import AskState
 
     turns = [{"episode_id": f"ep_{n}", "question": f"q{n}", "status": "answered", "intent": {"metric": "net_revenue"}} for n in range(7)]
     example = {"memory_id": "mem_f", "version": 3, "question": "上周华东的动销", "sql": "SELECT 1", "masked": "上周<region>的动销", "similarity": 0.9}

@@ -1,7 +1,7 @@
 """The warehouse's error vocabulary lives in memtool/sql/errors.py; the other maps derive from it.
 
-Three readers: the Execute step raises a failure under the type of its case (memtool.flows.ask_steps),
-the ask's public error comes from the type name (memtool.flows.ask_state), and diagnosis reads the
+Three readers: the Execute step raises a failure under the type of its case (memtool.flows.ask.steps),
+the ask's public error comes from the type name (memtool.flows.ask.state), and diagnosis reads the
 failure class from the code or the type name (memtool.diagnosis.failures). Each case is followed
 here from the adapter's code to all three; a typed error class, or a table keyed by the type names
 or by the codes, written anywhere else in the library fails the last tests.
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from memtool.diagnosis.failures import ERROR_TYPE_CODES, execution_failure, from_step_error
-from memtool.flows.ask_state import classify_failure
+from memtool.flows.ask.state import classify_failure
 from memtool.sql import errors
 from memtool.sql.errors import CODE_ALIASES, CODE_OF_ERROR_TYPE, ERROR_FOR_CODE, GENERIC_CODE, TYPED_ERRORS, typed
 from memtool.sql.warehouse import WarehouseError

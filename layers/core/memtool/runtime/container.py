@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from memtool.diagnosis.bedrock import BedrockDiagnoser
     from memtool.diagnosis.queue import DiagnosisQueue
     from memtool.flows.ask import AskService
-    from memtool.flows.ask_steps import AskSteps
+    from memtool.flows.ask.steps import AskSteps
     from memtool.flows.diagnose import DiagnosisService
     from memtool.flows.feedback import CorrectionSplitter, FeedbackService
     from memtool.flows.indexing import MemoryIndexer
@@ -552,7 +552,7 @@ def ask_steps() -> AskSteps:
     """AskFlow's steps over factories for what reaches outside (the planner and its entity values
     read the warehouse, recall builds the embedder and the index): each is built by the first step
     that needs it, so Record and Visualize start without them."""
-    from memtool.flows.ask_steps import AskSteps
+    from memtool.flows.ask.steps import AskSteps
 
     return AskSteps(
         settings=get_settings(),

@@ -5,7 +5,7 @@ error (``undefined_column``, ``timeout``, ...). AskFlow's Execute step re-raises
 type that names its case (``typed``), because a Lambda error keeps only the type name and the
 message: after the Catch, the type name (the Lambda ``errorType``) is all that says which failure
 it was. ``CODE_OF_ERROR_TYPE`` reads it back. The other tables derive from these two: the public
-error of an ask (memtool.flows.ask_state) and the failure class diagnosis works on
+error of an ask (memtool.flows.ask.state) and the failure class diagnosis works on
 (memtool.diagnosis.failures).
 """
 

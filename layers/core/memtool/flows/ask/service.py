@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from memtool.clock import Clock
-from memtool.flows.ask_state import AnalysisReport, AskInput, AskState, Caller, QueryRows, answer_error, classify_failure
+from memtool.flows.ask.state import AnalysisReport, AskInput, AskState, Caller, QueryRows, answer_error, classify_failure
 from memtool.flows.runner import FlowRunner
 from memtool.identity import Identity
 from memtool.memory.records import new_memory_id

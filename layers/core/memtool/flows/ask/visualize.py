@@ -1,0 +1,119 @@
+"""AskFlow's VisualizeKpi and Visualize: a chart for the answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memtool.flows.ask.base import StepsBase, crash_reason, is_zh
+from memtool.flows.ask.state import AnalysisReport, AskState, QueryRows
+from memtool.planning.plan import Plan
+
+
+class VisualizeSteps(StepsBase):
+    """VisualizeKpi and Visualize: the chart, from the result's shape."""
+
+    def step_visualizekpi(self, state: AskState) -> AskState:
+        """kpi_lookup: one number is a KPI card at once, without the chart candidate search;
+        anything else (or another chart asked for) gets the full recommendation."""
+        from memtool.semantic.periods import partial_buckets
+        from memtool.viz.charts import kpi_card
+
+        result = state.result or QueryRows()
+        if state.input.conditions.get("chart") not in (None, "kpi_card"):
+            return self._visualize_result(state)
+        intent = state.plan.intent if state.plan is not None else None
+        buckets = partial_buckets(intent, self._today_for(state.caller.tenant)) if intent else []
+        card = kpi_card(
+            result.columns, result.rows, hints=_shape_hints(state.plan, state.input.question), partial=[b.label for b in buckets]
+        )
+        if card is None:
+            return self._visualize_result(state)
+        state.chart = _chart_state(card)
+        return state
+
+
+    def step_visualize(self, state: AskState) -> AskState:
+        crashed = getattr(state, "analysis_error", None)
+        if (
+            state.route == "deep_analysis_workflow"
+            and crashed is not None
+            and (state.analysis is None or state.analysis.status == "planned")
+        ):
+            # Summarize itself failed: the answer still says that no analysis result is there.
+            state.note("the analyses could not be summarised: " + crash_reason(crashed))
+            state.analysis = AnalysisReport(status="failed")
+        if state.route == "deep_analysis_workflow" and state.analysis is not None and state.analysis.result is not None:
+            return self._visualize_analysis(state)
+        return self._visualize_result(state)
+
+
+    def _visualize_analysis(self, state: AskState) -> AskState:
+        """The chart of the first analysis that ran (its PNG from the sandbox rides along)."""
+        from memtool.viz.analysis_charts import analysis_chart
+
+        first = state.analysis.first_success() if state.analysis is not None else None
+        result = state.result or QueryRows()
+        columns = list(result.columns)
+        history: list[tuple[str, float]] = []
+        if columns and columns[0] in ("day", "week", "month", "quarter", "year") and len(columns) == 2:
+            history = [(str(r[0])[:7], r[-1]) for r in result.rows if isinstance(r[-1], (int, float))]
+        built = (
+            analysis_chart(first["kind"], first.get("result") or {}, lang="zh" if is_zh(state.input.question) else "en", history=history)
+            if first
+            else None
+        )
+        if built is None or first is None:
+            return self._visualize_result(state)
+        if state.input.conditions.get("chart"):
+            state.note(
+                f"the chart is the {first['kind']} analysis's; "
+                f"the chart condition ({state.input.conditions['chart']}) applies to data answers"
+            )
+        state.chart = {
+            "type": built["type"],
+            "confidence": 1.0,
+            "checkpoint_status": "auto_pass",
+            "candidates": [],
+            "option": built["option"],
+            "partial_buckets": [],
+            "of": f"analysis:{first['kind']}",
+        }
+        return state
+
+
+    def _visualize_result(self, state: AskState) -> AskState:
+        from memtool.semantic.periods import partial_buckets, partial_note
+        from memtool.viz.charts import recommend_chart
+
+        result = state.result or QueryRows()
+        intent = state.plan.intent if state.plan is not None else None
+        buckets = partial_buckets(intent, self._today_for(state.caller.tenant)) if intent else []
+        chart = recommend_chart(
+            result.columns,
+            result.rows,
+            hints=_shape_hints(state.plan, state.input.question),
+            preferred=state.input.conditions.get("chart") or state.profile.get("chart"),
+            partial=[b.label for b in buckets],
+        )
+        note = partial_note(buckets)
+        if note:
+            state.note(note)
+        state.chart = _chart_state(chart)
+        return state
+
+
+def _chart_state(chart: Any) -> dict[str, Any]:
+    return {
+        "type": chart.chart_type,
+        "confidence": chart.confidence,
+        "checkpoint_status": chart.checkpoint_status,
+        "candidates": [{"type": c.chart_type, "confidence": c.confidence, "reason": c.reason} for c in chart.candidates],
+        "option": chart.option,
+        "partial_buckets": list(chart.partial_buckets),
+    }
+
+
+def _shape_hints(plan: Plan | None, question: str) -> Any:
+    from memtool.viz.shape import ShapeHints
+
+    return ShapeHints.from_intent(plan.intent if plan is not None else None, question)
