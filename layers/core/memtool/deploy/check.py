@@ -10,10 +10,10 @@ that would be deployed against Lambda's documented limits:
   image function is built by ``sam build`` and may be 10 GB;
 * at most 5 layers; environment variables at most 4 KB; memory 128 to 10,240 MB; timeout 1 to
   900 s;
-* the timeout chain: every API-facing function under API Gateway's 29 s; a function that runs a
-  state machine synchronously waits connect + read + a margin, its client's read timeout is longer
-  than the flow's ``TimeoutSeconds``, which is longer than every Task's, and no Task's Lambda
-  outlives its Task;
+* the timeout chain (:mod:`memtool.deploy.timeout_chain`): every API-facing function under API
+  Gateway's 29 s; a function that runs a state machine synchronously waits connect + read + a
+  margin, its client's read timeout is longer than the flow's ``TimeoutSeconds``, which is longer
+  than every Task's, and no Task's Lambda outlives its Task;
 * the template's ``Rules`` (CloudFormation refuses a stack whose assertions fail) and the
   parameters' allowed values (AllowedValues, AllowedPattern, MinValue and MaxValue);
 * fair use: every tenant's request budget on the routes that start work (``POST /ask``,
@@ -29,32 +29,38 @@ needs, and the command exits 1 when any limit is violated. Deploy tooling: never
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from memtool.deploy import sizes
+from memtool.deploy.timeout_chain import API_GATEWAY_TIMEOUT_SECONDS as API_GATEWAY_TIMEOUT_SECONDS
+from memtool.deploy.timeout_chain import ASL_DEFAULT_TIMEOUT_SECONDS as ASL_DEFAULT_TIMEOUT_SECONDS
+from memtool.deploy.timeout_chain import CLIENT_MARGIN_SECONDS as CLIENT_MARGIN_SECONDS
+from memtool.deploy.timeout_chain import CONNECT_SETTING as CONNECT_SETTING
+from memtool.deploy.timeout_chain import READ_SETTING as READ_SETTING
+from memtool.deploy.timeout_chain import SYNC_FLOW_VARIABLE as SYNC_FLOW_VARIABLE
+from memtool.deploy.timeout_chain import FlowTimeouts as FlowTimeouts
+from memtool.deploy.timeout_chain import TaskTimeout as TaskTimeout
+from memtool.deploy.timeout_chain import (
+    TimeoutChain,
+    api_routes,
+    describe_chain,
+    function_chain,
+    read_timeout_chain,
+    timeout_chain_problems,
+)
 
-API_GATEWAY_TIMEOUT_SECONDS = 29  # the REST API integration timeout's fixed maximum
-CLIENT_MARGIN_SECONDS = 1.0  # what a caller keeps beyond connect + read to answer in time
 MAX_LAYERS = 5
 ENV_LIMIT_BYTES = 4 * 1024
 MEMORY_RANGE_MB = (128, 10_240)
 TIMEOUT_RANGE_SECONDS = (1, 900)
-ASL_DEFAULT_TIMEOUT_SECONDS = 99_999_999  # a Task or flow without TimeoutSeconds
 # CloudFormation appends a 13-character unique suffix to a generated physical name; the resolver
 # names resources <stack>-<LogicalId>, so the environment's measured size adds it per such value.
 PHYSICAL_NAME_SUFFIX = 13
-# The settings (memtool.settings.Settings) that hold the sync flow client's timeouts.
-CONNECT_SETTING = "ask_flow_connect_timeout_seconds"
-READ_SETTING = "ask_flow_read_timeout_seconds"
-# The environment variable that makes a function a synchronous caller of a state machine.
-SYNC_FLOW_VARIABLE = "MEMTOOL_ASK_STATE_MACHINE_ARN"
 
 Progress = Callable[[str], None]
 
@@ -152,208 +158,6 @@ def _rule_value(node: Any, values: Mapping[str, str]) -> Any:
     raise ValueError(f"rule function {key} is not supported by memtool aws check")
 
 
-# ---------------------------------------------------------------------------------- the timeout chain
-
-
-@dataclass(frozen=True)
-class TaskTimeout:
-    state: str
-    timeout: int | None  # the Task's TimeoutSeconds (None: not set, the ASL default)
-    function: str | None  # the Lambda it invokes
-    function_timeout: int | None
-
-
-@dataclass(frozen=True)
-class FlowTimeouts:
-    state_machine: str
-    timeout: int | None  # the flow's TimeoutSeconds
-    tasks: tuple[TaskTimeout, ...]
-    caller: str | None = None  # the function that runs it synchronously (StartSyncExecution)
-    caller_timeout: int | None = None
-
-
-@dataclass(frozen=True)
-class TimeoutChain:
-    api_functions: dict[str, int]  # API-facing function -> its Timeout
-    flows: tuple[FlowTimeouts, ...]
-    connect_seconds: float  # the sync flow client's connect timeout
-    read_seconds: float  # and read timeout
-    margin_seconds: float = CLIENT_MARGIN_SECONDS
-
-    def flow(self, state_machine: str) -> FlowTimeouts:
-        (found,) = [f for f in self.flows if f.state_machine == state_machine]
-        return found
-
-
-def timeout_chain_problems(chain: TimeoutChain) -> list[str]:
-    problems = []
-    for name, timeout in sorted(chain.api_functions.items()):
-        if timeout >= API_GATEWAY_TIMEOUT_SECONDS:
-            problems.append(f"{name}: Timeout {timeout} s is not under API Gateway's {API_GATEWAY_TIMEOUT_SECONDS} s")
-    for flow in chain.flows:
-        for task in flow.tasks:
-            task_timeout = task.timeout if task.timeout is not None else ASL_DEFAULT_TIMEOUT_SECONDS
-            if task.function_timeout is not None and task.function_timeout > task_timeout:
-                problems.append(
-                    f"{flow.state_machine}.{task.state}: {task.function}'s Timeout {task.function_timeout} s outlives "
-                    f"the Task's TimeoutSeconds {task.timeout}"
-                )
-        if flow.caller is None:
-            continue
-        # A synchronous flow: every bound must be explicit and nested.
-        waited = chain.connect_seconds + chain.read_seconds + chain.margin_seconds
-        if flow.caller_timeout is None or flow.caller_timeout < waited:
-            problems.append(
-                f"{flow.caller}: Timeout {flow.caller_timeout} s is under connect {chain.connect_seconds:g} + read "
-                f"{chain.read_seconds:g} + margin {chain.margin_seconds:g} s = {waited:g} s: it dies before its flow answers"
-            )
-        if flow.timeout is None:
-            problems.append(f"{flow.state_machine}: no TimeoutSeconds (a synchronous flow must stop before its caller)")
-        elif not chain.read_seconds > flow.timeout:
-            problems.append(
-                f"{flow.caller}'s read timeout {chain.read_seconds:g} s is not longer than {flow.state_machine}'s "
-                f"TimeoutSeconds {flow.timeout}: a slow flow is abandoned while it still runs"
-            )
-        for task in flow.tasks:
-            if task.timeout is None:
-                problems.append(f"{flow.state_machine}.{task.state}: no TimeoutSeconds")
-            elif flow.timeout is not None and not flow.timeout > task.timeout:
-                problems.append(
-                    f"{flow.state_machine}.{task.state}: TimeoutSeconds {task.timeout} is not under the flow's {flow.timeout}"
-                )
-    return problems
-
-
-def describe_chain(chain: TimeoutChain) -> list[str]:
-    lines = []
-    api = ", ".join(f"{n} {t} s" for n, t in sorted(chain.api_functions.items()))
-    lines.append(f"API Gateway {API_GATEWAY_TIMEOUT_SECONDS} s > every API-facing function's Timeout ({api})")
-    for flow in chain.flows:
-        tasks = sorted({(t.timeout, t.function, t.function_timeout) for t in flow.tasks}, key=str)
-        steps = "; ".join(
-            f"Task {'unset' if timeout is None else f'{timeout} s'} "
-            f"{'>=' if function_timeout is None else _holds(timeout, '>=', function_timeout)} {function or '?'} {function_timeout} s"
-            for timeout, function, function_timeout in tasks
-        )
-        flow_timeout = "unset" if flow.timeout is None else f"{flow.timeout} s"
-        if flow.caller is not None:
-            waited = chain.connect_seconds + chain.read_seconds + chain.margin_seconds
-            lines.append(
-                f"{flow.caller} {flow.caller_timeout} s {_holds(flow.caller_timeout, '>=', waited)} connect {chain.connect_seconds:g} "
-                f"+ read {chain.read_seconds:g} + margin {chain.margin_seconds:g} = {waited:g} s; read {chain.read_seconds:g} s "
-                f"{_holds(chain.read_seconds, '>', flow.timeout)} {flow.state_machine} {flow_timeout} > {steps}"
-            )
-        else:
-            lines.append(f"{flow.state_machine} {flow_timeout} (not synchronous): {steps}")
-    return lines
-
-
-def _holds(left: float | None, op: str, right: float | None) -> str:
-    """``op`` when ``left op right`` holds, else ``NOT op`` (an unset side never holds)."""
-    if left is None or right is None:
-        return f"NOT {op}"
-    return op if (left > right if op == ">" else left >= right) else f"NOT {op}"
-
-
-def function_chain(chain: TimeoutChain, function: str) -> list[str]:
-    """Where one function sits in the chain: under API Gateway, as a flow's caller, as a flow's step.
-    Each comparison is printed as it holds (``NOT >=`` where it is broken)."""
-    lines = []
-    if function in chain.api_functions:
-        api_timeout = chain.api_functions[function]
-        relation = _holds(API_GATEWAY_TIMEOUT_SECONDS, ">", api_timeout)
-        lines.append(f"API Gateway {API_GATEWAY_TIMEOUT_SECONDS} s {relation} Timeout {api_timeout} s")
-    for flow in chain.flows:
-        if flow.caller == function:
-            waited = chain.connect_seconds + chain.read_seconds + chain.margin_seconds
-            flow_timeout = "unset" if flow.timeout is None else f"{flow.timeout} s"
-            lines.append(
-                f"Timeout {flow.caller_timeout} s {_holds(flow.caller_timeout, '>=', waited)} connect {chain.connect_seconds:g} "
-                f"+ read {chain.read_seconds:g} + margin {chain.margin_seconds:g} = {waited:g} s; read {chain.read_seconds:g} s "
-                f"{_holds(chain.read_seconds, '>', flow.timeout)} {flow.state_machine} {flow_timeout}"
-            )
-        steps = sorted({t.timeout for t in flow.tasks if t.function == function}, key=str)
-        if steps:
-            limits = ", ".join("unset" if s is None else f"{s} s" for s in steps)
-            step_timeout = next(t.function_timeout for t in flow.tasks if t.function == function)
-            least = None if None in steps else min(s for s in steps if s is not None)
-            relation = ">=" if step_timeout is None else _holds(least, ">=", step_timeout)
-            lines.append(f"a step of {flow.state_machine}: Task TimeoutSeconds {limits} {relation} Timeout {step_timeout} s")
-    return lines or ["not on the API path nor a flow step (an event source's consumer)"]
-
-
-def _asl_tasks(states: Mapping[str, Any]) -> Iterable[tuple[str, dict[str, Any]]]:
-    for name, state in states.items():
-        if state.get("Type") == "Task":
-            yield name, state
-        for branch in state.get("Branches", []):
-            yield from _asl_tasks(branch["States"])
-        processor = state.get("ItemProcessor") or state.get("Iterator")
-        if processor:
-            yield from _asl_tasks(processor["States"])
-
-
-def _substitute(substitutions: Mapping[str, Any], match: re.Match[str]) -> str:
-    return str(substitutions.get(match.group(1), match.group(0)))
-
-
-def read_timeout_chain(deployment: Any, source: Mapping[str, Any], template_dir: Path) -> TimeoutChain:
-    """The chain's numbers: function Timeouts from the resolved template, TimeoutSeconds from each
-    state machine's ASL file, the client's timeouts from the settings (or the function's env)."""
-    from memtool.settings import Settings
-
-    functions = deployment.functions()
-    timeouts = {name: int(deployment.resources[name]["Properties"].get("Timeout", 3)) for name in functions}
-    arn_of = {
-        f"arn:{deployment.partition}:lambda:{deployment.region}:{deployment.account}:function:{deployment.physical_name(n)}": n
-        for n in functions
-    }
-    sm_arn_of = {
-        f"arn:{deployment.partition}:states:{deployment.region}:{deployment.account}:stateMachine:{deployment.physical_name(n)}": n
-        for n in deployment.state_machines()
-    }
-    callers = {}
-    for name in functions:
-        target = deployment.environment(name).get(SYNC_FLOW_VARIABLE)
-        if target in sm_arn_of:
-            callers[sm_arn_of[target]] = name
-    defaults = Settings.model_fields
-    connect = float(defaults[CONNECT_SETTING].default) if CONNECT_SETTING in defaults else None
-    read = float(defaults[READ_SETTING].default) if READ_SETTING in defaults else None
-    if connect is None or read is None:
-        raise ValueError(f"memtool.settings.Settings has no {CONNECT_SETTING} / {READ_SETTING}: the client timeouts are unknown")
-    for caller in callers.values():
-        env = deployment.environment(caller)
-        connect = float(env.get(f"MEMTOOL_{CONNECT_SETTING.upper()}", connect))
-        read = float(env.get(f"MEMTOOL_{READ_SETTING.upper()}", read))
-
-    flows = []
-    for machine in deployment.state_machines():
-        source_props = source["Resources"][machine]["Properties"]
-        definition = json.loads((template_dir / source_props["DefinitionUri"]).read_text(encoding="utf-8"))
-        substitutions = deployment.resources[machine]["Properties"].get("DefinitionSubstitutions") or {}
-        tasks = []
-        for state_name, state in _asl_tasks(definition["States"]):
-            arguments = state.get("Parameters") or state.get("Arguments") or {}
-            target = str(arguments.get("FunctionName") or arguments.get("FunctionName.$") or state.get("Resource", ""))
-            target = re.sub(r"\$\{([A-Za-z0-9_]+)\}", partial(_substitute, substitutions), target)
-            function = next((n for arn, n in arn_of.items() if target == arn or target.startswith(arn + ":")), None)
-            tasks.append(
-                TaskTimeout(state_name, state.get("TimeoutSeconds"), function, timeouts.get(function) if function else None)
-            )
-        caller = callers.get(machine)
-        flows.append(
-            FlowTimeouts(machine, definition.get("TimeoutSeconds"), tuple(tasks), caller, timeouts.get(caller) if caller else None)
-        )
-    api_functions = {name: timeouts[name] for name in functions if _api_events(source, name)}
-    return TimeoutChain(api_functions, tuple(flows), connect, read)
-
-
-def _api_events(source: Mapping[str, Any], function: str) -> list[str]:
-    events = (source["Resources"].get(function, {}).get("Properties") or {}).get("Events") or {}
-    return [f"{e['Properties']['Method'].upper()} {e['Properties']['Path']}" for e in events.values() if e.get("Type") == "Api"]
-
-
 # ---------------------------------------------------------------------------------- fair use
 
 # The routes that start work spend the tenant's request budget (memtool.runtime.budget).
@@ -384,7 +188,7 @@ def _switched_off(given: Mapping[str, str], switch: tuple[str, str]) -> bool:
 
 def _routes_of(source: Mapping[str, Any], deployed: Iterable[str]) -> dict[str, str]:
     """route ("POST /ask") -> the deployed function serving it."""
-    return {route: name for name in deployed for route in _api_events(source, name)}
+    return {route: name for name in deployed for route in api_routes(source, name)}
 
 
 def budget_check(
@@ -631,8 +435,34 @@ def run_check(
     template_path = template_path.resolve()
     root = template_path.parent
     source = load_template(template_path)
-    declared = source.get("Parameters") or {}
     given = dict(overrides or {})
+    values, needed, disabled = _parameter_values(source.get("Parameters") or {}, given)
+    problems = parameter_problems(source, {k: v for k, v in values.items() if k not in {n.name for n in needed}})
+    problems += rule_problems(source, values)
+
+    say(f"translating {template_path.name} with the SAM translator and resolving it for {len(values)} parameters ...")
+    deployment = resolve_template(values, template_path=template_path)
+    policies = function_policies(values, template_path=template_path)
+    source_functions = [n for n, r in source["Resources"].items() if r.get("Type") == "AWS::Serverless::Function"]
+    deployed = set(deployment.functions())
+    not_deployed = [n for n in source_functions if n not in deployed]
+
+    chain = read_timeout_chain(deployment, source, root)
+    problems += timeout_chain_problems(chain)
+    fair_use = fair_use_check(deployment, source, policies, chain, given)
+    problems += fair_use.problems
+
+    say("measuring the layers and functions from the installed distributions ...")
+    rehearsal = _Rehearsal(root, source, deployment, policies, chain, notes=[f"Sizes: {sizes.WHEELS_MAY_DIFFER}."])
+    checks = [_function_check(rehearsal, name) for name in source_functions if name in deployed]
+    return CheckReport(template_path, values, needed, disabled, checks, not_deployed, chain, problems, rehearsal.notes, fair_use.lines)
+
+
+def _parameter_values(
+    declared: Mapping[str, Any], given: Mapping[str, str]
+) -> tuple[dict[str, str], list[ParameterNote], list[ParameterNote]]:
+    """The value of every parameter (given, else its default, else a placeholder), the parameters a
+    deploy still needs (no default, none given) and those left empty (what that turns off)."""
     unknown = sorted(set(given) - set(declared))
     if unknown:
         raise ValueError(f"unknown template parameters: {', '.join(unknown)}")
@@ -650,84 +480,96 @@ def run_check(
         for n, s in declared.items()
         if s.get("Default") == "" and values.get(n, "") == ""
     ]
-    problems = parameter_problems(source, {k: v for k, v in values.items() if k not in {n.name for n in needed}})
-    problems += rule_problems(source, values)
+    return values, needed, disabled
 
-    say(f"translating {template_path.name} with the SAM translator and resolving it for {len(values)} parameters ...")
-    deployment = resolve_template(values, template_path=template_path)
-    policies = function_policies(values, template_path=template_path)
-    source_functions = [n for n, r in source["Resources"].items() if r.get("Type") == "AWS::Serverless::Function"]
-    deployed = set(deployment.functions())
-    not_deployed = [n for n in source_functions if n not in deployed]
 
-    chain = read_timeout_chain(deployment, source, root)
-    problems += timeout_chain_problems(chain)
-    fair_use = fair_use_check(deployment, source, policies, chain, given)
-    problems += fair_use.problems
+@dataclass
+class _Rehearsal:
+    """What every function's check reads: the template as written and as deployed, the policies and
+    the timeout chain; the layers measured so far (each once) and the report's notes, which grow."""
 
-    say("measuring the layers and functions from the installed distributions ...")
-    layer_sizes: dict[str, sizes.LayerSize] = {}
-    notes = [f"Sizes: {sizes.WHEELS_MAY_DIFFER}."]
-    checks = []
-    for name in source_functions:
-        if name not in deployed:
+    root: Path
+    source: Mapping[str, Any]
+    deployment: Any
+    policies: Mapping[str, Any]
+    chain: TimeoutChain | None
+    layer_sizes: dict[str, sizes.LayerSize] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _function_check(rehearsal: _Rehearsal, name: str) -> FunctionCheck:
+    """One deployed function: its size as measured, its limits, routes, place in the chain and permissions."""
+    source, deployment, chain = rehearsal.source, rehearsal.deployment, rehearsal.chain
+    props = deployment.resources[name]["Properties"]
+    source_props = source["Resources"][name].get("Properties") or {}
+    is_image = source_props.get("PackageType") == "Image"
+    layers = [] if is_image else _layer_sources(source, deployment, props.get("Layers") or [])
+    parts: list[str] = []
+    if is_image:
+        size = _image_size(rehearsal, name, parts)
+    else:
+        size = _zip_size(rehearsal, name, source_props, layers, parts)
+    variables = (props.get("Environment") or {}).get("Variables") or {}
+    check = FunctionCheck(
+        name=name,
+        package="image" if is_image else "zip",
+        size_bytes=size,
+        size_parts=parts,
+        layers=layers,
+        timeout=int(props.get("Timeout", 3)),
+        memory=int(props.get("MemorySize", 128)),
+        env_bytes=_env_bytes(variables, deployment.stack_name),
+        routes=api_routes(source, name),
+        permissions=list(rehearsal.policies.get(name, [])),
+    )
+    check.problems = _function_limits(check)
+    if chain is not None and any(" NOT " in line for line in function_chain(chain, name)):
+        check.problems.append("the timeout chain is broken here (its chain lines say where)")
+    if not is_image:  # a zip function's 250 MB cannot be vouched for with packages left uncounted
+        layer_sizes = rehearsal.layer_sizes
+        uncounted = sorted({name for layer in layers if layer in layer_sizes for name in layer_sizes[layer].missing})
+        if uncounted:
+            check.problems.append(
+                f"size not fully measured: {', '.join(uncounted)} not installed here "
+                "(pip install -e '.[deploy]' installs what the layer ships)"
+            )
+    return check
+
+
+def _image_size(rehearsal: _Rehearsal, name: str, parts: list[str]) -> int:
+    """An image function's payload above the base image: its requirements, the core package and its handler."""
+    root = rehearsal.root
+    metadata = rehearsal.source["Resources"][name].get("Metadata") or {}
+    dockerfile = root / metadata.get("DockerContext", ".") / metadata.get("Dockerfile", "Dockerfile")
+    requirements = dockerfile.parent / "requirements.txt"
+    closure = sizes.requirement_closure(requirements) if requirements.is_file() else sizes.Closure()
+    package = sizes.layer_package_bytes(root / "layers" / "core") if (root / "layers" / "core").is_dir() else 0
+    size = closure.bytes + package + sizes.tree_bytes(dockerfile.parent / "app.py")
+    parts.append(f"image built by `sam build` from {dockerfile.relative_to(root)}; payload above the base image, limit 10 GB")
+    if closure.missing:
+        rehearsal.notes.append(f"{name}: not installed here, not counted: {', '.join(closure.missing)}")
+    return size
+
+
+def _zip_size(rehearsal: _Rehearsal, name: str, source_props: Mapping[str, Any], layers: list[str], parts: list[str]) -> int:
+    """A zip function's unzipped size: its code and every layer of this template it uses."""
+    resources, layer_sizes, notes = rehearsal.source["Resources"], rehearsal.layer_sizes, rehearsal.notes
+    code = sizes.tree_bytes(rehearsal.root / str(source_props.get("CodeUri", "")))
+    size = code
+    parts.append(f"code {_mb(code)} MB")
+    for layer in layers:
+        if layer not in resources:  # a layer from outside this template
+            parts.append(f"{layer} not measured")
+            notes.append(f"{name}: {layer} is not a layer of this template: its size is not counted")
             continue
-        props = deployment.resources[name]["Properties"]
-        source_props = source["Resources"][name].get("Properties") or {}
-        is_image = source_props.get("PackageType") == "Image"
-        layers = [] if is_image else _layer_sources(source, deployment, props.get("Layers") or [])
-        parts: list[str] = []
-        if is_image:
-            metadata = source["Resources"][name].get("Metadata") or {}
-            dockerfile = root / metadata.get("DockerContext", ".") / metadata.get("Dockerfile", "Dockerfile")
-            requirements = dockerfile.parent / "requirements.txt"
-            closure = sizes.requirement_closure(requirements) if requirements.is_file() else sizes.Closure()
-            package = sizes.layer_package_bytes(root / "layers" / "core") if (root / "layers" / "core").is_dir() else 0
-            size = closure.bytes + package + sizes.tree_bytes(dockerfile.parent / "app.py")
-            parts.append(f"image built by `sam build` from {dockerfile.relative_to(root)}; payload above the base image, limit 10 GB")
-            if closure.missing:
-                notes.append(f"{name}: not installed here, not counted: {', '.join(closure.missing)}")
-        else:
-            code = sizes.tree_bytes(root / str(source_props.get("CodeUri", "")))
-            size = code
-            parts.append(f"code {_mb(code)} MB")
-            for layer in layers:
-                if layer not in source["Resources"]:  # a layer from outside this template
-                    parts.append(f"{layer} not measured")
-                    notes.append(f"{name}: {layer} is not a layer of this template: its size is not counted")
-                    continue
-                if layer not in layer_sizes:
-                    content = root / str(source["Resources"][layer]["Properties"]["ContentUri"])
-                    layer_sizes[layer] = sizes.measure_layer(layer, content)
-                    if layer_sizes[layer].missing:
-                        notes.append(f"{layer}: not installed here, not counted: {', '.join(layer_sizes[layer].missing)}")
-                size += layer_sizes[layer].bytes
-                parts.append(f"{layer} {_mb(layer_sizes[layer].bytes)} MB")
-        variables = (props.get("Environment") or {}).get("Variables") or {}
-        check = FunctionCheck(
-            name=name,
-            package="image" if is_image else "zip",
-            size_bytes=size,
-            size_parts=parts,
-            layers=layers,
-            timeout=int(props.get("Timeout", 3)),
-            memory=int(props.get("MemorySize", 128)),
-            env_bytes=_env_bytes(variables, deployment.stack_name),
-            routes=_api_events(source, name),
-            permissions=list(policies.get(name, [])),
-        )
-        check.problems = _function_limits(check)
-        if chain is not None and any(" NOT " in line for line in function_chain(chain, name)):
-            check.problems.append("the timeout chain is broken here (its chain lines say where)")
-        if not is_image:  # a zip function's 250 MB cannot be vouched for with packages left uncounted
-            uncounted = sorted({name for layer in layers if layer in layer_sizes for name in layer_sizes[layer].missing})
-            if uncounted:
-                check.problems.append(
-                    f"size not fully measured: {', '.join(uncounted)} not installed here "
-                    "(pip install -e '.[deploy]' installs what the layer ships)"
-                )
-        checks.append(check)
-    return CheckReport(template_path, values, needed, disabled, checks, not_deployed, chain, problems, notes, fair_use.lines)
+        if layer not in layer_sizes:
+            content = rehearsal.root / str(resources[layer]["Properties"]["ContentUri"])
+            layer_sizes[layer] = sizes.measure_layer(layer, content)
+            if layer_sizes[layer].missing:
+                notes.append(f"{layer}: not installed here, not counted: {', '.join(layer_sizes[layer].missing)}")
+        size += layer_sizes[layer].bytes
+        parts.append(f"{layer} {_mb(layer_sizes[layer].bytes)} MB")
+    return size
 
 
 def _placeholder(spec: Mapping[str, Any], name: str) -> str:
@@ -754,30 +596,7 @@ def render(report: CheckReport) -> str:
     skipped = f"; not deployed with these parameters: {', '.join(report.not_deployed)}" if report.not_deployed else ""
     lines.append(f"functions ({deployed} deployed{skipped}):")
     for check in report.functions:
-        verdict = "OK" if not check.problems else "NOT OK"
-        if check.package == "zip":
-            parts = " + ".join(check.size_parts)
-            size = f"unzipped {_mb(check.size_bytes or 0)} of 250 MB ({parts}; {len(check.layers)} of {MAX_LAYERS} layers)"
-        else:
-            size = f"image ~{_mb(check.size_bytes or 0)} MB ({check.size_parts[0]})"
-        lines.append(f"{check.name}  {verdict}")
-        lines.append(f"  size        {size}")
-        lines.append(
-            f"  limits      timeout {check.timeout} s (max 900), memory {check.memory} MB (128..10240), "
-            f"environment {check.env_bytes:,} of 4,096 bytes"
-        )
-        if check.routes:
-            lines.append(f"  routes      {', '.join(check.routes)}")
-        if report.chain is not None:
-            lines += [f"  chain       {line}" for line in function_chain(report.chain, check.name)]
-        lines.append("  permissions")
-        for statement in check.permissions:
-            if statement.managed:
-                lines.append(f"    managed {statement.managed}: {', '.join(statement.actions)}")
-            else:
-                effect = "" if statement.effect == "Allow" else f"{statement.effect} "
-                lines.append(f"    {statement.name}: {effect}{', '.join(statement.actions)} on {', '.join(statement.resources)}")
-        lines += [f"  ! {p}" for p in check.problems]
+        lines += _render_function(check, report.chain)
     if report.chain is not None:
         lines.append("")
         lines.append("timeout chain:")
@@ -795,3 +614,33 @@ def render(report: CheckReport) -> str:
     else:
         lines.append(f"OK: every deployed function is within Lambda's limits and the timeout chain holds ({deployed} functions)")
     return "\n".join(lines) + "\n"
+
+
+def _render_function(check: FunctionCheck, chain: TimeoutChain | None) -> list[str]:
+    """One function's block of the report: verdict, size, limits, routes, chain, permissions, problems."""
+    lines = []
+    verdict = "OK" if not check.problems else "NOT OK"
+    if check.package == "zip":
+        parts = " + ".join(check.size_parts)
+        size = f"unzipped {_mb(check.size_bytes or 0)} of 250 MB ({parts}; {len(check.layers)} of {MAX_LAYERS} layers)"
+    else:
+        size = f"image ~{_mb(check.size_bytes or 0)} MB ({check.size_parts[0]})"
+    lines.append(f"{check.name}  {verdict}")
+    lines.append(f"  size        {size}")
+    lines.append(
+        f"  limits      timeout {check.timeout} s (max 900), memory {check.memory} MB (128..10240), "
+        f"environment {check.env_bytes:,} of 4,096 bytes"
+    )
+    if check.routes:
+        lines.append(f"  routes      {', '.join(check.routes)}")
+    if chain is not None:
+        lines += [f"  chain       {line}" for line in function_chain(chain, check.name)]
+    lines.append("  permissions")
+    for statement in check.permissions:
+        if statement.managed:
+            lines.append(f"    managed {statement.managed}: {', '.join(statement.actions)}")
+        else:
+            effect = "" if statement.effect == "Allow" else f"{statement.effect} "
+            lines.append(f"    {statement.name}: {effect}{', '.join(statement.actions)} on {', '.join(statement.resources)}")
+    lines += [f"  ! {p}" for p in check.problems]
+    return lines

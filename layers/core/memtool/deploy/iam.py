@@ -27,7 +27,7 @@ import copy
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -376,7 +376,7 @@ class _Resolver:
             self._conditions[name] = bool(self.value(self.template["Conditions"][name]))
         return self._conditions[name]
 
-    def value(self, node: Any) -> Any:  # one branch per intrinsic
+    def value(self, node: Any) -> Any:
         if isinstance(node, list):
             items = [self.value(item) for item in node]
             return [item for item in items if item is not NO_VALUE]
@@ -384,42 +384,54 @@ class _Resolver:
             return node
         if len(node) == 1:
             (key, arg), = node.items()
-            if key == "Ref":
-                return self.ref(arg)
-            if key == "Fn::GetAtt":
-                logical_id, attribute = arg.split(".", 1) if isinstance(arg, str) else arg
-                return self.get_att(logical_id, self.value(attribute))
-            if key == "Fn::Sub":
-                return self.sub(arg)
-            if key == "Fn::Join":
-                separator, items = arg
-                return str(self.value(separator)).join(str(v) for v in self.value(items))
-            if key == "Fn::Select":
-                index, items = arg
-                return self.value(items)[int(self.value(index))]
-            if key == "Fn::Split":
-                separator, text = arg
-                return str(self.value(text)).split(str(self.value(separator)))
-            if key == "Fn::If":
-                name, when_true, when_false = arg
-                return self.value(when_true if self.condition(name) else when_false)
-            if key == "Fn::Equals":
-                left, right = (self.value(v) for v in arg)
-                return str(left) == str(right)
-            if key == "Fn::Not":
-                return not self.value(arg[0])
-            if key == "Fn::And":
-                return all(self.value(v) for v in arg)
-            if key == "Fn::Or":
-                return any(self.value(v) for v in arg)
+            intrinsic = _INTRINSICS.get(key)
+            if intrinsic is not None:
+                return intrinsic(self, arg)
             if key == "Condition" and isinstance(arg, str) and arg in (self.template.get("Conditions") or {}):
                 return self.condition(arg)
-            if key == "Fn::GetAZs":
-                return [f"{self.region}a", f"{self.region}b", f"{self.region}c"]
             if key.startswith("Fn::"):
                 raise ValueError(f"intrinsic {key} is not supported")
         resolved = {k: self.value(v) for k, v in node.items()}
         return {k: v for k, v in resolved.items() if v is not NO_VALUE}
+
+    # ---- one method per intrinsic function (the table _INTRINSICS names them; Ref and Fn::Sub
+    # are ``ref`` and ``sub``, which templates' strings use too)
+
+    def _fn_get_att(self, arg: Any) -> Any:
+        logical_id, attribute = arg.split(".", 1) if isinstance(arg, str) else arg
+        return self.get_att(logical_id, self.value(attribute))
+
+    def _fn_join(self, arg: Any) -> str:
+        separator, items = arg
+        return str(self.value(separator)).join(str(v) for v in self.value(items))
+
+    def _fn_select(self, arg: Any) -> Any:
+        index, items = arg
+        return self.value(items)[int(self.value(index))]
+
+    def _fn_split(self, arg: Any) -> list[str]:
+        separator, text = arg
+        return str(self.value(text)).split(str(self.value(separator)))
+
+    def _fn_if(self, arg: Any) -> Any:
+        name, when_true, when_false = arg
+        return self.value(when_true if self.condition(name) else when_false)
+
+    def _fn_equals(self, arg: Any) -> bool:
+        left, right = (self.value(v) for v in arg)
+        return str(left) == str(right)
+
+    def _fn_not(self, arg: Any) -> bool:
+        return not self.value(arg[0])
+
+    def _fn_and(self, arg: Any) -> bool:
+        return all(self.value(v) for v in arg)
+
+    def _fn_or(self, arg: Any) -> bool:
+        return any(self.value(v) for v in arg)
+
+    def _fn_get_azs(self, arg: Any) -> list[str]:
+        return [f"{self.region}a", f"{self.region}b", f"{self.region}c"]
 
     def sub(self, arg: Any) -> str:
         text, variables = (arg, {}) if isinstance(arg, str) else (arg[0], arg[1])
@@ -499,6 +511,23 @@ class _Resolver:
         if "LogGroupName" in props:
             return str(self.value(props["LogGroupName"]))
         return _physical_name(self.stack, logical_id)
+
+
+# The intrinsic functions the resolver evaluates: a one-key node {name: argument} is resolved by its entry.
+_INTRINSICS: dict[str, Callable[[_Resolver, Any], Any]] = {
+    "Ref": _Resolver.ref,
+    "Fn::GetAtt": _Resolver._fn_get_att,
+    "Fn::Sub": _Resolver.sub,
+    "Fn::Join": _Resolver._fn_join,
+    "Fn::Select": _Resolver._fn_select,
+    "Fn::Split": _Resolver._fn_split,
+    "Fn::If": _Resolver._fn_if,
+    "Fn::Equals": _Resolver._fn_equals,
+    "Fn::Not": _Resolver._fn_not,
+    "Fn::And": _Resolver._fn_and,
+    "Fn::Or": _Resolver._fn_or,
+    "Fn::GetAZs": _Resolver._fn_get_azs,
+}
 
 
 def _resolve(translated: dict[str, Any], parameters: dict[str, str], region: str, account: str, stack: str) -> Deployment:
