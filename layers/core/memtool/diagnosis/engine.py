@@ -20,10 +20,10 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from memtool.diagnosis.apply import NotApplicable, Subject, apply_repairs
+from memtool.diagnosis.apply import Applied, NotApplicable, Subject, apply_repairs
 from memtool.diagnosis.model import DiagnosisReport, Failure, Hypothesis, HypothesisTest, RepairedOutput, TestResult
 from memtool.diagnosis.requests import UNIT_IN_YUAN, Expected
 from memtool.diagnosis.rules import hypotheses_for
@@ -57,6 +57,71 @@ class _Spent(Exception):
     pass
 
 
+class _Runs:
+    """One diagnosis's executions on the warehouse: each counts against the budget, and none
+    starts once the budget or the diagnosis's deadline is spent."""
+
+    def __init__(self, warehouse: Any, budget: Budget, schema: Any, policy: Any) -> None:
+        self._warehouse = warehouse
+        self._budget = budget
+        self._schema = schema
+        self._policy = policy
+        self.spent = 0
+        self._deadline = time.monotonic() + budget.deadline_seconds
+
+    def run(self, sql: str) -> QueryResult:
+        left = self._deadline - time.monotonic()
+        if self.spent >= self._budget.executions:
+            raise _Spent(f"the execution budget ({self._budget.executions}) was spent")
+        if left < 0.5:
+            raise _Spent(f"the diagnosis's time budget ({self._budget.deadline_seconds:g} s) was spent")
+        self.spent += 1
+        return self._warehouse.run(sql, max_rows=self._budget.row_cap, timeout_seconds=min(self._budget.timeout_seconds, left))
+
+    def probe(self, table: str, columns: Sequence[str]) -> list[tuple[Any, ...]]:
+        """A dimension's distinct values (for the rules), within the guardrails; none once spent."""
+        from memtool.sql.guardrails import check_sql
+
+        schema = self._schema
+        if not schema.has_table(table) or not all(schema.has_column(table, c) for c in columns):
+            return []
+        sql = f"SELECT DISTINCT {', '.join(columns)} FROM {table} LIMIT {PROBE_ROWS}"
+        verdict = check_sql(sql, self._policy)
+        if not verdict.allowed or verdict.sql is None:
+            return []
+        try:
+            result = self.run(verdict.sql)
+        except _Spent:
+            return []
+        return [tuple(row) for row in result.rows]
+
+
+@dataclass
+class _Trial:
+    """What every hypothesis test of one diagnosis shares: the failure and its subject, the guard
+    policy, the runs, the original query (normalised) and its value, and the repaired queries seen."""
+
+    failure: Failure
+    subject: Subject
+    expected: Expected | None
+    policy: Any
+    runs: _Runs
+    unit: tuple[str | None, str | None]  # (value column, money unit) of the original query
+    baseline_value: float | None
+    original: str
+    seen: set[str] = field(default_factory=set)
+
+    def gives_the_baseline(self, value: float | None, value_unit: str | None) -> bool:
+        """A logical failure's repaired query that gives the original value (in the same unit)."""
+        return (
+            self.failure.origin == "logical"
+            and self.baseline_value is not None
+            and value is not None
+            and value_unit == self.unit[1]
+            and abs(value - self.baseline_value) <= 1e-9 * max(abs(self.baseline_value), 1.0)
+        )
+
+
 class Diagnoser:
     def __init__(
         self,
@@ -85,7 +150,7 @@ class Diagnoser:
         lessons: Sequence[str] = (),
         stop_at_verified: bool = True,
     ) -> DiagnosisReport:
-        from memtool.sql.guardrails import GuardPolicy, check_sql
+        from memtool.sql.guardrails import GuardPolicy
 
         report = DiagnosisReport(
             episode_id=episode_id, failure=failure.public(), verified=False, expected=expected, budget=self._budget.executions
@@ -101,57 +166,22 @@ class Diagnoser:
             max_rows=self._budget.row_cap,
             timeout_seconds=self._budget.timeout_seconds,
         ).on_engine(getattr(self._warehouse, "dialect", "redshift"))
-        spent = [0]
-        deadline = time.monotonic() + self._budget.deadline_seconds
-
-        def run(sql: str) -> QueryResult:
-            left = deadline - time.monotonic()
-            if spent[0] >= self._budget.executions:
-                raise _Spent(f"the execution budget ({self._budget.executions}) was spent")
-            if left < 0.5:
-                raise _Spent(f"the diagnosis's time budget ({self._budget.deadline_seconds:g} s) was spent")
-            spent[0] += 1
-            return self._warehouse.run(sql, max_rows=self._budget.row_cap, timeout_seconds=min(self._budget.timeout_seconds, left))
-
-        def probe(table: str, columns: Sequence[str]) -> list[tuple[Any, ...]]:
-            if not schema.has_table(table) or not all(schema.has_column(table, c) for c in columns):
-                return []
-            sql = f"SELECT DISTINCT {', '.join(columns)} FROM {table} LIMIT {PROBE_ROWS}"
-            verdict = check_sql(sql, policy)
-            if not verdict.allowed or verdict.sql is None:
-                return []
-            try:
-                result = run(verdict.sql)
-            except _Spent:
-                return []
-            return [tuple(row) for row in result.rows]
-
+        runs = _Runs(self._warehouse, self._budget, schema, policy)
         unit = _unit_of(subject, self._compiler)
         baseline_value: float | None = None
         if failure.origin == "logical":
-            baseline_value = self._baseline(report, subject, policy, run, unit, expected)
+            baseline_value = self._baseline(report, subject, policy, runs.run, unit, expected)
             if expected is not None and baseline_value is not None and _matches(baseline_value, expected, unit[1], self._budget.tolerance):
                 report.notes.append("the original query already gives the expected value: there is no difference to explain")
                 report.nothing_to_explain = True
-                report.executions = spent[0]
+                report.executions = runs.spent
                 return report
             hint = _unit_hint(baseline_value, expected, unit[1], self._budget.tolerance)
             if hint:
                 report.notes.append(hint)
-        hypotheses = hypotheses_for(failure, subject, schema, self._compiler, probe)
-        if self._llm is not None:
-            try:
-                proposed = self._llm.propose(failure, subject, _facts(schema, subject), lessons)
-            except Exception as exc:  # noqa: BLE001 - the rules' hypotheses still stand
-                logger.warning("episode %s: the Bedrock diagnoser failed: %s", episode_id, exc)
-                report.notes.append(f"the Bedrock diagnoser could not propose hypotheses ({type(exc).__name__})")
-                proposed = []
-            start = len(hypotheses)
-            hypotheses += [h.model_copy(update={"id": f"h{start + i}", "source": "bedrock"}) for i, h in enumerate(proposed, start=1)]
-            hypotheses.sort(key=lambda h: (h.cost, -h.confidence))
+        hypotheses = self._hypotheses(report, episode_id, failure, subject, schema, lessons, runs.probe)
         report.schema_facts = _facts(schema, subject)
-        original = _normal(subject.sql)
-        seen: set[str] = set()
+        trial = _Trial(failure, subject, expected, policy, runs, unit, baseline_value, original=_normal(subject.sql))
         for hypothesis in hypotheses:
             test = HypothesisTest(
                 id=hypothesis.id,
@@ -167,47 +197,9 @@ class Diagnoser:
             if report.verified and stop_at_verified:
                 test.detail = "a cheaper hypothesis was verified first"
                 continue
-            try:
-                applied = apply_repairs(subject, hypothesis.repairs, self._compiler)
-            except NotApplicable as exc:
-                test.result, test.detail = "not_applicable", str(exc)
-                continue
-            if _normal(applied.sql) == original or _normal(applied.sql) in seen:
-                test.result = "no_change"
-                if _normal(applied.sql) == original:
-                    test.detail = "the repair leaves the query as it was"
-                else:
-                    test.detail = "the same query as another hypothesis"
-                continue
-            seen.add(_normal(applied.sql))
-            verdict = check_sql(applied.sql, policy)
-            if not verdict.allowed or verdict.sql is None:
-                test.result, test.detail = "blocked", f"the guardrails refused the repaired SQL: {verdict.reason}"
-                continue
-            try:
-                result = run(verdict.sql)
-            except _Spent as spent_why:
-                test.detail = str(spent_why)
-                continue
-            except WarehouseError as exc:
-                test.result, test.executed, test.detail = "failed", True, f"the repaired SQL failed: {_short(str(exc))}"
-                continue
-            test.executed = True
-            test.row_count = result.row_count
-            value_unit = applied.unit if applied.unit is not None else unit[1]
-            test.value = _single_value(result, applied.value_column or unit[0])
-            if (
-                failure.origin == "logical"
-                and baseline_value is not None
-                and test.value is not None
-                and value_unit == unit[1]
-                and abs(test.value - baseline_value) <= 1e-9 * max(abs(baseline_value), 1.0)
-            ):
-                test.result = "no_change"
-                test.detail = f"the repaired query gives the original value ({test.value:,.4f}): this is not the cause"
-                continue
-            test.result, test.detail = self._judge(failure, result, test.value, expected, value_unit)
-            if test.result == "verified" and not report.verified:
+            tested = self._test(trial, hypothesis, test)
+            if tested is not None and test.result == "verified" and not report.verified:
+                applied, result = tested
                 report.verified = True
                 report.cause = hypothesis.cause
                 report.root_cause = hypothesis.root_cause
@@ -217,7 +209,7 @@ class Diagnoser:
                     columns=result.columns, row_count=result.row_count, sample=result.rows[:SAMPLE_ROWS]
                 )
                 report.evidence = f"{hypothesis.id}: {test.detail}"
-        report.executions = spent[0]
+        report.executions = runs.spent
         if not report.verified:
             ran = [t for t in report.hypotheses if t.result == "ran"]
             if ran:
@@ -225,6 +217,72 @@ class Diagnoser:
             elif not report.hypotheses:
                 report.notes.append(f"no rule proposes a repair for this failure ({failure.kind})")
         return report
+
+    def _hypotheses(
+        self,
+        report: DiagnosisReport,
+        episode_id: str,
+        failure: Failure,
+        subject: Subject,
+        schema: Any,
+        lessons: Sequence[str],
+        probe: Callable[[str, Sequence[str]], list[tuple[Any, ...]]],
+    ) -> list[Hypothesis]:
+        """The rules' hypotheses and the other source's (if any), cheapest first."""
+        hypotheses = hypotheses_for(failure, subject, schema, self._compiler, probe)
+        if self._llm is None:
+            return hypotheses
+        try:
+            proposed = self._llm.propose(failure, subject, _facts(schema, subject), lessons)
+        except Exception as exc:  # noqa: BLE001 - the rules' hypotheses still stand
+            logger.warning("episode %s: the Bedrock diagnoser failed: %s", episode_id, exc)
+            report.notes.append(f"the Bedrock diagnoser could not propose hypotheses ({type(exc).__name__})")
+            proposed = []
+        start = len(hypotheses)
+        hypotheses += [h.model_copy(update={"id": f"h{start + i}", "source": "bedrock"}) for i, h in enumerate(proposed, start=1)]
+        hypotheses.sort(key=lambda h: (h.cost, -h.confidence))
+        return hypotheses
+
+    def _test(self, trial: _Trial, hypothesis: Hypothesis, test: HypothesisTest) -> tuple[Applied, QueryResult] | None:
+        """Test one hypothesis by running its repair; ``test`` says what happened. The repaired query
+        and its result when it ran and was judged, None when the test stopped before."""
+        from memtool.sql.guardrails import check_sql
+
+        try:
+            applied = apply_repairs(trial.subject, hypothesis.repairs, self._compiler)
+        except NotApplicable as exc:
+            test.result, test.detail = "not_applicable", str(exc)
+            return None
+        if _normal(applied.sql) == trial.original or _normal(applied.sql) in trial.seen:
+            test.result = "no_change"
+            if _normal(applied.sql) == trial.original:
+                test.detail = "the repair leaves the query as it was"
+            else:
+                test.detail = "the same query as another hypothesis"
+            return None
+        trial.seen.add(_normal(applied.sql))
+        verdict = check_sql(applied.sql, trial.policy)
+        if not verdict.allowed or verdict.sql is None:
+            test.result, test.detail = "blocked", f"the guardrails refused the repaired SQL: {verdict.reason}"
+            return None
+        try:
+            result = trial.runs.run(verdict.sql)
+        except _Spent as spent_why:
+            test.detail = str(spent_why)
+            return None
+        except WarehouseError as exc:
+            test.result, test.executed, test.detail = "failed", True, f"the repaired SQL failed: {_short(str(exc))}"
+            return None
+        test.executed = True
+        test.row_count = result.row_count
+        value_unit = applied.unit if applied.unit is not None else trial.unit[1]
+        test.value = _single_value(result, applied.value_column or trial.unit[0])
+        if trial.gives_the_baseline(test.value, value_unit):
+            test.result = "no_change"
+            test.detail = f"the repaired query gives the original value ({test.value:,.4f}): this is not the cause"
+            return None
+        test.result, test.detail = self._judge(trial.failure, result, test.value, trial.expected, value_unit)
+        return applied, result
 
     # ---- pieces ---------------------------------------------------------------------------
 

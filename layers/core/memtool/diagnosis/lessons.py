@@ -184,21 +184,8 @@ def apply_lessons(intent: Intent | None, sql: str | None, lessons: Sequence[Less
     outcome = LessonOutcome(sql=sql, intent=intent)
     if sql is None or not lessons:
         return outcome
-    options = DEFAULT_OPTIONS
-    changed_intent = intent
-    intent_applied: dict[str, list[Repair]] = {}
-    seen: set[tuple[str | None, ...]] = set()
-    if intent is not None:
-        for lesson in lessons:
-            for repair in lesson.repairs:
-                if repair.sql_level or repair.target() in seen:
-                    continue
-                updated = _on(repair, changed_intent, options)
-                if updated is None:
-                    continue
-                changed_intent, options = updated
-                seen.add(repair.target())
-                intent_applied.setdefault(lesson.memory_id, []).append(repair)
+    seen: set[tuple[str | None, ...]] = set()  # the targets decided so far
+    changed_intent, options, intent_applied = _intent_lessons(intent, lessons, seen)
     current = sql
     if intent_applied and changed_intent is not None:
         try:
@@ -206,26 +193,7 @@ def apply_lessons(intent: Intent | None, sql: str | None, lessons: Sequence[Less
         except CompileError as exc:  # a lesson that no longer compiles is skipped, never fatal
             logger.warning("lessons %s no longer compile: %s", ", ".join(intent_applied), exc)
             intent_applied, changed_intent, options, current = {}, intent, DEFAULT_OPTIONS, sql
-    sql_applied: dict[str, list[Repair]] = {}
-    sql_repairs: list[Repair] = []
-    try:
-        read = references(current)
-    except Exception:  # noqa: BLE001 - SQL the parser cannot read is left as it is
-        read = None
-    if read is not None:
-        tables = set(read.tables)
-        columns = {(c.table, c.column) for c in read.columns}
-        for lesson in lessons:
-            for repair in lesson.repairs:
-                if not repair.sql_level or repair.target() in seen:
-                    continue
-                hit = (repair.kind == "rename_table" and repair.table in tables) or (
-                    repair.kind == "rename_column" and (repair.table, repair.column) in columns
-                )
-                if hit:
-                    seen.add(repair.target())
-                    sql_repairs.append(repair)
-                    sql_applied.setdefault(lesson.memory_id, []).append(repair)
+    sql_repairs, sql_applied = _sql_lessons(current, lessons, seen)
     if sql_repairs:
         current = rewrite(current, sql_repairs)
     by_id = {lesson.memory_id: lesson for lesson in lessons}
@@ -233,6 +201,56 @@ def apply_lessons(intent: Intent | None, sql: str | None, lessons: Sequence[Less
         outcome.applied.append((by_id[memory_id], [*intent_applied.get(memory_id, []), *sql_applied.get(memory_id, [])]))
     outcome.sql, outcome.intent, outcome.options, outcome.sql_repairs = current, changed_intent, options, tuple(sql_repairs)
     return outcome
+
+
+def _intent_lessons(
+    intent: Intent | None, lessons: Sequence[Lesson], seen: set[tuple[str | None, ...]]
+) -> tuple[Intent | None, CompileOptions, dict[str, list[Repair]]]:
+    """The intent and options with every intent-level repair that concerns them applied (the first
+    lesson with a target decides it), and the repairs applied, by lesson id."""
+    options = DEFAULT_OPTIONS
+    changed_intent = intent
+    applied: dict[str, list[Repair]] = {}
+    if intent is None:
+        return changed_intent, options, applied
+    for lesson in lessons:
+        for repair in lesson.repairs:
+            if repair.sql_level or repair.target() in seen:
+                continue
+            updated = _on(repair, changed_intent, options)
+            if updated is None:
+                continue
+            changed_intent, options = updated
+            seen.add(repair.target())
+            applied.setdefault(lesson.memory_id, []).append(repair)
+    return changed_intent, options, applied
+
+
+def _sql_lessons(
+    sql: str, lessons: Sequence[Lesson], seen: set[tuple[str | None, ...]]
+) -> tuple[list[Repair], dict[str, list[Repair]]]:
+    """The SQL-level repairs (renames) whose table or column the query reads, for targets no
+    earlier lesson decided, and the same repairs by lesson id."""
+    repairs: list[Repair] = []
+    applied: dict[str, list[Repair]] = {}
+    try:
+        read = references(sql)
+    except Exception:  # noqa: BLE001 - SQL the parser cannot read is left as it is
+        return repairs, applied
+    tables = set(read.tables)
+    columns = {(c.table, c.column) for c in read.columns}
+    for lesson in lessons:
+        for repair in lesson.repairs:
+            if not repair.sql_level or repair.target() in seen:
+                continue
+            hit = (repair.kind == "rename_table" and repair.table in tables) or (
+                repair.kind == "rename_column" and (repair.table, repair.column) in columns
+            )
+            if hit:
+                seen.add(repair.target())
+                repairs.append(repair)
+                applied.setdefault(lesson.memory_id, []).append(repair)
+    return repairs, applied
 
 
 def _on(repair: Repair, intent: Intent | None, options: CompileOptions) -> tuple[Intent, CompileOptions] | None:

@@ -20,13 +20,16 @@ import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memtool.diagnosis.apply import Subject
 from memtool.diagnosis.model import Failure, Hypothesis, Repair
-from memtool.diagnosis.sql_rewrite import ColumnRef, references, unknown_references
+from memtool.diagnosis.sql_rewrite import ColumnRef, References, references, unknown_references
 from memtool.semantic.compiler import IntentCompiler
 from memtool.sql.live_schema import LiveSchema
+
+if TYPE_CHECKING:
+    from memtool.semantic.catalog import Catalog, MetricSpec
 
 # Abbreviations warehouses use for the same word.
 _ABBREVIATIONS = {
@@ -98,10 +101,19 @@ def _renames(sql: str, schema: LiveSchema) -> list[Hypothesis]:
         wanted = used.columns_of(table)
         taken = set(used.tables)
         table_options[table] = [c for c in _nearest_tables(table, wanted, schema) if c.name not in taken]
-    # Columns to map: those missing from existing tables, and those of a missing table that its
-    # best replacement does not have.
+    column_options = _column_options(sql, schema, unknown.columns, used, table_options)
+    if any(not options for options in table_options.values()) or any(not o for o in column_options.values()):
+        return []  # a name with no plausible replacement: no rule can repair this query
+    return _drift_hypotheses(table_options, column_options)
+
+
+def _column_options(
+    sql: str, schema: LiveSchema, unknown_columns: Sequence[ColumnRef], used: References, table_options: dict[str, list[_Candidate]]
+) -> dict[tuple[str, str], list[_Candidate]]:
+    """The candidates for each column to map: those missing from existing tables, and those of a
+    missing table that its best replacement does not have."""
     column_needs: list[tuple[str, str, str]] = []  # (table as the query names it, column, table it lives in now)
-    for ref in unknown.columns:
+    for ref in unknown_columns:
         column_needs.append((ref.table, ref.column, ref.table))
     for table, options in table_options.items():
         if not options:
@@ -117,18 +129,13 @@ def _renames(sql: str, schema: LiveSchema) -> list[Hypothesis]:
         column_options[(table, column)] = [
             c for c in _nearest_columns(column, now, schema, numeric=uses == "numeric") if c.name not in taken
         ]
-    if any(not options for options in table_options.values()) or any(not o for o in column_options.values()):
-        return []  # a name with no plausible replacement: no rule can repair this query
+    return column_options
 
-    def repairs_for(choice: dict[tuple[str, str | None], str]) -> tuple[Repair, ...]:
-        out = []
-        for (table, column), to in choice.items():
-            if column is None:
-                out.append(Repair(kind="rename_table", table=table, to=to))
-            else:
-                out.append(Repair(kind="rename_column", table=table, column=column, to=to))
-        return tuple(out)
 
+def _drift_hypotheses(
+    table_options: dict[str, list[_Candidate]], column_options: dict[tuple[str, str], list[_Candidate]]
+) -> list[Hypothesis]:
+    """Schema drift: every name to its best candidate first, then the runners-up, one name at a time."""
     best: dict[tuple[str, str | None], str] = {(t, None): o[0].name for t, o in table_options.items()}
     best.update({key: o[0].name for key, o in column_options.items()})
     scores = [o[0].score for o in table_options.values()] + [o[0].score for o in column_options.values()]
@@ -137,12 +144,11 @@ def _renames(sql: str, schema: LiveSchema) -> list[Hypothesis]:
             id="",
             cause="schema_drift",
             root_cause=_drift_sentence(best),
-            repairs=repairs_for(best),
+            repairs=_drift_repairs(best),
             cost=1,
             confidence=round(min(scores), 3),
         )
     ]
-    # The runners-up, one name at a time.
     alternatives: list[tuple[tuple[str, str | None], _Candidate]] = []
     for t, options in table_options.items():
         alternatives += [((t, None), c) for c in options[1:]]
@@ -155,12 +161,22 @@ def _renames(sql: str, schema: LiveSchema) -> list[Hypothesis]:
                 id="",
                 cause="schema_drift",
                 root_cause=_drift_sentence(choice),
-                repairs=repairs_for(choice),
+                repairs=_drift_repairs(choice),
                 cost=2 + rank,
                 confidence=round(candidate.score, 3),
             )
         )
     return hypotheses
+
+
+def _drift_repairs(choice: dict[tuple[str, str | None], str]) -> tuple[Repair, ...]:
+    out = []
+    for (table, column), to in choice.items():
+        if column is None:
+            out.append(Repair(kind="rename_table", table=table, to=to))
+        else:
+            out.append(Repair(kind="rename_column", table=table, column=column, to=to))
+    return tuple(out)
 
 
 def _columns_of_missing_tables(columns: Sequence[ColumnRef], tables: Sequence[str]) -> bool:
@@ -255,6 +271,7 @@ def _tokens(name: str) -> set[str]:
 
 
 def _value_causes(subject: Subject, schema: LiveSchema, compiler: IntentCompiler) -> list[Hypothesis]:
+    """What could make the value differ from the user's, one family of causes after another."""
     intent = subject.intent
     assert intent is not None
     catalog = compiler.catalog
@@ -264,31 +281,54 @@ def _value_causes(subject: Subject, schema: LiveSchema, compiler: IntentCompiler
     fact = compiler.fact_table(metric.name)
     live_fact = _live_name(fact, subject)
     current = compiler.with_options(subject.options).time_column(metric)
+    return [
+        *_time_column_causes(metric, current, schema.time_columns(live_fact)),
+        *_left_out_row_causes(subject, catalog, metric, current, schema, live_fact),
+        *_definition_causes(subject, compiler, metric),
+        *_window_causes(subject, metric),
+        *_join_causes(subject, catalog, metric),
+    ]
+
+
+def _value_cause(cause: str, root_cause: str, repair: Repair, cost: int, confidence: float) -> Hypothesis:
+    return Hypothesis(id="", cause=cause, root_cause=root_cause, repairs=(repair,), cost=cost, confidence=confidence)
+
+
+def _time_column_causes(metric: MetricSpec, current: str, time_columns: Sequence[str]) -> list[Hypothesis]:
+    """The metric counted by another of the fact table's time columns."""
+    return [
+        _value_cause(
+            "time_column",
+            f"{metric.name} was counted in the period of {current}; the expected value counts it by {column}.",
+            Repair(kind="time_column", metric=metric.name, to=column),
+            2,
+            0.6,
+        )
+        for column in time_columns
+        if column != current
+    ]
+
+
+def _left_out_row_causes(
+    subject: Subject, catalog: Catalog, metric: MetricSpec, current: str, schema: LiveSchema, live_fact: str
+) -> list[Hypothesis]:
+    """Test rows or incomplete (unpaid) rows that the source's exclusions left out."""
+    intent = subject.intent
+    assert intent is not None
     found: list[Hypothesis] = []
-
-    def propose(cause: str, root_cause: str, repair: Repair, cost: int, confidence: float) -> None:
-        found.append(Hypothesis(id="", cause=cause, root_cause=root_cause, repairs=(repair,), cost=cost, confidence=confidence))
-
-    for column in schema.time_columns(live_fact):
-        if column != current:
-            propose(
-                "time_column",
-                f"{metric.name} was counted in the period of {current}; the expected value counts it by {column}.",
-                Repair(kind="time_column", metric=metric.name, to=column),
-                2,
-                0.6,
-            )
     exclusions = {e.role: e for e in catalog.source(metric.source).exclusions} if catalog.sources else {}
     test_rows, incomplete_rows = exclusions.get("test_rows"), exclusions.get("incomplete_rows")
     has_flag = test_rows is not None and (test_rows.column is None or test_rows.column in schema.columns_of(live_fact))
     if test_rows is not None and has_flag and not subject.options.include_test_lines:
         flag = f" ({test_rows.column})" if test_rows.column else ""
-        propose(
-            "test_lines",
-            f"Test rows{flag} were left out; the expected value includes them.",
-            Repair(kind="include_rows", metric=metric.name, rows="test"),
-            3,
-            0.4,
+        found.append(
+            _value_cause(
+                "test_lines",
+                f"Test rows{flag} were left out; the expected value includes them.",
+                Repair(kind="include_rows", metric=metric.name, rows="test"),
+                3,
+                0.4,
+            )
         )
     if incomplete_rows is not None and not subject.options.include_unpaid_lines:
         # Rows without the column the window reads are left out by the window whatever the
@@ -296,61 +336,98 @@ def _value_causes(subject: Subject, schema: LiveSchema, compiler: IntentCompiler
         counted_by_it = current == incomplete_rows.column and intent.time_window is not None
         if not counted_by_it:
             flag = f" (no {incomplete_rows.column})" if incomplete_rows.column else ""
-            propose(
-                "unpaid_lines",
-                f"Incomplete rows{flag} were left out; the expected value includes them.",
-                Repair(kind="include_rows", metric=metric.name, rows="unpaid"),
-                3,
-                0.4,
+            found.append(
+                _value_cause(
+                    "unpaid_lines",
+                    f"Incomplete rows{flag} were left out; the expected value includes them.",
+                    Repair(kind="include_rows", metric=metric.name, rows="unpaid"),
+                    3,
+                    0.4,
+                )
             )
+    return found
+
+
+def _definition_causes(subject: Subject, compiler: IntentCompiler, metric: MetricSpec) -> list[Hypothesis]:
+    """Another definition of the metric: one of its variants (gross vs net), or refunds by their own date."""
+    intent = subject.intent
+    assert intent is not None
+    catalog = compiler.catalog
+    found: list[Hypothesis] = []
     for other in metric.variants:
         if catalog.has_metric(other):
             label = metric.label("zh") if _zh(subject.question) else metric.label("en")
-            propose(
-                "metric_definition",
-                f"The user's {label} is {catalog.metric(other).en} ({other}), not {metric.en}.",
-                Repair(kind="metric_definition", metric=metric.name, to=other),
+            found.append(
+                _value_cause(
+                    "metric_definition",
+                    f"The user's {label} is {catalog.metric(other).en} ({other}), not {metric.en}.",
+                    Repair(kind="metric_definition", metric=metric.name, to=other),
+                    3,
+                    0.4,
+                )
+            )
+    if metric.name not in subject.options.refunds_by_refund_date and compiler.refunds_by_refund_date_expressible(intent):
+        found.append(
+            _value_cause(
+                "refund_period",
+                "Details (refunds) were counted in the period of their row; the expected value counts them by their own date.",
+                Repair(kind="refund_period", metric=metric.name, to="refund_date"),
                 3,
                 0.4,
             )
-    if metric.name not in subject.options.refunds_by_refund_date and compiler.refunds_by_refund_date_expressible(intent):
-        propose(
-            "refund_period",
-            "Details (refunds) were counted in the period of their row; the expected value counts them by their own date.",
-            Repair(kind="refund_period", metric=metric.name, to="refund_date"),
-            3,
-            0.4,
         )
-    if intent.time_window is not None:
-        if not subject.options.window_end_inclusive:
-            propose(
+    return found
+
+
+def _window_causes(subject: Subject, metric: MetricSpec) -> list[Hypothesis]:
+    """The time window's edges: its last day left out, or its first day counted."""
+    intent = subject.intent
+    assert intent is not None
+    if intent.time_window is None:
+        return []
+    found: list[Hypothesis] = []
+    if not subject.options.window_end_inclusive:
+        found.append(
+            _value_cause(
                 "window_edges",
                 f"The window ended before {intent.time_window.end}; the expected value counts that day too.",
                 Repair(kind="window_edges", metric=metric.name, edge="end_inclusive"),
                 4,
                 0.3,
             )
-        if not subject.options.window_start_exclusive:
-            propose(
+        )
+    if not subject.options.window_start_exclusive:
+        found.append(
+            _value_cause(
                 "window_edges",
                 f"The window began on {intent.time_window.start}; the expected value leaves that day out.",
                 Repair(kind="window_edges", metric=metric.name, edge="start_exclusive"),
                 4,
                 0.3,
             )
+        )
+    return found
+
+
+def _join_causes(subject: Subject, catalog: Catalog, metric: MetricSpec) -> list[Hypothesis]:
+    """Fact rows without a dimension row, dropped by an inner join."""
+    intent = subject.intent
+    assert intent is not None
     catalog_dims = [catalog.dimension(d) for d in intent.dimensions if catalog.has_dimension(d)]
     filtered_tables = {catalog.dimension(f.dimension).table for f in intent.filters if catalog.has_dimension(f.dimension)}
     # A LEFT JOIN keeps fact rows without a dimension row only where nothing filters that table.
     unfiltered = [d for d in catalog_dims if d.kind == "attribute" and d.table not in filtered_tables]
-    if unfiltered and subject.options.dimension_join != "left":
-        propose(
+    if not unfiltered or subject.options.dimension_join == "left":
+        return []
+    return [
+        _value_cause(
             "join_type",
             "Fact rows without a matching dimension row were dropped by an inner join.",
             Repair(kind="join_type", metric=metric.name, join="left"),
             4,
             0.3,
         )
-    return found
+    ]
 
 
 def _live_name(table: str, subject: Subject) -> str:
