@@ -176,12 +176,7 @@ class FeedbackService:
             raise NotFound(f"episode {command.episode_id} not found", field="episode_id")
         taught = self._checked_correction(who, command.correction)  # refused before anything is written
         value = episode.value if isinstance(episode.value, dict) else {}
-        if command.expected is not None:  # refused before anything is written, too
-            from memtool.flows.diagnose import check_expected
-
-            if not value.get("sql"):
-                raise ValidationFailed("this answer ran no SQL, so there is no value to compare with the one expected", field="expected")
-            check_expected(value, command.expected)
+        self._check_expected(command, value)  # refused before anything is written, too
         error = value.get("error") if isinstance(value.get("error"), dict) else None
         env = environment_reward(str(value.get("outcome") or "failed"), row_count=value.get("row_count"), error=(error or {}).get("error"))
         notes: list[str] = []
@@ -196,7 +191,7 @@ class FeedbackService:
             notes.append("a comment alone credits nothing; rate the answer to credit the memories it used")
         correction = self._remember_correction(who, command, taught, episode, now) if taught is not None else None
         candidate = None
-        if rating == 1 and value.get("outcome") == "answered" and value.get("sql") and (value.get("row_count") or 0) > 0:
+        if rating == 1 and self._fewshot_worthy(value):
             candidate = self._record_fewshot(who, episode, value, reward, notes)
             ours = candidate is not None and candidate.provenance.episode_id == command.episode_id
             if ours and candidate is not None and candidate.id != candidate_id:
@@ -220,6 +215,22 @@ class FeedbackService:
         )
 
     # ---- pieces ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_expected(command: FeedbackCommand, value: dict[str, Any]) -> None:
+        """The value the answer should have been can only be compared with an answer that ran SQL."""
+        if command.expected is None:
+            return
+        from memtool.flows.diagnose import check_expected
+
+        if not value.get("sql"):
+            raise ValidationFailed("this answer ran no SQL, so there is no value to compare with the one expected", field="expected")
+        check_expected(value, command.expected)
+
+    @staticmethod
+    def _fewshot_worthy(value: dict[str, Any]) -> bool:
+        """An episode a thumbs-up makes a few-shot candidate: answered, by SQL that returned rows."""
+        return bool(value.get("outcome") == "answered" and value.get("sql") and (value.get("row_count") or 0) > 0)
 
     def _drop_cached_sql(self, who: Identity, value: dict[str, Any], notes: list[str]) -> None:
         """An answer reported wrong is not served to anyone again from the SQL cache."""
