@@ -329,20 +329,13 @@ def _cell(value: Any) -> Any:
     return 0 if value is None else value
 
 
-def rate_attribution_table(intent: Intent, before: TimeWindow, after: TimeWindow, run: Run, model: Catalog) -> Table:
-    """The ratio's numerator and denominator for the whole and per member of every explaining
-    dimension, in the two periods: one row per (month, dimension, member) with both, and the
-    whole's pair per period in ``params["totals"]``, for ``kernels.rate_attribution_report``.
-
-    Each side is its own metric of the model (``ratio_parts``), compiled by the semantic layer
-    like any query. Where the ratio reads a detail's attribute over the whole's denominator
-    (refunds by reason / all sales: the reasons' rates add up to the rate), every member's
-    denominator is the whole's (``shared_denominator``) and filters on that attribute leave the
-    denominator alone, as the compiler reads the ratio. Before anything is split, the pair must
-    give back the ratio itself, as the model computes it for each period.
-    """
+def _ratio_filters(
+    model: Catalog, intent: Intent, numerator: str, denominator: str
+) -> tuple[tuple[Filter, ...], tuple[Filter, ...]]:
+    """The question's filters for the numerator and for the denominator: a filter on the detail's
+    attribute a by-detail ratio reads over the whole's denominator leaves the denominator alone.
+    Any other filter the numerator or the denominator cannot take is refused (ValueError)."""
     metric = model.metric(intent.metric)
-    numerator, denominator = ratio_parts(model, intent.metric)
     num_spec, den_spec = model.metric(numerator), model.metric(denominator)
     filters = tuple(intent.filters)
     for f in filters:
@@ -352,6 +345,15 @@ def rate_attribution_table(intent: Intent, before: TimeWindow, after: TimeWindow
     for f in den_filters:
         if f.dimension not in den_spec.dimensions:
             raise ValueError(f"{denominator} (the denominator of {intent.metric}) cannot be filtered by {f.dimension}")
+    return filters, den_filters
+
+
+def _ratio_dimensions(model: Catalog, intent: Intent, numerator: str, denominator: str) -> tuple[list[str], list[str], list[str]]:
+    """The drill-down dimensions both sides of the ratio break down by, those of them whose members
+    share the whole's denominator (``shared_denominator``), and a note per dimension left out.
+    With none left the ratio's change cannot be split (ValueError)."""
+    metric = model.metric(intent.metric)
+    num_spec, den_spec = model.metric(numerator), model.metric(denominator)
     notes: list[str] = []
     dims: list[str] = []
     shared: list[str] = []
@@ -367,6 +369,26 @@ def rate_attribution_table(intent: Intent, before: TimeWindow, after: TimeWindow
             notes.append(f"{intent.metric} is not broken down by {d}: its denominator {denominator} has no {d}")
     if not dims:
         raise ValueError(f"{intent.metric} has no dimension its numerator and denominator can both be broken down by")
+    return dims, shared, notes
+
+
+def rate_attribution_table(intent: Intent, before: TimeWindow, after: TimeWindow, run: Run, model: Catalog) -> Table:
+    """The ratio's numerator and denominator for the whole and per member of every explaining
+    dimension, in the two periods: one row per (month, dimension, member) with both, and the
+    whole's pair per period in ``params["totals"]``, for ``kernels.rate_attribution_report``.
+
+    Each side is its own metric of the model (``ratio_parts``), compiled by the semantic layer
+    like any query. Where the ratio reads a detail's attribute over the whole's denominator
+    (refunds by reason / all sales: the reasons' rates add up to the rate), every member's
+    denominator is the whole's (``shared_denominator``) and filters on that attribute leave the
+    denominator alone, as the compiler reads the ratio. Before anything is split, the pair must
+    give back the ratio itself, as the model computes it for each period.
+    """
+    metric = model.metric(intent.metric)
+    numerator, denominator = ratio_parts(model, intent.metric)
+    num_spec = model.metric(numerator)
+    filters, den_filters = _ratio_filters(model, intent, numerator, denominator)
+    dims, shared, notes = _ratio_dimensions(model, intent, numerator, denominator)
     queries: list[str] = []
 
     def value_of(name: str, window: TimeWindow, by: tuple[str, ...], where: tuple[Filter, ...]) -> list[list[Any]]:

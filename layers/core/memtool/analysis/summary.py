@@ -193,69 +193,86 @@ def _attribution(result: Mapping[str, Any], lang: Lang, metric: str, unit: str |
     return "".join(parts) if lang == "zh" else " ".join(parts)
 
 
+_Say = Callable[[float], str]  # a number as the summary states it (formatted, or signed)
+
+
+def _rate_headline(result: Mapping[str, Any], zh: bool, metric: str, fmt: _Say, sig: _Say) -> str:
+    """The whole ratio's move between the two periods."""
+    before, after, change = result["before_total"], result["after_total"], result["total_change"]
+    b, a = result["before_period"], result["after_period"]
+    if zh:
+        verb = "升到" if change > 0 else "降到" if change < 0 else "持平于"
+        return f"{metric}从 {b} 的 {fmt(before)} {verb} {a} 的 {fmt(after)}（{sig(change)}）。"
+    verb = "rose" if change > 0 else "fell" if change < 0 else "held"
+    return f"{metric} {verb} from {fmt(before)} in {b} to {fmt(after)} in {a} ({sig(change)})."
+
+
+def _rate_biggest_part(top: Mapping[str, Any], zh: bool, metric: str, base: str, labels: Mapping[str, str], sig: _Say) -> str:
+    """The single biggest rate or mix effect, with its share of the change."""
+    name = labels.get(top["dimension"], top["dimension"])
+    if zh:
+        share = f"（占变化的 {_percent(top['share'])}）" if top.get("share") is not None else ""
+        who = f"{name}「{top['member']}」"
+        what = f"{who}自身{metric}的变化" if top["effect"] == "rate" else f"{who}在{base}中占比的变化（结构效应）"
+        return f"最大的一项是{what}：{sig(top['value'])}{share}。"
+    share = f" ({_percent(top['share'])} of the change)" if top.get("share") is not None else ""
+    what = f"{name} {top['member']}'s own {metric}" if top["effect"] == "rate" else f"the mix: {name} {top['member']}'s share of {base}"
+    return f"The biggest part is {what}, {sig(top['value'])}{share}."
+
+
+def _rate_member(c: Mapping[str, Any], *, shared: bool, zh: bool, fmt: _Say, sig: _Say) -> str:
+    """One member's part: its change with its ratios (over a shared denominator) or its rate and mix effects."""
+    ratios = f"{fmt(c['before'])}→{fmt(c['after'])}" if c["before"] is not None and c["after"] is not None else ""
+    if shared:
+        return f"{c['member']} {sig(c['delta'])}" + (f"（{ratios}）" if zh and ratios else f" ({ratios})" if ratios else "")
+    if zh:
+        return f"{c['member']} {sig(c['delta'])}（自身 {sig(c['rate_effect'])}，结构 {sig(c['mix_effect'])}）"
+    return f"{c['member']} {sig(c['delta'])} (rate {sig(c['rate_effect'])}, mix {sig(c['mix_effect'])})"
+
+
+def _rate_dimension(
+    dimension: Mapping[str, Any], zh: bool, metric: str, base: str, labels: Mapping[str, str], fmt: _Say, sig: _Say
+) -> str | None:
+    """One dimension's rate and mix totals with its top members (None when no member moved)."""
+    name = labels.get(dimension["dimension"], dimension["dimension"])
+    movers = [c for c in dimension["contributions"] if c["delta"] != 0][:_TOP_MEMBERS]
+    if not movers:
+        return None
+    shared = dimension.get("denominators") == "shared"
+    said = [_rate_member(c, shared=shared, zh=zh, fmt=fmt, sig=sig) for c in movers]
+    if zh and shared:
+        return f"按{name}看（分母都是全部{base}，没有结构效应），" + "，".join(said) + "。"
+    if zh:
+        overlap = f"（各{name}的{base}有重叠，结构按占全部{base}的比例计）" if dimension.get("denominators") == "overlapping" else ""
+        return (
+            f"按{name}看，各{name}自身{metric}的变化合计 {sig(dimension['rate_effect'])}，"
+            f"{name}结构（{base}占比）的变化合计 {sig(dimension['mix_effect'])}{overlap}：" + "，".join(said) + "。"
+        )
+    if shared:
+        return f"By {name} (each over all {base}: no mix), " + ", ".join(said) + "."
+    overlapping = dimension.get("denominators") == "overlapping"
+    overlap = f" (the members' {base} overlap; the mix reads their shares of the whole's)" if overlapping else ""
+    return (
+        f"By {name}, the members' own {metric} moved it {sig(dimension['rate_effect'])} and their mix "
+        f"(shares of {base}) {sig(dimension['mix_effect'])}{overlap}: " + ", ".join(said) + "."
+    )
+
+
 def _rate_attribution(result: Mapping[str, Any], lang: Lang, metric: str, unit: str | None, labels: Mapping[str, str]) -> str:
     """A ratio's change in its rate and mix parts: the whole, the biggest part, then each dimension's
     rate and mix totals with its top members."""
-    before, after, change = result["before_total"], result["after_total"], result["total_change"]
-    b, a = result["before_period"], result["after_period"]
-    base = labels.get(result["denominator"]["column"], result["denominator"]["column"])
     fmt = lambda v: format_amount(v, lang=lang, unit=unit)  # noqa: E731
     sig = lambda v: _signed(v, lang=lang, unit=unit)  # noqa: E731
     zh = lang == "zh"
-    if zh:
-        verb = "升到" if change > 0 else "降到" if change < 0 else "持平于"
-        parts = [f"{metric}从 {b} 的 {fmt(before)} {verb} {a} 的 {fmt(after)}（{sig(change)}）。"]
-    else:
-        verb = "rose" if change > 0 else "fell" if change < 0 else "held"
-        parts = [f"{metric} {verb} from {fmt(before)} in {b} to {fmt(after)} in {a} ({sig(change)})."]
+    parts = [_rate_headline(result, zh, metric, fmt, sig)]
+    base = labels.get(result["denominator"]["column"], result["denominator"]["column"])
     top = result.get("biggest_part")
     if top:
-        name = labels.get(top["dimension"], top["dimension"])
-        if zh:
-            share = f"（占变化的 {_percent(top['share'])}）" if top.get("share") is not None else ""
-            who = f"{name}「{top['member']}」"
-            what = f"{who}自身{metric}的变化" if top["effect"] == "rate" else f"{who}在{base}中占比的变化（结构效应）"
-            parts.append(f"最大的一项是{what}：{sig(top['value'])}{share}。")
-        else:
-            share = f" ({_percent(top['share'])} of the change)" if top.get("share") is not None else ""
-            what = (
-                f"{name} {top['member']}'s own {metric}"
-                if top["effect"] == "rate"
-                else f"the mix: {name} {top['member']}'s share of {base}"
-            )
-            parts.append(f"The biggest part is {what}, {sig(top['value'])}{share}.")
+        parts.append(_rate_biggest_part(top, zh, metric, base, labels, sig))
     for dimension in result["dimensions"]:
-        name = labels.get(dimension["dimension"], dimension["dimension"])
-        movers = [c for c in dimension["contributions"] if c["delta"] != 0][:_TOP_MEMBERS]
-        if not movers:
-            continue
-        shared = dimension.get("denominators") == "shared"
-        said = []
-        for c in movers:
-            ratios = f"{fmt(c['before'])}→{fmt(c['after'])}" if c["before"] is not None and c["after"] is not None else ""
-            if shared:
-                said.append(f"{c['member']} {sig(c['delta'])}" + (f"（{ratios}）" if zh and ratios else f" ({ratios})" if ratios else ""))
-            elif zh:
-                said.append(f"{c['member']} {sig(c['delta'])}（自身 {sig(c['rate_effect'])}，结构 {sig(c['mix_effect'])}）")
-            else:
-                said.append(f"{c['member']} {sig(c['delta'])} (rate {sig(c['rate_effect'])}, mix {sig(c['mix_effect'])})")
-        if zh and shared:
-            parts.append(f"按{name}看（分母都是全部{base}，没有结构效应），" + "，".join(said) + "。")
-        elif zh:
-            overlap = f"（各{name}的{base}有重叠，结构按占全部{base}的比例计）" if dimension.get("denominators") == "overlapping" else ""
-            parts.append(
-                f"按{name}看，各{name}自身{metric}的变化合计 {sig(dimension['rate_effect'])}，"
-                f"{name}结构（{base}占比）的变化合计 {sig(dimension['mix_effect'])}{overlap}：" + "，".join(said) + "。"
-            )
-        elif shared:
-            parts.append(f"By {name} (each over all {base}: no mix), " + ", ".join(said) + ".")
-        else:
-            overlapping = dimension.get("denominators") == "overlapping"
-            overlap = f" (the members' {base} overlap; the mix reads their shares of the whole's)" if overlapping else ""
-            parts.append(
-                f"By {name}, the members' own {metric} moved it {sig(dimension['rate_effect'])} and their mix "
-                f"(shares of {base}) {sig(dimension['mix_effect'])}{overlap}: " + ", ".join(said) + "."
-            )
+        sentence = _rate_dimension(dimension, zh, metric, base, labels, fmt, sig)
+        if sentence is not None:
+            parts.append(sentence)
     return "".join(parts) if zh else " ".join(parts)
 
 
