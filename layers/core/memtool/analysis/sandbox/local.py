@@ -41,12 +41,9 @@ would stop ATTACH).
 
 from __future__ import annotations
 
-import errno
 import functools
 import json
 import os
-import platform
-import shutil
 import signal
 import stat
 import subprocess
@@ -54,11 +51,26 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from memtool.analysis.sandbox import _runner
+from memtool.analysis.sandbox.local_host import (
+    _PAGE,
+    RUNNER_PATH,
+    _errno,
+    _mount_tmpfs,
+    _tmpfs_works,
+    _tree_readable_by_others,
+    _unshare,
+    interpreter_paths,
+    kernel_filters,
+    landlock_abi,
+    network_namespace_prefix,
+    seccomp_available,
+)
+from memtool.analysis.sandbox.local_workdir import _Budget, _discard_workdir, _mib, _read_own_file, _remove_tree, workdir_usage
 from memtool.analysis.sandbox.port import (
     MAX_RESULT_BYTES,
     MAX_RETURNED_FILE_BYTES,
@@ -76,262 +88,16 @@ from memtool.analysis.sandbox.port import (
 from memtool.settings import get_settings
 
 NOBODY = 65534
-RUNNER_PATH = Path(_runner.__file__).resolve()
 DEFAULT_PRELOAD = ("numpy", "pandas", "matplotlib", "matplotlib.pyplot")
 MPL_DIR = ".mpl"
 _READ_CHUNK = 64 * 1024
 _TAIL_BYTES = 4096
 _VERDICT = _runner.ERROR_PREFIX.encode()
-_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MNT_DETACH = 2, 4, 8, 2
-_TMPFS_SOURCE = b"memtool-sandbox"  # how the runs' tmpfs mounts show in /proc/mounts
-_PAGE = 4096
 _LOOK_EVERY = 0.025  # seconds between two looks at the run: its wall clock, its output, its working directory
-
-
-@functools.cache
-def _unshare() -> str | None:
-    return shutil.which("unshare") or ("/usr/bin/unshare" if os.path.exists("/usr/bin/unshare") else None)
-
-
-@functools.cache
-def network_namespace_prefix() -> tuple[str, ...]:
-    """``unshare --net --`` when it works on this machine (root, or unprivileged user namespaces), else ()."""
-    unshare = _unshare()
-    if unshare is None:
-        return ()
-    for prefix in ((unshare, "--net", "--"), (unshare, "--net", "--map-root-user", "--")):
-        if prefix[-2] == "--map-root-user" and os.geteuid() == 0:
-            continue
-        try:
-            probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=10, env={})
-        except (OSError, subprocess.SubprocessError):
-            continue
-        if probe.returncode == 0:
-            return prefix
-    return ()
 
 
 # (python, uid, network) -> whether a private root works here; probed once per process
 _PRIVATE_ROOT_WORKS: dict[tuple[str, int, bool], bool] = {}
-# work root -> whether a tmpfs can be mounted there; probed once per process
-_TMPFS_WORKS: dict[str, bool] = {}
-
-
-def _tree_readable_by_others(path: str, *, read: bool = True) -> bool:
-    """Whether a uid other than the owner can reach ``path`` (every ancestor searchable) and, with ``read``, read it."""
-    current = os.path.realpath(path)
-    try:
-        if read and not os.stat(current).st_mode & stat.S_IROTH:
-            return False
-    except OSError:
-        return False
-    while True:
-        try:
-            mode = os.stat(current).st_mode
-        except OSError:
-            return False
-        if not mode & stat.S_IXOTH and stat.S_ISDIR(mode):
-            return False
-        parent = os.path.dirname(current)
-        if parent == current:
-            return True
-        current = parent
-
-
-_IMPORT_PATHS = """
-import json, site, sys, sysconfig
-paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sys.path, *site.getsitepackages()]
-paths += [sysconfig.get_paths().get(key, "") for key in ("stdlib", "platstdlib", "purelib", "platlib")]
-print(json.dumps(paths))
-"""
-
-
-@functools.cache
-def interpreter_paths(python: str) -> tuple[str, ...]:
-    """Every existing folder the sandbox's interpreter imports from, as the runner sees them (``-I``).
-
-    A venv's ``sys.prefix`` holds only its site-packages: the standard library is under
-    ``sys.base_prefix`` (pyenv: under /root, mode 0700), and ``-I`` drops the host's PYTHONPATH.
-    Asked of the interpreter itself, once, since ``python`` need not be the one running memtool.
-    """
-    try:
-        answer = subprocess.run([python, "-I", "-c", _IMPORT_PATHS], capture_output=True, timeout=30, env={}, check=True)
-        paths = json.loads(answer.stdout)
-    except (OSError, subprocess.SubprocessError, ValueError):
-        paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sys.path]
-    return tuple(sorted({os.path.realpath(p) for p in paths if p and os.path.isabs(p) and os.path.exists(p)}))
-
-
-@functools.cache
-def _libc() -> object:
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
-    libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
-    return libc
-
-
-@functools.cache
-def landlock_abi() -> int:
-    """The Landlock ABI version this kernel offers (0: none, or not Linux)."""
-    if not sys.platform.startswith("linux"):
-        return 0
-    import ctypes
-
-    try:
-        version = _libc().syscall(  # type: ignore[attr-defined]
-            ctypes.c_long(_runner._SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0), ctypes.c_uint32(1)
-        )
-    except (OSError, AttributeError):
-        return 0
-    return max(0, int(version))
-
-
-@functools.cache
-def seccomp_available() -> bool:
-    """Whether the runner can install its seccomp filter here (Linux with seccomp, a known architecture)."""
-    if not sys.platform.startswith("linux") or platform.machine() not in _runner._SECCOMP_ARCHES:
-        return False
-    try:
-        return int(_libc().prctl(21, 0, 0, 0, 0)) >= 0  # type: ignore[attr-defined]  # PR_GET_SECCOMP
-    except (OSError, AttributeError):
-        return False
-
-
-@functools.cache
-def kernel_filters(python: str) -> tuple[int, bool]:
-    """(the Landlock ABI, seccomp) that really install here, tried once in a throwaway runner process."""
-    wanted = {"landlock": landlock_abi(), "seccomp": seccomp_available()}
-    if not any(wanted.values()):
-        return 0, False
-    try:
-        answer = subprocess.run(
-            [python, "-I", str(RUNNER_PATH), "--probe", json.dumps(wanted)], capture_output=True, timeout=30, env={}, check=True
-        )
-        took = json.loads(answer.stdout)
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return 0, False
-    return (wanted["landlock"] if took.get("landlock") else 0), bool(took.get("seccomp"))
-
-
-def _mount_tmpfs(path: str, size: int, inodes: int, owner: int) -> bool:
-    options = f"size={size},nr_inodes={inodes},mode=0700,uid={owner},gid={owner}"
-    libc = _libc()
-    return bool(
-        libc.mount(_TMPFS_SOURCE, os.fsencode(path), b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, options.encode()) == 0  # type: ignore[attr-defined]
-    )
-
-
-def _unmount(path: str) -> bool:
-    return bool(_libc().umount2(os.fsencode(path), _MNT_DETACH) == 0)  # type: ignore[attr-defined]
-
-
-def _tmpfs_works(work_root: str) -> bool:
-    """Whether this process may mount a tmpfs in the work root (root with CAP_SYS_ADMIN on Linux), probed once."""
-    if work_root not in _TMPFS_WORKS:
-        works = False
-        if sys.platform.startswith("linux") and hasattr(os, "geteuid") and os.geteuid() == 0:
-            try:
-                probe = tempfile.mkdtemp(prefix="memtool-probe-", dir=work_root)
-            except OSError:
-                probe = None
-            if probe is not None:
-                try:
-                    works = _mount_tmpfs(probe, _PAGE * 4, 8, os.geteuid()) and _unmount(probe)
-                except OSError:
-                    works = False
-                finally:
-                    try:
-                        os.rmdir(probe)
-                    except OSError:
-                        works = False
-        _TMPFS_WORKS[work_root] = works
-    return _TMPFS_WORKS[work_root]
-
-
-def _allocated(info: os.stat_result) -> int:
-    blocks = getattr(info, "st_blocks", None)
-    return int(blocks) * 512 if blocks is not None else int(info.st_size)
-
-
-def workdir_usage(workdir: str, max_entries: int) -> tuple[int, int]:
-    """(bytes, entries) under ``workdir``: every file, directory, link or fifo counts, nothing is followed.
-
-    The walk stops one past ``max_entries``, so a directory of 30,000 files costs no more than the budget.
-    """
-    used = entries = 0
-    pending = [workdir]
-    while pending and entries <= max_entries:
-        try:
-            listing = os.scandir(pending.pop())
-        except OSError:
-            continue
-        with listing:
-            for entry in listing:
-                entries += 1
-                try:
-                    info = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                used += _allocated(info)
-                if stat.S_ISDIR(info.st_mode):
-                    pending.append(entry.path)
-                if entries > max_entries:
-                    break
-    return used, entries
-
-
-def _held_deleted_bytes(pid: int) -> int:
-    """Bytes of files the run's processes deleted but keep open: on disk, yet in no directory (Linux)."""
-    held = 0
-    pending, seen = [pid], 0
-    while pending and seen < 8:  # unshare, the namespace's init, the script
-        current = pending.pop()
-        seen += 1
-        try:
-            pending += [int(child) for child in Path(f"/proc/{current}/task/{current}/children").read_text().split()]
-            descriptors = os.listdir(f"/proc/{current}/fd")
-        except (OSError, ValueError):
-            continue
-        for fd in descriptors:
-            try:
-                info = os.stat(f"/proc/{current}/fd/{fd}")
-            except OSError:
-                continue
-            if stat.S_ISREG(info.st_mode) and info.st_nlink == 0:
-                held += _allocated(info)
-    return held
-
-
-@dataclass
-class _Budget:
-    """What one run may keep in its working directory, on top of what was there before the script started."""
-
-    workdir: str
-    max_bytes: int
-    max_files: int
-    base_bytes: int = 0  # the inputs and the sandbox's own folders
-    base_entries: int = 0
-
-    def start(self) -> _Budget:
-        self.base_bytes, self.base_entries = workdir_usage(self.workdir, 1 << 20)
-        return self
-
-    def exceeded(self, pid: int | None) -> str | None:
-        used, entries = workdir_usage(self.workdir, self.base_entries + self.max_files)
-        if entries - self.base_entries > self.max_files:
-            return f"it made more than {self.max_files} files"
-        if pid is not None:
-            used += _held_deleted_bytes(pid)
-        if used - self.base_bytes > self.max_bytes:
-            return f"it wrote more than {_mib(self.max_bytes)}"
-        return None
-
-
-def _mib(size: int) -> str:
-    return f"{size / (1 << 20):g} MiB"
 
 
 @dataclass
@@ -835,25 +601,6 @@ class _Outcome:
     over_budget: str | None = None  # why the working directory outgrew its budget
 
 
-def _read_own_file(path: str, cap: int, owner: int | None) -> tuple[bytes | None, bool]:
-    """Read a file the script wrote — never through a symlink or a hard link to a host file (we may be root)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return None, False
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or (owner is not None and info.st_uid != owner):
-            return None, False
-        if info.st_size > cap:
-            return None, True
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(cap + 1)
-        return (None, True) if len(data) > cap else (data, False)
-    finally:
-        os.close(fd)
-
-
 def _error_line(stderr_head: bytes) -> str | None:
     lines = [line for line in stderr_head.decode("utf-8", errors="replace").splitlines() if line.startswith(_runner.ERROR_PREFIX)]
     return lines[-1][len(_runner.ERROR_PREFIX):].strip() if lines else None
@@ -867,36 +614,17 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
             pass
 
 
-def _errno() -> int:
-    import ctypes
-
-    return ctypes.get_errno() or errno.EPERM
-
-
-def _discard_workdir(workdir: str, mounted: bool) -> None:
-    """Remove a run's working directory: its tmpfs goes with the unmount (the run's processes are gone)."""
-    if mounted and _unmount(workdir):
-        try:
-            os.rmdir(workdir)
-            return
-        except OSError:
-            pass
-    _remove_tree(workdir)
-    if mounted and os.path.ismount(workdir):
-        _unmount(workdir)
-        _remove_tree(workdir)
-
-
-def _remove_tree(path: str) -> None:
-    def make_writable(function: Callable[[str], object], target: str, _exc_info: object) -> None:
-        # a script may chmod its own files read-only; we still remove them
-        try:
-            os.chmod(os.path.dirname(target), stat.S_IRWXU)
-            os.chmod(target, stat.S_IRWXU)
-            function(target)
-        except OSError:
-            pass
-
-    shutil.rmtree(path, onerror=make_writable)
-    if os.path.exists(path):
-        shutil.rmtree(path, ignore_errors=True)
+# The probes and the working directory's helpers live beside this module; callers read them from here.
+__all__ = [
+    "DEFAULT_PRELOAD",
+    "MPL_DIR",
+    "NOBODY",
+    "RUNNER_PATH",
+    "LocalProcessSandbox",
+    "interpreter_paths",
+    "kernel_filters",
+    "landlock_abi",
+    "network_namespace_prefix",
+    "seccomp_available",
+    "workdir_usage",
+]
