@@ -206,12 +206,25 @@ def merge_previous(parsed: ParsedQuestion, previous: Intent, catalog: Catalog) -
     if not (parsed.metrics or parsed.ambiguous or parsed.unsupported):
         parsed.metrics = [previous.metric]
         carried.append(f"metric {previous.metric}")
+    dropped = set(parsed.dropped_dims)
+    _carry_grouping(parsed, previous, catalog, dropped, carried)
+    _carry_filters(parsed, previous, catalog, dropped, carried)
+    _carry_window(parsed, previous, carried)
+    _carry_date_column(parsed, previous, catalog, carried)
+    _carry_ranking(parsed, previous, carried)
+    for dim in dropped:
+        parsed.group_dims = [d for d in parsed.group_dims if d != dim]
+    mark_incompatible(parsed, catalog)  # what the merged metric cannot be grouped or filtered by
+    return _drop_incompatible(parsed, catalog, own, carried)
+
+
+def _carry_grouping(parsed: ParsedQuestion, previous: Intent, catalog: Catalog, dropped: set[str], carried: list[str]) -> None:
+    """The previous groupings (not dropped) when the question names none, or before its own with
+    再/also; the previous grain unless the question names one, a trend, or regroups "instead"."""
     time_dims = {d.name for d in catalog.time_dimensions}
     previous_grain = next((d for d in previous.dimensions if d in time_dims), None)
     previous_groups = [d for d in previous.dimensions if d not in time_dims]
-    extend = "extend" in parsed.follow_up_markers
-    dropped = set(parsed.dropped_dims)
-    if parsed.group_dims and extend:
+    if parsed.group_dims and "extend" in parsed.follow_up_markers:
         parsed.group_dims = [d for d in previous_groups if d not in dropped] + [d for d in parsed.group_dims if d not in previous_groups]
         if previous_groups:
             carried.append("grouping " + ", ".join(previous_groups))
@@ -224,11 +237,14 @@ def merge_previous(parsed: ParsedQuestion, previous: Intent, catalog: Catalog) -
     if parsed.grain is None and not parsed.trend and previous_grain is not None and not regroup:
         parsed.grain = previous_grain
         carried.append(f"grain {previous_grain}")
-    # Filters: the previous ones, minus dropped dimensions and the ones the question replaces: a new
-    # place replaces the old one, city or region ("那北京呢" after 华东, "换成杭州" after 上海);
-    # with 再/also the values of the same dimension add up ("also Beijing").
+
+
+def _carry_filters(parsed: ParsedQuestion, previous: Intent, catalog: Catalog, dropped: set[str], carried: list[str]) -> None:
+    """The previous filters, minus dropped dimensions and the ones the question replaces: a new
+    place replaces the old one, city or region ("那北京呢" after 华东, "换成杭州" after 上海);
+    with 再/also the values of the same dimension add up ("also Beijing")."""
     named = set(parsed.filters) | set(parsed.exclusions)
-    if extend:
+    if "extend" in parsed.follow_up_markers:
         for item in previous.filters:
             if item.op == "in" and item.dimension in parsed.filters:
                 parsed.filters[item.dimension] = list(dict.fromkeys([*item.values, *parsed.filters[item.dimension]]))
@@ -243,6 +259,11 @@ def merge_previous(parsed: ParsedQuestion, previous: Intent, catalog: Catalog) -
         kept_filters.append(f"{item.dimension} {'=' if item.op == 'in' else '≠'} {'/'.join(item.values)}")
     if kept_filters:
         carried.append("filter " + ", ".join(kept_filters))
+
+
+def _carry_window(parsed: ParsedQuestion, previous: Intent, carried: list[str]) -> None:
+    """The previous window (and its comparison) when the question names no period of its own
+    (去年同期 alone shifts the previous window, so it carries it too)."""
     explicit = [t for t in parsed.times if t.family != "same_period_last_year"]
     if not explicit and previous.time_window is not None:
         parsed.carried_window = previous.time_window
@@ -251,21 +272,30 @@ def merge_previous(parsed: ParsedQuestion, previous: Intent, catalog: Catalog) -
         if previous.comparison is not None and parsed.comparison is None:
             parsed.comparison = previous.comparison.kind
             carried.append(f"comparison {previous.comparison.kind}")
+
+
+def _carry_date_column(parsed: ParsedQuestion, previous: Intent, catalog: Catalog, carried: list[str]) -> None:
+    """The date the previous period read, when the question names none and its metric can read it."""
     if previous.time_column is not None and not parsed.date_columns and previous.time_column in catalog.time_column_choices(
         parsed.metrics[0] if len(parsed.metrics) == 1 and catalog.has_metric(parsed.metrics[0]) else previous.metric
     ):
         parsed.date_columns = [previous.time_column]
         carried.append(f"date {previous.time_column}")
+
+
+def _carry_ranking(parsed: ParsedQuestion, previous: Intent, carried: list[str]) -> None:
+    """The previous top-N, or its order alone, for a grouped question that names none."""
     if parsed.top_n is None and previous.limit is not None and parsed.group_dims:
         parsed.top_n, parsed.order = previous.limit, previous.order
         carried.append(f"top {previous.limit}")
     elif parsed.order is None and previous.order is not None and parsed.group_dims and parsed.top_n is None:
         parsed.order = previous.order
-    for dim in dropped:
-        parsed.group_dims = [d for d in parsed.group_dims if d != dim]
-    mark_incompatible(parsed, catalog)  # what the merged metric cannot be grouped or filtered by
-    # A grouping or filter carried over that the new metric lacks is dropped, with a word ("换成处方量"
-    # after a channel grouping); one the question names itself still gets the clarification.
+
+
+def _drop_incompatible(parsed: ParsedQuestion, catalog: Catalog, own: set[str], carried: list[str]) -> list[str]:
+    """What was carried, without the groupings and filters the new metric lacks: those carried over
+    are dropped, with a word ("换成处方量" after a channel grouping); one the question names itself
+    still gets the clarification."""
     dropped_here = [d for d in parsed.incompatible if d not in own]
     for dim in dropped_here:
         parsed.group_dims = [d for d in parsed.group_dims if d != dim]
