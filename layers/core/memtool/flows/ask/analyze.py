@@ -77,7 +77,6 @@ class AnalyzeSteps(StepsBase):
         state.analysis = AnalysisReport(status="planned", skipped=skipped, queries=queries)
         return state
 
-
     def _analysis_tables(
         self, state: AskState, kind: str, intent: Any, windows: Any, today: date, *, asks_why: bool = False, named: list[str] | None = None
     ) -> list[tuple[Any, dict[str, Any]]]:
@@ -91,60 +90,12 @@ class AnalyzeSteps(StepsBase):
             "unit": intent.unit if intent is not None else None,
             "focus": inputs.month_labels(windows.focus) if windows.focus else [],
         }
-        if kind in ("anomaly", "forecast", "attribution") and not any(c in inputs.GRAINS for c in columns):
-            raise ValueError("the answer has no time series to analyse")
-        if kind in ("anomaly", "forecast", "attribution") and not rows:
-            raise ValueError("there is no data for the period asked about")
-        if kind == "forecast" and windows.horizon is None and windows.focus is not None and windows.focus.end <= today:
-            raise ValueError(
-                f"{windows.focus.label or windows.focus.start} is already over: "
-                "its actual value is in the answer, there is nothing to forecast"
-            )
-        periods = (
-            {str(r[columns.index(next(c for c in columns if c in inputs.GRAINS))])[:7] for r in rows}
-            if kind in ("anomaly", "forecast")
-            else set()
-        )
-        if kind in ("anomaly", "forecast") and len(periods) < 6:
-            raise ValueError(
-                f"{len(periods)} periods of data are too few to judge what is "
-                f"{'unusual' if kind == 'anomaly' else 'coming'} (6 or more are needed)"
-            )
+        _check_series(kind, columns, rows, windows, today)
         if kind == "anomaly":
             table = inputs.series_table(columns, rows, intent, windows)
-            groups = table.params["group_columns"]
-            period, value = table.params["period_column"], table.params["value_column"]
-            if not groups:
-                total = inputs.Table(
-                    [period, value],
-                    [[r[columns.index(period)], r[columns.index(value)]] for r in table.rows],
-                    inputs.anomaly_params(table, metric),
-                )
-                focus = base["focus"]
-                if intent is None or not focus or not (asks_why or len(focus) == 1):
-                    return [(total, base)]
-                # "为什么6月…异常高": where the anomaly sits, member by member, besides the total.
-                catalog = self._catalog(state.caller.tenant)
-                try:
-                    segments = inputs.segment_table(
-                        intent, focus[-1], lambda drill: self._run_drilldown(state, drill), catalog
-                    )
-                except (ValueError, MemtoolError, WarehouseError) as exc:  # the total's scan still runs
-                    state.note(f"the segment scan could not run: {getattr(exc, 'message', None) or exc}")
-                    segments = None
-                if segments is None:
-                    return [(total, base)]
-                return [(total, base), (segments, {**base, "kind": "segments", "focus": [focus[-1]]})]
-            by_group: dict[str, list[list[Any]]] = {}
-            for row in table.rows:
-                name = " / ".join(str(row[columns.index(g)]) for g in groups)
-                by_group.setdefault(name, []).append([row[columns.index(period)], row[columns.index(value)]])
-            if len(by_group) > inputs.MAX_SERIES:
-                raise ValueError(f"{len(by_group)} series are more than the {inputs.MAX_SERIES} one question can scan; narrow the question")
-            return [
-                (inputs.Table([period, value], series, inputs.anomaly_params(table, f"{metric} ({name})")), {**base, "group": name})
-                for name, series in sorted(by_group.items())
-            ]
+            if table.params["group_columns"]:
+                return _anomaly_tables_by_group(table, columns, metric, base)
+            return self._anomaly_tables(state, table, columns, intent, metric, base, asks_why=asks_why)
         if kind == "forecast":
             table = inputs.forecast_table(columns, rows, intent, windows, today)
             return [
@@ -177,6 +128,31 @@ class AnalyzeSteps(StepsBase):
             (inputs.Table(table.columns, table.rows, inputs.profile_params(kind, table), queries=table.queries), {**base, "unit": None})
         ]
 
+    def _anomaly_tables(
+        self, state: AskState, table: Any, columns: list[str], intent: Any, metric: str, base: dict[str, Any], *, asks_why: bool
+    ) -> list[tuple[Any, dict[str, Any]]]:
+        """The total's series; and, for "为什么6月…异常高" (a why, or one month named), where the
+        anomaly sits, member by member, besides the total."""
+        from memtool.analysis import inputs
+
+        period, value = table.params["period_column"], table.params["value_column"]
+        total = inputs.Table(
+            [period, value],
+            [[r[columns.index(period)], r[columns.index(value)]] for r in table.rows],
+            inputs.anomaly_params(table, metric),
+        )
+        focus = base["focus"]
+        if intent is None or not focus or not (asks_why or len(focus) == 1):
+            return [(total, base)]
+        catalog = self._catalog(state.caller.tenant)
+        try:
+            segments = inputs.segment_table(intent, focus[-1], lambda drill: self._run_drilldown(state, drill), catalog)
+        except (ValueError, MemtoolError, WarehouseError) as exc:  # the total's scan still runs
+            state.note(f"the segment scan could not run: {getattr(exc, 'message', None) or exc}")
+            segments = None
+        if segments is None:
+            return [(total, base)]
+        return [(total, base), (segments, {**base, "kind": "segments", "focus": [focus[-1]]})]
 
     def _generated_script(self, state: AskState, kind: str, table: Any, params: dict[str, Any]) -> str | None:
         """The Bedrock planner's script for this analysis, when the Bedrock planner is configured
@@ -188,7 +164,6 @@ class AnalyzeSteps(StepsBase):
         if script:
             state.note(f"the {kind} script was written by {planner.name}; it runs only in the sandbox")
         return script
-
 
     def _complete_series(self, state: AskState, intent: Any, today: date, *, note: bool = True) -> tuple[list[str], list[list[Any]]]:
         """The answered table without its partial periods (the month so far is not a month: it
@@ -204,7 +179,6 @@ class AnalyzeSteps(StepsBase):
         if len(kept) < len(rows) and note:
             state.note(f"the partial period {', '.join(sorted(p[:7] for p in partial))} is left out of the analysis (it is not over yet)")
         return columns, kept
-
 
     def _run_drilldown(self, state: AskState, drill: Any) -> tuple[list[str], list[list[Any]], str]:
         """Compile, guard and run one drill-down; the rows must be complete (a sum over a
@@ -228,20 +202,10 @@ class AnalyzeSteps(StepsBase):
             raise ValueError(f"the analysis's table has more than {ANALYSIS_ROW_CAP} rows; narrow the question")
         return list(result.columns), [list(r) for r in result.rows], verdict.sql
 
-
     def step_summarize(self, state: AskState) -> AskState:
         """The tools' results as ``analysis`` {status, tool, result, summary, analyses}; a
         summary in the question's language built from the numbers, and each failure named."""
-        from memtool.analysis.summary import (
-            catalog_labels,
-            focus_sentence,
-            premise_sentence,
-            reported_part,
-            scope_prefix,
-            segment_sentence,
-            summarize_analysis,
-        )
-        from memtool.tools.executor import ToolResult
+        from memtool.analysis.summary import catalog_labels
 
         planned = state.analysis or AnalysisReport(status="planned")
         skipped = list(planned.skipped)
@@ -249,94 +213,18 @@ class AnalyzeSteps(StepsBase):
         crashed = getattr(state, "analysis_error", None)
         lang: Literal["zh", "en"] = "zh" if is_zh(state.input.question) else "en"
         labels = catalog_labels(self._catalog(state.caller.tenant), lang)  # measures and dimensions in the question's language
-        analyses: list[dict[str, Any]] = []
-        png: dict[str, Any] | None = None
-        segments_scanned: list[dict[str, Any]] = []
-        segment_hits: list[dict[str, Any]] = []
+        read = _ReadRuns(state, lang, labels)
         for position, task in enumerate(state.analysis_tasks):
             raw = runs[position] if position < len(runs) and isinstance(runs[position], dict) else None
-            context = task.get("context") or {}
-            entry: dict[str, Any] = {
-                "kind": task["kind"],
-                "tool": task["tool"],
-                "runner": task["runner"],
-                "rows": task.get("rows"),
-                "group": context.get("group"),
-            }
-            if raw is None:
-                entry.update(success=False, error={"kind": "internal", "message": "the analysis did not return a result"})
-                analyses.append(entry)
-                continue
-            try:
-                outcome = ToolResult.model_validate(raw)
-            except ValueError:
-                entry.update(success=False, error={"kind": "internal", "message": "the analysis returned a result of the wrong shape"})
-                analyses.append(entry)
-                continue
-            state.tool_calls.append(outcome.trajectory_entry())
-            if not outcome.success or outcome.data is None:
-                entry.update(success=False, error=outcome.error.model_dump() if outcome.error else None)
-                analyses.append(entry)
-                continue
-            data = outcome.data
-            result = data.get("result") if task["tool"] == "code_interpreter" else data
-            for note in data.get("notes") or []:
-                state.note(f"{task['kind']}: {note}")
-            if task["tool"] == "code_interpreter" and png is None:
-                png = next((f for f in data.get("files") or [] if f.get("content_type") == "image/png" and f.get("data_base64")), None)
-            if task["kind"] == "segments":
-                segment_hits.extend((result or {}).get("hits") or [])
-                segments_scanned.extend((result or {}).get("members") or [])
-                # Each member's whole series stays in the sandbox's answer; the state keeps the month asked about.
-                focus = (result or {}).get("focus")
-                brief = {
-                    **(result or {}),
-                    "members": [
-                        {
-                            **{k: m[k] for k in ("dimension", "member", "anomalies")},
-                            "points": [p for p in m.get("points") or [] if p.get("label") == focus],
-                        }
-                        for m in (result or {}).get("members") or []
-                    ],
-                }
-                entry.update(success=True, result=brief, summary="", duration_ms=outcome.duration_ms, isolation=data.get("isolation"))
-                analyses.append(entry)
-                continue
-            try:
-                shown = reported_part(task["kind"], result or {}, context)
-                summary = summarize_analysis(
-                    task["kind"], shown, lang=lang, metric_label=labels.get(context.get("metric") or "", context.get("metric") or ""),
-                    unit=context.get("unit"), dimension_labels=labels,
-                )  # fmt: skip
-                if task["kind"] == "attribution":
-                    metric_label = labels.get(context.get("metric") or "", context.get("metric") or "")
-                    summary = premise_sentence(state.input.question, shown, lang, metric_label) + summary
-                if task["kind"] == "anomaly" and context.get("focus"):
-                    with_segments = any(t["kind"] == "segments" for t in state.analysis_tasks)
-                    summary = focus_sentence(result or {}, context["focus"], lang, context.get("group"), total=with_segments) + summary
-            except Exception:  # the numbers stand without their sentence
-                logger.warning("episode %s: the %s result could not be summarised", state.episode_id, task["kind"], exc_info=True)
-                summary = ""
-            entry.update(success=True, result=result, summary=summary, duration_ms=outcome.duration_ms, isolation=data.get("isolation"))
-            analyses.append(entry)
+            read.add(task, raw)
+        analyses = read.analyses
         failed = [a for a in analyses if not a.get("success")]
-        for item in failed:
-            message = (item.get("error") or {}).get("message") or "it failed"
-            state.note(f"the {item['kind']} analysis{' of ' + item['group'] if item.get('group') else ''} could not run: {message}")
-        if crashed is not None:
-            state.note("the analyses could not be run: " + crash_reason(crashed))
+        _note_failures(state, failed, crashed)
         done = [a for a in analyses if a.get("success")]
         if done:  # the tools ran in the Map (in parallel): its wall time is at least the longest
             state.timings["Analyze"] = round(max(a.get("duration_ms") or 0.0 for a in done), 3)
-        status: Literal["complete", "partial", "failed"] = (
-            "complete" if done and not failed and not skipped and crashed is None else "partial" if done else "failed"
-        )
-        summaries = [a["summary"] for a in done if a.get("summary")]
-        if segments_scanned:
-            summaries.insert(1 if summaries else 0, segment_sentence(segment_hits, segments_scanned, lang, labels))
-        scope = scope_prefix(intent_json(state.plan), lang)
-        if scope and summaries:
-            summaries[0] = scope + summaries[0]
+        status = _analysis_status(done=bool(done), whole=not failed and not skipped and crashed is None)
+        summaries = read.summaries(done)
         state.analysis = AnalysisReport(
             status=status,
             tool=done[0]["tool"] if done else None,
@@ -345,7 +233,7 @@ class AnalyzeSteps(StepsBase):
             analyses=analyses,
             skipped=skipped,
             queries=list(planned.queries),
-            chart_png=png,
+            chart_png=read.png,
         )
         if status != "complete" and not done:
             state.note("no analysis ran: the answer has the data only")
@@ -355,3 +243,156 @@ class AnalyzeSteps(StepsBase):
         for task in state.analysis_tasks:
             task["arguments"] = echo_arguments(task.get("arguments") or {})
         return state
+
+
+def _check_series(kind: str, columns: list[str], rows: list[list[Any]], windows: Any, today: date) -> None:
+    """Refuse, with the reason, a series an anomaly scan, a forecast or an attribution cannot use."""
+    from memtool.analysis import inputs
+
+    if kind in ("anomaly", "forecast", "attribution") and not any(c in inputs.GRAINS for c in columns):
+        raise ValueError("the answer has no time series to analyse")
+    if kind in ("anomaly", "forecast", "attribution") and not rows:
+        raise ValueError("there is no data for the period asked about")
+    if kind == "forecast" and windows.horizon is None and windows.focus is not None and windows.focus.end <= today:
+        raise ValueError(
+            f"{windows.focus.label or windows.focus.start} is already over: "
+            "its actual value is in the answer, there is nothing to forecast"
+        )
+    if kind not in ("anomaly", "forecast"):
+        return
+    grain = columns.index(next(c for c in columns if c in inputs.GRAINS))
+    periods = {str(r[grain])[:7] for r in rows}
+    if len(periods) < 6:
+        raise ValueError(
+            f"{len(periods)} periods of data are too few to judge what is "
+            f"{'unusual' if kind == 'anomaly' else 'coming'} (6 or more are needed)"
+        )
+
+
+def _anomaly_tables_by_group(table: Any, columns: list[str], metric: str, base: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
+    """One series per group (the answer's dimension members), each scanned on its own."""
+    from memtool.analysis import inputs
+
+    groups = table.params["group_columns"]
+    period, value = table.params["period_column"], table.params["value_column"]
+    by_group: dict[str, list[list[Any]]] = {}
+    for row in table.rows:
+        name = " / ".join(str(row[columns.index(g)]) for g in groups)
+        by_group.setdefault(name, []).append([row[columns.index(period)], row[columns.index(value)]])
+    if len(by_group) > inputs.MAX_SERIES:
+        raise ValueError(f"{len(by_group)} series are more than the {inputs.MAX_SERIES} one question can scan; narrow the question")
+    return [
+        (inputs.Table([period, value], series, inputs.anomaly_params(table, f"{metric} ({name})")), {**base, "group": name})
+        for name, series in sorted(by_group.items())
+    ]
+
+
+def _note_failures(state: AskState, failed: list[dict[str, Any]], crashed: Any) -> None:
+    for item in failed:
+        message = (item.get("error") or {}).get("message") or "it failed"
+        state.note(f"the {item['kind']} analysis{' of ' + item['group'] if item.get('group') else ''} could not run: {message}")
+    if crashed is not None:
+        state.note("the analyses could not be run: " + crash_reason(crashed))
+
+
+def _analysis_status(*, done: bool, whole: bool) -> Literal["complete", "partial", "failed"]:
+    """complete: some ran, and none failed, was skipped or crashed; partial: some ran; else failed."""
+    if not done:
+        return "failed"
+    return "complete" if whole else "partial"
+
+
+class _ReadRuns:
+    """Summarize's reading of the Map's runs, one task at a time: each analysis's entry (its result
+    and sentence, or its error), the chart a script drew, and the segments scanned."""
+
+    def __init__(self, state: AskState, lang: Literal["zh", "en"], labels: dict[str, str]) -> None:
+        self.state, self.lang, self.labels = state, lang, labels
+        self.analyses: list[dict[str, Any]] = []
+        self.png: dict[str, Any] | None = None
+        self.segments_scanned: list[dict[str, Any]] = []
+        self.segment_hits: list[dict[str, Any]] = []
+
+    def add(self, task: dict[str, Any], raw: dict[str, Any] | None) -> None:
+        from memtool.tools.executor import ToolResult
+
+        context = task.get("context") or {}
+        entry: dict[str, Any] = {
+            "kind": task["kind"],
+            "tool": task["tool"],
+            "runner": task["runner"],
+            "rows": task.get("rows"),
+            "group": context.get("group"),
+        }
+        self.analyses.append(entry)
+        if raw is None:
+            entry.update(success=False, error={"kind": "internal", "message": "the analysis did not return a result"})
+            return
+        try:
+            outcome = ToolResult.model_validate(raw)
+        except ValueError:
+            entry.update(success=False, error={"kind": "internal", "message": "the analysis returned a result of the wrong shape"})
+            return
+        self.state.tool_calls.append(outcome.trajectory_entry())
+        if not outcome.success or outcome.data is None:
+            entry.update(success=False, error=outcome.error.model_dump() if outcome.error else None)
+            return
+        data = outcome.data
+        result = data.get("result") if task["tool"] == "code_interpreter" else data
+        for note in data.get("notes") or []:
+            self.state.note(f"{task['kind']}: {note}")
+        if task["tool"] == "code_interpreter" and self.png is None:
+            self.png = next((f for f in data.get("files") or [] if f.get("content_type") == "image/png" and f.get("data_base64")), None)
+        if task["kind"] == "segments":
+            result, summary = self._segments_brief(result or {}), ""
+        else:
+            summary = self._sentence(task, result or {}, context)
+        entry.update(success=True, result=result, summary=summary, duration_ms=outcome.duration_ms, isolation=data.get("isolation"))
+
+    def _segments_brief(self, result: dict[str, Any]) -> dict[str, Any]:
+        """Each member's whole series stays in the sandbox's answer; the state keeps the month asked about."""
+        self.segment_hits.extend(result.get("hits") or [])
+        self.segments_scanned.extend(result.get("members") or [])
+        focus = result.get("focus")
+        return {
+            **result,
+            "members": [
+                {
+                    **{k: m[k] for k in ("dimension", "member", "anomalies")},
+                    "points": [p for p in m.get("points") or [] if p.get("label") == focus],
+                }
+                for m in result.get("members") or []
+            ],
+        }
+
+    def _sentence(self, task: dict[str, Any], result: dict[str, Any], context: dict[str, Any]) -> str:
+        from memtool.analysis.summary import focus_sentence, premise_sentence, reported_part, summarize_analysis
+
+        state, lang, labels = self.state, self.lang, self.labels
+        metric_label = labels.get(context.get("metric") or "", context.get("metric") or "")
+        try:
+            shown = reported_part(task["kind"], result, context)
+            summary = summarize_analysis(
+                task["kind"], shown, lang=lang, metric_label=metric_label, unit=context.get("unit"), dimension_labels=labels
+            )
+            if task["kind"] == "attribution":
+                summary = premise_sentence(state.input.question, shown, lang, metric_label) + summary
+            if task["kind"] == "anomaly" and context.get("focus"):
+                with_segments = any(t["kind"] == "segments" for t in state.analysis_tasks)
+                summary = focus_sentence(result, context["focus"], lang, context.get("group"), total=with_segments) + summary
+        except Exception:  # the numbers stand without their sentence
+            logger.warning("episode %s: the %s result could not be summarised", state.episode_id, task["kind"], exc_info=True)
+            summary = ""
+        return summary
+
+    def summaries(self, done: list[dict[str, Any]]) -> list[str]:
+        """The answer's sentences: each analysis's, the segments' after the first, the scope before all."""
+        from memtool.analysis.summary import scope_prefix, segment_sentence
+
+        summaries = [a["summary"] for a in done if a.get("summary")]
+        if self.segments_scanned:
+            summaries.insert(1 if summaries else 0, segment_sentence(self.segment_hits, self.segments_scanned, self.lang, self.labels))
+        scope = scope_prefix(intent_json(self.state.plan), self.lang)
+        if scope and summaries:
+            summaries[0] = scope + summaries[0]
+        return summaries

@@ -84,7 +84,6 @@ class StepsBase:
         self._granted_tables = granted_tables
         self._data_spans: dict[tuple[str, str, str, str | None], tuple[float, tuple[date, date] | None]] = {}
 
-
     def _time_left(self, state: AskState, wanted: float) -> float:
         """``wanted`` seconds, or less: what is left of the flow's own time (AskFlow's TimeoutSeconds,
         scaled like the ASL in the local runtime) after a reserve for the steps that record the
@@ -98,10 +97,8 @@ class StepsBase:
         left = budget - FLOW_RESERVE_SECONDS - max(0.0, elapsed)
         return max(MIN_STEP_SECONDS, min(wanted, left))
 
-
     def _who(self, state: AskState) -> Identity:
         return Identity(state.caller.tenant, state.caller.user, frozenset(state.caller.roles))
-
 
     def _today_for(self, tenant: str) -> date:
         """The day periods are read as of: a historical data set's end (its model's as_of), else today."""
@@ -114,7 +111,6 @@ class StepsBase:
                 return as_of
         return self._today()
 
-
     def _parser_for(self, tenant: str) -> Any:
         """The tenant's question parser, when the planner has rules (a scripted planner has none)."""
         try:
@@ -123,7 +119,6 @@ class StepsBase:
             return None
         return getattr(rules, "parser", None)
 
-
     def _catalog(self, tenant: str) -> Any:
         compiler = self._compiler(tenant) if self._compiler is not None else None
         if compiler is not None:
@@ -131,7 +126,6 @@ class StepsBase:
         from memtool.semantic.catalog import load_catalog
 
         return load_catalog()
-
 
     def _guard_policy(self, policy_type: Any, tenant: str) -> Any:
         """The allow-list is the tenant's model's tables as the warehouse has them now (drift
@@ -156,7 +150,6 @@ class StepsBase:
         foreign = self._foreign_tables(tenant) if self._foreign_tables is not None else frozenset()
         return policy_type.for_model(schema, model, foreign_tables=foreign, granted=granted, **limits).on_engine(engine)
 
-
     def _read_slot(self, state: AskState, where: Partition, kind: MemoryKind, key: str, now: datetime) -> MemoryRecord | None:
         """The record holding a slot, or None; one the store cannot read is skipped with a note."""
         try:
@@ -169,7 +162,6 @@ class StepsBase:
             )  # fmt: skip
             state.note(f"skipped 1 memory that could not be read: {memory_id or key} (the {kind.value} slot {key})")
             return None
-
 
     @staticmethod
     def _ignore(state: AskState, record: MemoryRecord, note: str) -> None:

@@ -61,7 +61,6 @@ class CacheSteps(StepsBase):
         ]
         return state
 
-
     def step_cachestore(self, state: AskState) -> AskState:
         """Keep the SQL of an answered question for the next time it is asked (never a failure's)."""
         if self._cache is None or state.cache_status == "hit" or getattr(state, "error", None) or state.guard_status != "passed":

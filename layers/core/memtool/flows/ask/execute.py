@@ -37,7 +37,6 @@ class GuardAndExecuteSteps(StepsBase):
             state.sql = verdict.sql
         return state
 
-
     def step_execute(self, state: AskState) -> AskState:
         if state.guard_status != "passed":  # defence in depth: never run unguarded SQL
             raise PermissionError("SQL reached Execute without passing the guardrails")
@@ -61,7 +60,6 @@ class GuardAndExecuteSteps(StepsBase):
         )
         self._judge_empty(state, warehouse)
         return state
-
 
     def _judge_empty(self, state: AskState, warehouse: Warehouse) -> None:
         """An answer with no rows, or only NULL measures, over a period that lies outside the data is
@@ -87,7 +85,6 @@ class GuardAndExecuteSteps(StepsBase):
         else:
             state.note(f"no rows for {label} matched, inside the data's range ({first} to {last})")
 
-
     def _data_span(self, tenant: str, metric: str, warehouse: Warehouse, time_column: str | None = None) -> tuple[date, date] | None:
         """The first and last day of the metric's period column, read once per model version and kept
         (at most DATA_SPAN_CACHE entries, for DATA_SPAN_SECONDS, like the live schema)."""
@@ -108,7 +105,6 @@ class GuardAndExecuteSteps(StepsBase):
             self._data_spans.pop(next(iter(self._data_spans)))
         self._data_spans[key] = (now + DATA_SPAN_SECONDS, span)
         return span
-
 
     def step_diagnose(self, state: AskState) -> AskState:
         """Classify the failure, test hypotheses by running their repairs, and take a verified one.

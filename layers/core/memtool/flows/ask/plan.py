@@ -51,7 +51,6 @@ class PlanSteps(StepsBase):
             state.profile_sources[name] = f"memory:{record.id}@v{record.version}"
         return state
 
-
     def step_recall(self, state: AskState) -> AskState:
         text = state.input.question
         last = state.working[-1] if state.working else None
@@ -81,7 +80,6 @@ class PlanSteps(StepsBase):
                 found = []
             state.fewshots = [example.model_dump(mode="json") for example in found]
         return state
-
 
     def step_plan(self, state: AskState) -> AskState:
         self._require_a_warehouse(state.caller.tenant)
@@ -117,7 +115,6 @@ class PlanSteps(StepsBase):
         state.planned_sql = state.sql
         return state
 
-
     def _apply_lessons(self, state: AskState) -> None:
         """Verified lessons from earlier diagnoses, applied before the SQL is guarded and run."""
         if self._diagnosis is None or self._compiler is None:
@@ -149,7 +146,6 @@ class PlanSteps(StepsBase):
                 MemoryUse(id=lesson.memory_id, version=lesson.version, kind=MemoryKind.CAUSAL.value, score=1.0, content=lesson.text)
             )
 
-
     def _require_a_warehouse(self, tenant: str) -> None:
         """A tenant whose model has no warehouse here is told what to configure before anything is
         planned (WarehouseMissing), never planned and run on another warehouse; a warehouse that is
@@ -162,7 +158,6 @@ class PlanSteps(StepsBase):
             raise
         except Exception:  # noqa: BLE001 - unavailable, a bad secret: Execute says which
             return
-
 
     def _remember_preference(self, state: AskState, preference: dict[str, Any]) -> None:
         """A standing preference stated in chat supersedes the profile slot (its history stays)."""

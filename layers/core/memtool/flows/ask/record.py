@@ -38,7 +38,6 @@ class RecordSteps(StepsBase):
         state.status = _outcome(state)
         return self._record(state)
 
-
     def step_recordfailure(self, state: AskState) -> AskState:
         state.status = "failed"
         raw = getattr(state, "error", None)
@@ -52,7 +51,6 @@ class RecordSteps(StepsBase):
             state.error = {"Error": public.error, "Cause": public.model_dump_json()}  # type: ignore[attr-defined]
         return self._record(state)
 
-
     def _record(self, state: AskState) -> AskState:
         """Record's writes, each one idempotent for a retried task (see ``step_record``)."""
         self._forget_failed_entry(state)  # forgetting twice forgets nothing more
@@ -63,12 +61,10 @@ class RecordSteps(StepsBase):
         self._queue_diagnosis(state, episode, send=first_record)  # a retry found its episode: the first attempt queued it
         return state
 
-
     def _forget_failed_entry(self, state: AskState) -> None:
         """A cached SQL that failed is never served again."""
         if state.status == "failed" and state.cache_status == "hit" and state.cache_entry and self._cache is not None:
             self._cache().forget(state.caller.tenant, str(state.cache_entry.get("owner")), str(state.cache_entry.get("id")))
-
 
     def _queue_diagnosis(self, state: AskState, episode: MemoryRecord | None, *, send: bool = True) -> None:
         """A failed SQL answer the flow could not repair is diagnosed off the request path
@@ -88,7 +84,6 @@ class RecordSteps(StepsBase):
         )
         if queued:
             state.note("the failure is queued for a diagnosis; see GET /episodes/" + state.episode_id)
-
 
     def _remember_episode(self, state: AskState) -> tuple[MemoryRecord, bool]:
         """The episode, and whether this call recorded it (False: a retry found it as it is)."""
@@ -155,7 +150,6 @@ class RecordSteps(StepsBase):
             result = self._memories.remember(self._who(state), episode({**value, "sql": None, "trajectory": []}, []), system=True)
         return result.record, not result.unchanged
 
-
     def _remember_learned(self, state: AskState) -> None:
         """A clarification reply that chose a meaning for a term: the user's correction from now on."""
         learned = state.plan.learned if state.plan is not None else None
@@ -194,7 +188,6 @@ class RecordSteps(StepsBase):
             )
         )
 
-
     def _credit_failure(self, state: AskState, episode: MemoryRecord | None) -> None:
         """A failed episode carries negative credit, and so do the memories it applied (a few-shot's
         fail_count is its failures); feedback on the episode later replaces this reward."""
@@ -225,7 +218,6 @@ class RecordSteps(StepsBase):
                 continue  # the memory lives in the other partition (or was forgotten since)
             except Exception:  # credit is learning; the answer stands regardless
                 logger.warning("episode %s could not credit memory %s", state.episode_id, memory_id, exc_info=True)
-
 
     def _remember_turn(self, state: AskState) -> None:
         """Append this turn to the session's working memory, on top of whatever is there now.
@@ -319,7 +311,6 @@ class RecordSteps(StepsBase):
             "episode %s gave up keeping its turn in %s after %d conflicting attempts", state.episode_id, key, TURN_WRITE_ATTEMPTS
         )
         state.note("this turn was not kept in the session's working memory: other asks in this session kept writing it at the same time")
-
 
     def _fit(self, turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The newest turns that fit the size limit of one memory value (the oldest go first)."""

@@ -31,7 +31,6 @@ class VisualizeSteps(StepsBase):
         state.chart = _chart_state(card)
         return state
 
-
     def step_visualize(self, state: AskState) -> AskState:
         crashed = getattr(state, "analysis_error", None)
         if (
@@ -45,7 +44,6 @@ class VisualizeSteps(StepsBase):
         if state.route == "deep_analysis_workflow" and state.analysis is not None and state.analysis.result is not None:
             return self._visualize_analysis(state)
         return self._visualize_result(state)
-
 
     def _visualize_analysis(self, state: AskState) -> AskState:
         """The chart of the first analysis that ran (its PNG from the sandbox rides along)."""
@@ -79,7 +77,6 @@ class VisualizeSteps(StepsBase):
             "of": f"analysis:{first['kind']}",
         }
         return state
-
 
     def _visualize_result(self, state: AskState) -> AskState:
         from memtool.semantic.periods import partial_buckets, partial_note
