@@ -35,8 +35,6 @@ LOCAL_BRANCHES: dict[tuple[str, str], str] = {
     ("memtool.runtime.container", "memtool.sql.duckdb_warehouse"): "MEMTOOL_WAREHOUSE=duckdb (refused in AWS)",
     ("memtool.runtime.container", "memtool.sql.urls"): "MEMTOOL_WAREHOUSE=duckdb with a URL, or MEMTOOL_TENANTS_FILE (refused in AWS)",
     ("memtool.runtime.container", "memtool.runtime.local_flows"): "flow_runner() when settings.is_local",
-    ("memtool.runtime.container", "memtool.runtime.template"): "flow_runner() when settings.is_local",
-    ("memtool.runtime.container", "memtool.runtime.handlers"): "flow_runner() when settings.is_local",
     ("memtool.runtime.budget", "memtool.memory.sqlite_store"): "MEMTOOL_STORE=sqlite (refused in AWS)",
 }
 
