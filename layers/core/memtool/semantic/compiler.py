@@ -275,6 +275,16 @@ class IntentCompiler:
             for detail in self._details(metric):
                 on = " AND ".join(f"{detail.alias}.{key} = {fact}.{key}" for key in detail.keys)
                 lines.append(f"LEFT JOIN {detail.name} AS {detail.alias} ON {on}")
+        lines += self._join_lines(metric, dims, window, filters)
+        conditions = self._conditions(metric, window, filters, join_details=join_details)
+        if conditions:
+            lines.append("WHERE " + "\n  AND ".join(conditions))
+        return "\n".join(lines)
+
+    def _join_lines(
+        self, metric: MetricSpec, dims: list[DimensionSpec], window: TimeWindow | None, filters: tuple[Filter, ...]
+    ) -> list[str]:
+        """A JOIN per model table the metric, its period, its dimensions and its filters need."""
         needed = [*metric.tables]
         time_table = self._time_ref(metric)[0]
         if time_table and (window is not None or any(d.kind == "time" for d in dims)):
@@ -283,10 +293,16 @@ class IntentCompiler:
             if spec.kind == "attribute" and spec.table:
                 needed.append(spec.table)
         join = "LEFT JOIN" if self.options.dimension_join == "left" else "JOIN"
+        lines: list[str] = []
         for edge in self._joins(metric, list(dict.fromkeys(needed))):
             left, right = self._alias(edge.left), self.catalog.table(edge.right)
             on = " AND ".join(f"{right.alias}.{r} = {left}.{col}" for col, r in edge.pairs())
             lines.append(f"{join} {right.physical} AS {right.alias} ON {on}")
+        return lines
+
+    def _conditions(self, metric: MetricSpec, window: TimeWindow | None, filters: tuple[Filter, ...], *, join_details: bool) -> list[str]:
+        """The WHERE conditions: the source's exclusions (unless the options include them), the
+        metric's filters, the window, and the intent's filters."""
         conditions: list[str] = []
         for exclusion in self._source(metric).exclusions:
             if exclusion.role == "test_rows" and self.options.include_test_lines:
@@ -304,9 +320,7 @@ class IntentCompiler:
             else:
                 conditions.append(in_window)
         conditions += [self._filter_sql(f) for f in filters]
-        if conditions:
-            lines.append("WHERE " + "\n  AND ".join(conditions))
-        return "\n".join(lines)
+        return conditions
 
     def _in_window(self, metric: MetricSpec, window: TimeWindow) -> str:
         column = self._time_ref(metric)[1]
@@ -499,7 +513,6 @@ class IntentCompiler:
         detail_dims = [d for d in dims if self._on_detail(d.name, metric)]
         line_filters = tuple(f for f in intent.filters if not self._on_detail(f.dimension, metric))
         lines_name, details_name, base_name = f"{prefix}_lines", f"{prefix}_details", f"{prefix}_base"
-        split = f"{detail.name}_by_attribute"
 
         line_select = [f"{self._dim_expr(d, metric, shift if d.kind == 'time' else None)} AS {d.name}" for d in line_dims]
         line_select += [f"{fact}.{key}" for key in detail.keys]
@@ -508,40 +521,11 @@ class IntentCompiler:
         lines_body = "SELECT " + ", ".join(line_select) + "\n" + self._from_where(
             intent, metric, line_dims, window, filters=line_filters, join_details=False
         )
-        line_keys = [f"l.{d.name}" for d in line_dims]
-        detail_keys = [*line_keys, *(f"dd.{d.name}" for d in detail_dims)]
-        on_keys = " AND ".join(f"dd.{key} = l.{key}" for key in detail.keys)
-        details_body = (
-            "SELECT " + ", ".join([*(f"{k} AS {k.split('.')[1]}" for k in detail_keys), "SUM(dd.detail_amount) AS detail_amount"])
-            + f"\nFROM {lines_name} AS l"
-            + f"\nJOIN {split} AS dd ON {on_keys}"
-            + (f"\nGROUP BY {', '.join(detail_keys)}" if detail_keys else "")
-        )
-        base_measure = f"SUM(l.{denominator})" if denominator else "COUNT(*)"
-        base_body = (
-            "SELECT " + ", ".join([*(f"{k} AS {k.split('.')[1]}" for k in line_keys), f"{base_measure} AS base"])
-            + f"\nFROM {lines_name} AS l"
-            + (f"\nGROUP BY {', '.join(line_keys)}" if line_keys else "")
-        )
-        ctes = [_cte(lines_name, lines_body), _cte(details_name, details_body)]
+        ctes = [_cte(lines_name, lines_body), _cte(details_name, _details_body(detail, line_dims, detail_dims, lines_name))]
         needs_base = denominator is not None or not detail_dims
         if needs_base:
-            ctes.append(_cte(base_name, base_body))
-
-        def on(left: str, right: str) -> str:
-            return " AND ".join(f"{left}.{d.name} = {right}.{d.name}" for d in line_dims)
-
-        if detail_dims:  # one row per group that had details with that attribute
-            body = f"FROM {details_name} AS r"
-            if needs_base:
-                body += f"\nJOIN {base_name} AS g ON {on('g', 'r')}" if line_dims else f"\nCROSS JOIN {base_name} AS g"
-            select_dims = [f"r.{d.name} AS {d.name}" for d in dims]
-            amount = "r.detail_amount"
-        else:  # filtered only: every group of rows, 0 where no detail matched the filter
-            body = f"FROM {base_name} AS g"
-            body += f"\nLEFT JOIN {details_name} AS r ON {on('r', 'g')}" if line_dims else f"\nCROSS JOIN {details_name} AS r"
-            select_dims = [f"g.{d.name} AS {d.name}" for d in dims]
-            amount = "COALESCE(r.detail_amount, 0)"
+            ctes.append(_cte(base_name, _base_body(line_dims, lines_name, denominator)))
+        body, select_dims, amount = _detail_side_rows(dims, line_dims, detail_dims, details_name, base_name, needs_base=needs_base)
         if denominator:
             measure = f"CAST({amount} AS DOUBLE PRECISION) / NULLIF(CAST(g.base AS DOUBLE PRECISION), 0)"
         else:
@@ -594,6 +578,59 @@ class IntentCompiler:
 
 def compile_intent(intent: Intent, catalog: Catalog | None = None, options: CompileOptions = DEFAULT_OPTIONS) -> CompiledQuery:
     return IntentCompiler(catalog, options).compile(intent)
+
+
+def _details_body(detail: DetailSpec, line_dims: list[DimensionSpec], detail_dims: list[DimensionSpec], lines_name: str) -> str:
+    """``<period>_details``: the window's fact rows joined to their details per attribute, summed
+    per line grouping and detail attribute."""
+    split = f"{detail.name}_by_attribute"
+    line_keys = [f"l.{d.name}" for d in line_dims]
+    detail_keys = [*line_keys, *(f"dd.{d.name}" for d in detail_dims)]
+    on_keys = " AND ".join(f"dd.{key} = l.{key}" for key in detail.keys)
+    return (
+        "SELECT " + ", ".join([*(f"{k} AS {k.split('.')[1]}" for k in detail_keys), "SUM(dd.detail_amount) AS detail_amount"])
+        + f"\nFROM {lines_name} AS l"
+        + f"\nJOIN {split} AS dd ON {on_keys}"
+        + (f"\nGROUP BY {', '.join(detail_keys)}" if detail_keys else "")
+    )
+
+
+def _base_body(line_dims: list[DimensionSpec], lines_name: str, denominator: str | None) -> str:
+    """``<period>_base``: the ``denominator`` summed (else the rows counted) over all the window's rows."""
+    line_keys = [f"l.{d.name}" for d in line_dims]
+    base_measure = f"SUM(l.{denominator})" if denominator else "COUNT(*)"
+    return (
+        "SELECT " + ", ".join([*(f"{k} AS {k.split('.')[1]}" for k in line_keys), f"{base_measure} AS base"])
+        + f"\nFROM {lines_name} AS l"
+        + (f"\nGROUP BY {', '.join(line_keys)}" if line_keys else "")
+    )
+
+
+def _detail_side_rows(
+    dims: list[DimensionSpec],
+    line_dims: list[DimensionSpec],
+    detail_dims: list[DimensionSpec],
+    details_name: str,
+    base_name: str,
+    *,
+    needs_base: bool,
+) -> tuple[str, list[str], str]:
+    """(FROM ..., the grouping columns, the amount) of a detail-side period: grouped by a detail
+    attribute, one row per group that had details with it; filtered only, every group of rows,
+    0 where no detail matched the filter."""
+
+    def on(left: str, right: str) -> str:
+        return " AND ".join(f"{left}.{d.name} = {right}.{d.name}" for d in line_dims)
+
+    if detail_dims:  # one row per group that had details with that attribute
+        body = f"FROM {details_name} AS r"
+        if needs_base:
+            body += f"\nJOIN {base_name} AS g ON {on('g', 'r')}" if line_dims else f"\nCROSS JOIN {base_name} AS g"
+        return body, [f"r.{d.name} AS {d.name}" for d in dims], "r.detail_amount"
+    # filtered only: every group of rows, 0 where no detail matched the filter
+    body = f"FROM {base_name} AS g"
+    body += f"\nLEFT JOIN {details_name} AS r ON {on('r', 'g')}" if line_dims else f"\nCROSS JOIN {details_name} AS r"
+    return body, [f"g.{d.name} AS {d.name}" for d in dims], "COALESCE(r.detail_amount, 0)"
 
 
 def _cte(name: str, body: str) -> str:
