@@ -120,32 +120,14 @@ class EntityIndex:
         aliases: dict[tuple[str, str], list[str]] = {}
         for alias in catalog.entity_aliases:
             aliases.setdefault((alias.dimension, alias.value), []).extend(alias.aliases)
-        shortener = catalog.product_short_names
         values: list[EntityValue] = []
         seen: set[tuple[str, str]] = set()
         for dimension, value, english in raw:
             if (dimension, value) in seen:
                 continue
             seen.add((dimension, value))
-            names = [] if _key(value) in _EVERYDAY_WORDS else [value]
-            if english:
-                names.append(english)
-                if "_" in english:  # retail_pharmacy -> "retail pharmacy"
-                    names.append(english.replace("_", " "))
-            extra = aliases.get((dimension, value), [])
-            names.extend(extra)
-            if dimension == shortener.dimension:
-                names.extend(n for n in (shortener.short_zh(value), english and shortener.short_en(english)) if n)
-            label_en = english.replace("_", " ") if english else next((a for a in extra if a.isascii()), None)
-            values.append(EntityValue(dimension, value, label_en, tuple(dict.fromkeys(names))))
-        borrowed: dict[str, str] = {}
-        has_values = {entity.dimension for entity in values}
-        for dimension, roles in role_siblings(catalog).items():
-            first = next((role for role in roles if role in has_values), None)
-            if dimension in has_values or first is None:
-                continue
-            borrowed[dimension] = first
-            values.extend([EntityValue(dimension, e.value, e.label_en, e.names) for e in values if e.dimension == first])
+            values.append(_entity_value(dimension, value, english, aliases.get((dimension, value), []), catalog))
+        borrowed = _borrow_role_values(values, catalog)
         known = {_key(name) for entity in values for name in entity.names}
         outside = [
             OutsideName(item.dimension, name)
@@ -205,6 +187,36 @@ class EntityIndex:
 
     def dimensions(self) -> set[str]:
         return {e.dimension for e in self.values}
+
+
+def _entity_value(dimension: str, value: str, english: str | None, extra: list[str], catalog: Catalog) -> EntityValue:
+    """One value with its names: itself (unless an everyday word), its English name (also with
+    spaces for underscores), the catalog's aliases and, for the product dimension, its short names."""
+    shortener = catalog.product_short_names
+    names = [] if _key(value) in _EVERYDAY_WORDS else [value]
+    if english:
+        names.append(english)
+        if "_" in english:  # retail_pharmacy -> "retail pharmacy"
+            names.append(english.replace("_", " "))
+    names.extend(extra)
+    if dimension == shortener.dimension:
+        names.extend(n for n in (shortener.short_zh(value), english and shortener.short_en(english)) if n)
+    label_en = english.replace("_", " ") if english else next((a for a in extra if a.isascii()), None)
+    return EntityValue(dimension, value, label_en, tuple(dict.fromkeys(names)))
+
+
+def _borrow_role_values(values: list[EntityValue], catalog: Catalog) -> dict[str, str]:
+    """A second role with no values of its own takes the first role's that has some (appended to
+    ``values``); returns each such role -> the role it borrowed from."""
+    borrowed: dict[str, str] = {}
+    has_values = {entity.dimension for entity in values}
+    for dimension, roles in role_siblings(catalog).items():
+        first = next((role for role in roles if role in has_values), None)
+        if dimension in has_values or first is None:
+            continue
+        borrowed[dimension] = first
+        values.extend([EntityValue(dimension, e.value, e.label_en, e.names) for e in values if e.dimension == first])
+    return borrowed
 
 
 def role_siblings(catalog: Catalog) -> dict[str, tuple[str, ...]]:
