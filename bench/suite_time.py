@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TIERS = {"all": [], "fast": ["-m", "not e2e"]}
 _DURATION = re.compile(r"^\s*(?P<seconds>[0-9.]+)s (?P<phase>setup|call|teardown)\s+(?P<test>\S.*)$")
-_SUMMARY = re.compile(r"=+ (?P<summary>.*\d+ passed.*) =+$")
+_SUMMARY = re.compile(r"^(?:=+ )?(?P<summary>(?:\d+ failed, )?\d+ passed.*?)(?: =+)?$")
 
 
 def run(tier: str, extra: list[str]) -> tuple[float, int, str]:
