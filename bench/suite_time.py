@@ -18,6 +18,7 @@ import argparse
 import os
 import platform
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -45,7 +46,7 @@ def report(tier: str, seconds: float, returncode: int, output: str, load_before:
         f"# Suite time ({tier})",
         "",
         f"`python bench/suite_time.py --tier {tier}` on {platform.machine()}, {os.cpu_count()} cores, Python "
-        f"{platform.python_version()}, {date.today().isoformat()}: `python -m pytest {' '.join(TIERS[tier])}`.".replace(" `.", "`."),
+        f"{platform.python_version()}, {date.today().isoformat()}: `{shlex.join(['python', '-m', 'pytest', *TIERS[tier]])}`.",
         "",
         f"- wall time: **{seconds:.0f} s** (exit status {returncode}; {summary})",
         f"- load average before / after (1 min): {load_before[0]:.1f} / {load_after[0]:.1f}",
