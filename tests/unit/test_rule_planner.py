@@ -423,3 +423,11 @@ def test_static_entities_resolve_chinese_and_english_names_to_warehouse_values()
     assert resolved("oncology") == [("therapeutic_area", "肿瘤")]
     assert resolved("西安") == [] and any(o.name == "西安" for o in entities.outside)
     assert entities.source == "static"
+
+
+def test_a_session_turn_that_is_not_a_mapping_is_no_conversation_state() -> None:
+    from memtool.planning.context import plan_context
+
+    turns: list = ["SELECT 1", 42, None, {"episode_id": "ep_1", "question": "上个月净收入", "status": "answered"}]
+    context = plan_context(tenant="acme", user="li", session_turns=turns)
+    assert [(t.episode_id, t.question) for t in context.turns] == [("ep_1", "上个月净收入")]

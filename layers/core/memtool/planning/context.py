@@ -225,6 +225,8 @@ def _previous_turns(session_turns: Sequence[Mapping[str, Any]]) -> list[Previous
     """The session's last five turns as conversation state."""
     turns: list[PreviousTurn] = []
     for turn in list(session_turns)[-5:]:
+        if not isinstance(turn, Mapping):
+            continue  # not a turn at all: no conversation state
         try:
             turns.append(
                 PreviousTurn(
