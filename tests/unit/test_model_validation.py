@@ -65,6 +65,17 @@ def test_every_dangling_reference_is_its_own_problem() -> None:
     assert len(problems) == 2
 
 
+def test_two_sources_of_one_name_are_a_problem() -> None:
+    document = demo()
+    assert document["sources"], "the demo model has sources"
+    document["sources"].append(copy.deepcopy(document["sources"][0]))  # a second "orders": metrics would read the last
+
+    problems = structural_problems(document)
+
+    name = document["sources"][0]["name"]
+    assert f"source names are repeated: [{name!r}]" in [p.message for p in problems]  # (and its details' aliases)
+
+
 def test_not_a_mapping_is_one_problem_of_the_whole_model() -> None:
     assert structural_problems(["metrics"]) == [ModelProblem("", "a semantic model is a mapping, not list")]
 

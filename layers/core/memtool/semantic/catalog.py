@@ -461,7 +461,7 @@ def model_problems(model: Catalog) -> list[str]:
     metric_names = {m.name for m in model.metrics}
     dimension_names = {d.name for d in model.dimensions}
     sources = {s.name: s for s in model.sources}
-    problems = _repeated_names(model, list(sources))
+    problems = _repeated_names(model, [s.name for s in model.sources])  # not the dict's keys: they hold each name once
     problems += _join_and_source_problems(model, tables)
     for i, metric in enumerate(model.metrics):
         problems += _metric_problems(model, i, metric, tables, metric_names, dimension_names, sources)
