@@ -304,9 +304,20 @@ def _drop_incompatible(parsed: ParsedQuestion, catalog: Catalog, own: set[str], 
         carried.append(f"not {dim}: {'/'.join(parsed.metrics)} has no {dim} dimension")
     if dropped_here:
         mark_incompatible(parsed, catalog)
-        gone = set(dropped_here)
-        carried = [c for c in carried if not (c.startswith(("grouping ", "filter ")) and any(d in c for d in gone))]
+        carried = without_notes_about(carried, set(dropped_here))
     return carried
+
+
+def without_notes_about(carried: list[str], gone: set[str]) -> list[str]:
+    """The carried notes, less the grouping and filter notes that name a dimension in ``gone`` (by
+    name: dropping ``region`` keeps a note about ``region_city``, or a filter value that spells it)."""
+
+    def named(note: str) -> set[str]:
+        kind, _, rest = note.partition(" ")
+        items = rest.split(", ")
+        return set(items) if kind == "grouping" else {item.split(" ", 1)[0] for item in items}
+
+    return [c for c in carried if not (c.startswith(("grouping ", "filter ")) and named(c) & gone)]
 
 
 def mark_incompatible(parsed: ParsedQuestion, catalog: Catalog) -> None:
