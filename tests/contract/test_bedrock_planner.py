@@ -459,6 +459,24 @@ def test_a_unit_the_question_names_beats_the_conditions(make_planner) -> None:
     assert "unit 万元 from the question" in plan.notes
 
 
+def test_a_model_in_another_currency_keeps_it_whatever_unit_is_asked(catalog: Catalog, entities: EntityIndex) -> None:
+    # 万元 and 分 scale the yuan: on a model in dollars the SQL is unscaled, so the intent must not say 万元.
+    dollars = catalog.model_copy(update={"currency": "USD"})
+    double = ScriptedBedrock(scripted_in_turn(tool_use("propose_intent", {"metric": "net_revenue", "time_window": LAST_MONTH}), caller="the planner"))
+    planner = BedrockPlanner(
+        converse_client(double), model_id=MODEL_ID, catalog=dollars, entities=entities, today=TODAY,
+        fallback=RulePlanner(dollars, entities, TODAY), sleep=SleepRecorder(), jitter=lambda: 0.5,
+    )  # fmt: skip
+
+    plan = planner.plan("上个月净收入用万元", route="kpi_lookup", context=PlanContext())
+
+    assert plan.intent is not None and plan.intent.unit is None
+    assert "unit 万元 ignored: this model's money is in USD" in plan.notes
+    assert "unit USD from the question" in plan.notes
+    rules = RulePlanner(dollars, entities, TODAY).plan("上个月净收入用万元", route="kpi_lookup", context=PlanContext())
+    assert rules.intent is not None and rules.intent.unit is None  # what the rule planner answers too
+
+
 def test_quoted_memories_keep_within_the_route_budget(make_planner) -> None:
     # Given more knowledge than a 400-character budget holds
     planner, double, _ = make_planner(tool_use("propose_intent", {"metric": "units", "time_window": LAST_MONTH}), prompt_budget=400)
