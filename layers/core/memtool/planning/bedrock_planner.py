@@ -516,11 +516,12 @@ class BedrockPlanner:
         if metric.kind == "money":
             chosen_unit, source = self._unit(proposal.unit, request)
             unit = None if chosen_unit == "元" else chosen_unit
+            shown: str = chosen_unit
             if self.catalog.currency != "元":  # 万元 and 分 are the yuan's; this model keeps its own currency (as the rules do)
                 if unit is not None:
                     notes.append(f"unit {unit} ignored: this model's money is in {self.catalog.currency}")
-                unit, chosen_unit = None, self.catalog.currency
-            notes.append(f"unit {chosen_unit} from {source}")
+                unit, shown = None, self.catalog.currency
+            notes.append(f"unit {shown} from {source}")
             if source == "the profile" and self.catalog.currency == "元":
                 settled["unit"] = chosen_unit
         try:
