@@ -505,9 +505,10 @@ def test_analysis_modules_import_no_heavy_library() -> None:
 
 def test_the_kernels_source_imports_only_the_standard_library_and_numpy() -> None:
     import ast
-    from pathlib import Path
 
-    tree = ast.parse(Path(kernels.__file__).read_text(encoding="utf-8"))
+    from memtool.analysis.scripts import kernels_source
+
+    tree = ast.parse(kernels_source())  # what ships into the sandbox: the kernel files, joined
     imported = {
         (node.module if isinstance(node, ast.ImportFrom) else alias.name).split(".")[0]
         for node in ast.walk(tree)
@@ -545,3 +546,13 @@ def test_small_samples_and_rough_forecasts_carry_a_caution_and_measures_are_name
                 "forecast": [{"label": "2026-11", "point": 10.0, "lower_80": 8.0, "upper_80": 12.0, "lower_95": 6.0, "upper_95": 14.0}],
                 "backtest_mape": 65.6, "backtest_origins": 6}]}
     assert "回测误差大，预测仅供参考" in summarize_analysis("forecast", forecast, lang="zh", metric_label="销量", unit=None)
+
+
+def test_the_shipped_kernels_define_every_name_the_kernels_module_exports() -> None:
+    from memtool.analysis.scripts import kernels_source
+
+    namespace: dict[str, Any] = {"__name__": "the_sandbox_script"}
+    exec(compile(kernels_source(), "kernels", "exec"), namespace)  # no memtool import needed: one script
+    assert set(kernels.__all__) <= set(namespace)
+    for name in ("rate_attribution_report", "chi2_sf", "as_float", "robust_seasonal_z"):  # one of each file
+        assert namespace[name].__module__ == "the_sandbox_script"  # defined in the text, not imported

@@ -9,13 +9,16 @@ sandbox; the kernels' source travels inside the script rather than as an install
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 from typing import Any
 
 from memtool.analysis.kinds import TaskKind
 
-_KERNELS = Path(__file__).with_name("kernels.py")
+# The kernels as they ship into the sandbox, each after what it imports (memtool.analysis.kernels).
+KERNEL_FILES = ("kernels_tables.py", "kernels_distributions.py", "kernels_attribution.py", "kernels.py")
+_SIBLING_KERNELS = "memtool.analysis.kernels"
 
 _PRELUDE = '''
 
@@ -225,7 +228,18 @@ if plt is not None:
 
 
 def kernels_source() -> str:
-    return _KERNELS.read_text(encoding="utf-8")
+    """The kernels as one script head: their files in dependency order, each without its
+    ``__future__`` import and its imports of a sibling kernel (the sandbox has no memtool: the
+    names are defined above), under one ``from __future__ import annotations``."""
+    parts = ["from __future__ import annotations\n"]
+    for name in KERNEL_FILES:
+        text = Path(__file__).with_name(name).read_text(encoding="utf-8")
+        lines = text.splitlines(keepends=True)
+        for node in reversed(ast.parse(text).body):
+            if isinstance(node, ast.ImportFrom) and (node.module == "__future__" or (node.module or "").startswith(_SIBLING_KERNELS)):
+                del lines[node.lineno - 1 : node.end_lineno]
+        parts.append(f"\n# ---- {name} " + "-" * (88 - len(name)) + "\n" + "".join(lines))
+    return "".join(parts)
 
 
 def templated_script(kind: TaskKind, params: dict[str, Any]) -> str:
