@@ -212,7 +212,9 @@ class BedrockPlanner:
         self.entities = entities
         self.fallback = fallback or RulePlanner(catalog, entities, today)
         self.compiler = IntentCompiler(catalog)
-        self._parser = QuestionParser(catalog, entities)
+        # One parser for both: a question the LLM plans is read once, by the rules' parser.
+        shared = self.fallback.parser
+        self._parser = shared if shared.catalog is catalog and shared.entities is entities else QuestionParser(catalog, entities)
         self._today = today
         self._max_tokens = max_tokens
         self._few_shots = tuple(approved_few_shots(few_shots))
@@ -254,7 +256,7 @@ class BedrockPlanner:
         context: PlanContext | None = None,
         few_shots: Sequence[FewShotSource] = (),
     ) -> Plan:
-        chosen: Route = classify_route(question, parser=self._parser) if route is None else parse_forced_route(route)
+        chosen: Route = classify_route(question, parser=self._parser, today=self.today()) if route is None else parse_forced_route(route)
         context = context or PlanContext()
         if chosen == "business_knowledge_qa":
             return self._fallback(

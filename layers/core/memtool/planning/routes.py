@@ -42,7 +42,8 @@ _DEEP = re.compile(
     r"root\s+cause|what\s+caused|unusual|abnormal",
     re.IGNORECASE,
 )
-# A fixed date: routes never depend on the calendar, only on which words are there.
+# Routes never depend on the calendar, only on which words are there: without the ask's day, a
+# fixed one. With it, the classifier reads the question the planner then reads (one reading).
 _CLASSIFY_DAY = date(2026, 1, 15)
 
 
@@ -53,13 +54,19 @@ def _default_parser() -> QuestionParser:
 
 
 def classify_route(
-    question: str, *, catalog: Catalog | None = None, entities: EntityIndex | None = None, parser: QuestionParser | None = None
+    question: str,
+    *,
+    catalog: Catalog | None = None,
+    entities: EntityIndex | None = None,
+    parser: QuestionParser | None = None,
+    today: date | None = None,
 ) -> Route:
-    """The route a question takes when the request does not force one, read with the tenant's ``parser``."""
+    """The route a question takes when the request does not force one, read with the tenant's ``parser``
+    (on ``today``, the ask's day, so that the ask's later steps share the reading)."""
     text = normalize(question)
     if parser is None:
         parser = _default_parser() if catalog is None else QuestionParser(catalog, entities or EntityIndex.static(catalog))
-    parsed = parser.recognise(text, today=_CLASSIFY_DAY)
+    parsed = parser.recognise(text, today=today or _CLASSIFY_DAY)
     if _KNOWLEDGE.search(text):
         return "business_knowledge_qa"
     if _DEEP.search(_without_dimension_words(text, parsed)):

@@ -105,7 +105,7 @@ class RulePlanner:
                 return self._ask_again(question, pending, route, notes)
             choice = self._other_issue(question, pending, corrections, today)
         asked = _pending_question(pending) if pending is not None and choice is not None else question
-        chosen = self._route(question, asked, route, answers_pending=pending is not None and choice is not None)
+        chosen = self._route(question, asked, route, today, answers_pending=pending is not None and choice is not None)
         if chosen == "business_knowledge_qa" and choice is None:
             return self._answer_knowledge(question, context, corrections, notes)
         if chosen == "business_knowledge_qa":
@@ -142,13 +142,13 @@ class RulePlanner:
 
     # ---- the steps of a plan --------------------------------------------------------------
 
-    def _route(self, question: str, asked: str, route: Route | str | None, *, answers_pending: bool) -> Route:
+    def _route(self, question: str, asked: str, route: Route | str | None, today: date, *, answers_pending: bool) -> Route:
         """A reply answers the pending question, on that question's route; otherwise the forced route or the question's."""
         if answers_pending:
-            return classify_route(asked, parser=self.parser)
+            return classify_route(asked, parser=self.parser, today=today)
         if route is not None:
             return parse_forced_route(route)
-        return classify_route(question, parser=self.parser)
+        return classify_route(question, parser=self.parser, today=today)
 
     def _planned(
         self, reading: _Reading, context: PlanContext, notes: list[str], applied: list[AppliedMemory], citations: list[Citation]

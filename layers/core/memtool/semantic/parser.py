@@ -107,6 +107,11 @@ class QuestionParser:
         self._prober = ValueProber(catalog, entities, self._vocabulary)
         self._clarifier = Clarifier(catalog, entities)
 
+    @property
+    def vocabulary(self) -> Vocabulary:
+        """The phrases it reads, and the readings of the questions it has read (``Vocabulary.scan``)."""
+        return self._vocabulary
+
     def states_lasting(self, question: str) -> bool:
         """Whether the question has a word of a standing preference ("以后", "from now on")."""
         return self._vocabulary.lasting.search(normalize(question)) is not None

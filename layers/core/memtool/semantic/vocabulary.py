@@ -6,11 +6,19 @@ two roles, ambiguous and unsupported terms, the dates a source may be read on an
 words; the entity index gives value names (tried only when their longest literal part is in the
 question) and names outside the data. ``Vocabulary.candidates`` lists every find as a ``Span``,
 overlapping ones included: the parser settles them longest-first.
+
+A question is read from its text once: the finds that depend only on the text and the day are
+kept (a few dozen questions, least recently used out), so the route classifier, the planner, the
+SQL cache and the analysis steps of one ask share one reading of the raw string, and only the
+caller's corrections (terms a user taught) are looked for again. ``Vocabulary.scans`` counts the
+readings.
 """
 
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from datetime import date
 from typing import Any
@@ -56,8 +64,13 @@ _NOTHING = r"(?!x)x"  # an alternation with no phrase in it matches nothing, nev
 class Vocabulary:
     """The phrases of one catalog and one entity index, compiled once (entity names on first use)."""
 
+    SCANS_KEPT = 64  # readings kept: the questions in flight, and a few more
+
     def __init__(self, catalog: Catalog, entities: EntityIndex) -> None:
         self.entities = entities
+        self.scans = 0  # readings of a question's text (tests count them: one per ask)
+        self._scanned: OrderedDict[tuple[str, date], tuple[Span, ...]] = OrderedDict()
+        self._scan_lock = threading.Lock()
         self._compile_model_terms(catalog, entities)
         nouns = [(noun, dim.name) for dim in catalog.attribute_dimensions for noun in {*dim.nouns_zh, *dim.nouns_en}]
         self.nouns = [(term_pattern(noun), noun, dim) for noun, dim in nouns]
@@ -154,16 +167,30 @@ class Vocabulary:
     def candidates(self, text: str, today: date, corrections: Sequence[TermMapping]) -> list[Span]:
         """Every phrase found in ``text``, overlapping finds included, in a fixed order (a tie of
         length, priority and start is settled by it)."""
-        spans = self._fixed_candidates(text, today, corrections)
-        spans += self._model_candidates(text)
-        spans += self._marker_candidates(text)
-        return spans
-
-    def _fixed_candidates(self, text: str, today: date, corrections: Sequence[TermMapping]) -> list[Span]:
-        """Corrections, comparisons, units, time expressions and top-N phrases."""
         spans: list[Span] = []
         for mapping in corrections:
             spans += _spans(term_pattern(mapping.term), text, "correction", mapping, 0)
+        return spans + list(self.scan(text, today))
+
+    def scan(self, text: str, today: date) -> tuple[Span, ...]:
+        """Every find in ``text`` but the corrections', read once per (text, day) and kept."""
+        key = (text, today)
+        with self._scan_lock:
+            kept = self._scanned.get(key)
+            if kept is not None:
+                self._scanned.move_to_end(key)
+                return kept
+        found = tuple(self._fixed_candidates(text, today) + self._model_candidates(text) + self._marker_candidates(text))
+        with self._scan_lock:
+            self.scans += 1
+            self._scanned[key] = found
+            while len(self._scanned) > self.SCANS_KEPT:
+                self._scanned.popitem(last=False)
+        return found
+
+    def _fixed_candidates(self, text: str, today: date) -> list[Span]:
+        """Comparisons, units, time expressions and top-N phrases."""
+        spans: list[Span] = []
         for kind, pattern in self.comparisons:
             spans += _spans(pattern, text, "compare", kind, 1)
         for pattern in self.units:

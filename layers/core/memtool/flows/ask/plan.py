@@ -29,7 +29,7 @@ class PlanSteps(StepsBase):
             state.route = state.input.route
         else:
             parser = self._parser_for(state.caller.tenant)
-            state.route = classify_route(state.input.question, parser=parser)
+            state.route = classify_route(state.input.question, parser=parser, today=self._today_for(state.caller.tenant))
         where = Partition(state.caller.tenant, state.caller.user)
         now = self._clock.now()
         if state.input.session_id:
