@@ -239,6 +239,52 @@ class Profiler:
         return summary, detail
 
 
+def _take_breakdown(folder: Path, asks: int, into: dict[int, dict[str, Any]]) -> None:
+    """Ask the server (bench/soak_server.py) where its memory sits, and wait for the answer."""
+    (folder / f"asks-{asks}.breakdown").write_text("")
+    answer = folder / f"asks-{asks}.json"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not answer.exists():
+        time.sleep(0.2)
+    if answer.exists():
+        into[asks] = json.loads(answer.read_text())
+
+
+BREAKDOWN_ROWS = [
+    ("VmRSS", lambda b: float(b["status"]["VmRSS"].split()[0]) / 1024),
+    ("RssAnon", lambda b: float(b["status"]["RssAnon"].split()[0]) / 1024),
+    ("smaps: brk heap", lambda b: b["smaps_mb"].get("heap", 0.0)),
+    ("smaps: anonymous maps", lambda b: b["smaps_mb"].get("anonymous", 0.0)),
+    ("smaps: files", lambda b: b["smaps_mb"].get("file", 0.0)),
+    ("glibc: arenas (sbrk + arena maps)", lambda b: b["glibc"]["arena_mb"]),
+    ("glibc: in use", lambda b: b["glibc"]["in_use_mb"]),
+    ("glibc: free in arenas", lambda b: b["glibc"]["free_mb"]),
+    ("glibc: mmapped blocks", lambda b: b["glibc"]["mmapped_mb"]),
+    ("jemalloc (DuckDB): allocated", lambda b: b["jemalloc"].get("allocated_mb", 0.0)),
+    ("jemalloc (DuckDB): resident", lambda b: b["jemalloc"].get("resident_mb", 0.0)),
+    ("Python: allocated blocks (thousands)", lambda b: b["python_blocks"] / 1000),
+    ("index: live documents (thousands)", lambda b: b["index"]["documents"] / 1000),
+    ("index: slots (thousands)", lambda b: b["index"]["slots"] / 1000),
+    ("index: arrays", lambda b: b["index"]["arrays_mb"]),
+]
+
+
+def breakdown_table(breakdowns: dict[int, dict[str, Any]]) -> list[str]:
+    """One row per figure (MB unless named), one column per mark, and the growth first to last."""
+    marks = sorted(breakdowns)
+    lines = [
+        "| figure | " + " | ".join(f"{m:,} asks" for m in marks) + " | growth |",
+        "|---|" + "---:|" * (len(marks) + 1),
+    ]
+    for name, read in BREAKDOWN_ROWS:
+        try:
+            values = [read(breakdowns[m]) for m in marks]
+        except (KeyError, TypeError, ValueError):
+            continue
+        lines.append(f"| {name} | " + " | ".join(f"{v:.1f}" for v in values) + f" | {values[-1] - values[0]:+.1f} |")
+    return lines
+
+
 def _short(filename: str) -> str:
     for marker in ("site-packages/", "/memtool/", "lib/python3"):
         if marker in filename:
@@ -264,6 +310,9 @@ def main() -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="demo warehouse scale")
     parser.add_argument("--profile", action="store_true", help="tracemalloc in the server; snapshots at --snapshots asks")
     parser.add_argument("--snapshots", default="500,2000", help="asks at which the profiler takes a snapshot")
+    parser.add_argument(
+        "--breakdown", action="store_true", help="at every RSS mark, where the server's memory sits (no tracemalloc unless --profile)"
+    )
     parser.add_argument("--profile-out", type=Path, help="the profile's top 30 and its callers (markdown)")
     parser.add_argument("--skip-probes", action="store_true", help="only the load (no write-latency probes)")
     parser.add_argument("--out", type=Path, help="write the report (markdown) here too")
@@ -273,9 +322,15 @@ def main() -> int:
     port = int(os.environ.get("SOAK_PORT", "0")) or _free_port()
     env = {"MEMTOOL_WAREHOUSE_SCALE": str(args.scale), "MEMTOOL_TODAY": date.today().isoformat()}
     profiler: Profiler | None = None
+    breakdowns: dict[int, dict[str, Any]] = {}
+    breakdown_dir = home / "profile"
+    if args.breakdown:
+        breakdown_dir.mkdir(parents=True, exist_ok=True)
+        env["SOAK_PROFILE_DIR"] = str(breakdown_dir)
+        env["SOAK_TRACE"] = "1" if args.profile else "0"
     if args.profile:
         profiler = Profiler(home / "profile")
-        profiler.folder.mkdir(parents=True)
+        profiler.folder.mkdir(parents=True, exist_ok=True)
         env["SOAK_PROFILE_DIR"] = str(profiler.folder)
     snapshot_at = {int(n) for n in args.snapshots.split(",") if n.strip()} if profiler else set()
     print(f"starting memtool serve on port {port} (home {home}) …", flush=True)
@@ -333,6 +388,8 @@ def main() -> int:
                     if asks_done in marks:
                         at_mark[asks_done] = (rss_mb(server.pid), anon_mb(server.pid), time.perf_counter() - load_started)
                         print(f"  {asks_done:>6} asks ({done:,} operations), RSS {at_mark[asks_done][0]:.0f} MB", flush=True)
+                        if args.breakdown:
+                            threading.Thread(target=_take_breakdown, args=(breakdown_dir, asks_done, breakdowns), daemon=True).start()
                     if profiler is not None and asks_done in snapshot_at:
                         profiler.snapshot(asks_done)
                 if done % 500 == 0:
@@ -411,6 +468,8 @@ def main() -> int:
     ]
     if profile_summary:
         lines += ["", "## Heap profile (`--profile`)", "", *profile_summary]
+    if breakdowns:
+        lines += ["", "## Where the memory sits (`--breakdown`)", "", *breakdown_table(breakdowns)]
     report = "\n".join(lines) + "\n"
     print(report)
     if args.out:
