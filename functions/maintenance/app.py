@@ -1,17 +1,43 @@
-"""MaintenanceFlow's steps: {"step": "ReconcileIndex", "input": {...}} in, the step's report out.
+"""MaintenanceFlow's Tasks: {"step": <state>, ...} in, that state's output out.
+
+- ``Plan``: ``{"input": {"tenant"?, "steps"?}}`` -> ``{tenants, steps, started_at}``
+- ``Lifecycle``: ``{"state": {tenant, steps, step, cursor, reports}}`` -> the state after one call
+- ``Reconcile``: ``{"steps"}`` -> ReconcileIndex's report (nothing to do without a vector index)
+- ``WriteReport``: ``{"run": {started_at, results, reconcile}}`` -> the run's report, kept per tenant
+- ``ReconcileIndex``: the former single-step flow's Task
 
 A step that leaves work undone raises, so the Task, the execution and its alarm fail visibly.
 """
 
 from __future__ import annotations
 
-from memtool.flows.maintenance import run_step
+from typing import Any
+
+from memtool.flows.maintenance import MaintenanceStepFailed, run_reconcile_step
 from memtool.observability import instrumented, invocation_keys
 from memtool.runtime import container
 
 
 @instrumented(emit_metrics=False)
 def lambda_handler(event: dict, context) -> dict:
-    step = event.get("step") if isinstance(event, dict) else None
+    event = event if isinstance(event, dict) else {}
+    step = event.get("step")
     invocation_keys(step=step)
-    return run_step(step, container.index_reconciler())
+    if step == "ReconcileIndex":
+        return run_reconcile_step(step, container.index_reconciler())
+    service = container.maintenance_service()
+    if step == "Plan":
+        given: Any = event.get("input") if isinstance(event.get("input"), dict) else {}
+        return service.plan(given.get("tenant"), given.get("steps"))
+    if step == "Lifecycle":
+        state = event.get("state")
+        if not isinstance(state, dict):
+            raise MaintenanceStepFailed("a Lifecycle call takes the Map item's state")
+        invocation_keys(tenant=state.get("tenant"), lifecycle_step=state.get("step"))
+        return service.run_step(state)
+    if step == "Reconcile":
+        return service.reconcile(event.get("steps"))
+    if step == "WriteReport":
+        run = event.get("run")
+        return service.write_report(run if isinstance(run, dict) else {})
+    raise MaintenanceStepFailed(f"no MaintenanceFlow Task named {step!r}: Plan, Lifecycle, Reconcile, WriteReport or ReconcileIndex")

@@ -260,8 +260,8 @@ def render_dashboard_yaml(template: dict[str, Any]) -> str:
         *metric_widget(
             12, 9, "Flow executions failed or timed out",
             ['              ["AWS/States", "ExecutionsFailed", "StateMachineArn", "${AskFlow}", {"stat": "Sum", "label": "AskFlow failed"}]',
-             '              ["AWS/States", "ExecutionsTimedOut", "StateMachineArn", "${AskFlow}", {"stat": "Sum", "label": "AskFlow timed out"}]'],
-            "${MaintenanceFlowMetric}",
+             '              ["AWS/States", "ExecutionsTimedOut", "StateMachineArn", "${AskFlow}", {"stat": "Sum", "label": "AskFlow timed out"}]',
+             '              ["AWS/States", "ExecutionsFailed", "StateMachineArn", "${MaintenanceFlow}", {"stat": "Sum", "label": "MaintenanceFlow failed"}]'],
         ),
         '          {"type": "alarm", "x": 0, "y": 17, "width": 24, "height": 6, "properties": {"title": "Alarms", "alarms": [',
         ",\n".join(f'              "${{{name}.Arn}}"' for name in always) + "${ConditionalAlarms}",
@@ -283,10 +283,6 @@ def render_dashboard_yaml(template: dict[str, Any]) -> str:
         "        - IndexerQueueMetric: !If",
         "            - HasOpenSearch",
         """            - !Sub ', ["AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", "${IndexerDeadLetterQueue.QueueName}", {"stat": "Maximum", "label": "indexer"}]'""",
-        '            - ""',
-        "          MaintenanceFlowMetric: !If",
-        "            - HasOpenSearch",
-        """            - !Sub ', ["AWS/States", "ExecutionsFailed", "StateMachineArn", "${MaintenanceFlow}", {"stat": "Sum", "label": "MaintenanceFlow failed"}]'""",
         '            - ""',
         "          ConditionalAlarms: !If",
         "            - HasOpenSearch",
@@ -411,10 +407,10 @@ def test_the_dead_letter_queues_and_flows_are_alarmed_with_their_resources() -> 
         "DiagnoseDeadLetterQueue": None,
         "IndexerDeadLetterQueue": "HasOpenSearch",
     }
-    assert watching("AWS/States", "ExecutionsFailed") == {"AskFlow": None, "MaintenanceFlow": "HasOpenSearch"}
+    assert watching("AWS/States", "ExecutionsFailed") == {"AskFlow": None, "MaintenanceFlow": None}
     template = load()
     assert template["Resources"]["IndexerDeadLetterQueue"]["Condition"] == "HasOpenSearch"
-    assert template["Resources"]["MaintenanceFlow"]["Condition"] == "HasOpenSearch"
+    assert "Condition" not in template["Resources"]["MaintenanceFlow"]  # the lifecycle runs in every deployment
 
 
 # ---------------------------------------------------------------------------------- the dashboard
@@ -457,7 +453,7 @@ def test_the_dashboard_body_is_json_and_shows_every_route_and_alarm(parameters: 
         assert flows == {"memtool-AskFlow", "memtool-MaintenanceFlow"}
     else:
         assert queues == {"memtool-DiagnoseDeadLetterQueue"}
-        assert flows == {"memtool-AskFlow"}
+        assert flows == {"memtool-AskFlow", "memtool-MaintenanceFlow"}  # the lifecycle runs without an index too
 
 
 def test_a_dashboard_body_broken_in_one_configuration_is_caught(tmp_path: Path) -> None:

@@ -37,18 +37,20 @@ EVERYTHING = {
     "AlarmTopicArn": "arn:aws:sns:us-east-1:123456789012:memtool-alarms",
 }
 # Only with the vector index: the indexer (its stream mapping, dead-letter queue, log group, role
-# and alarms) and the maintenance flow, whose one real step re-indexes what the indexer missed
-# (its function, schedule, log groups, roles and alarms).
+# and alarms). The maintenance flow runs the memory lifecycle in every deployment; its Reconcile
+# step has nothing to do without an index.
 VECTOR_INDEX_RESOURCES = {
     "IndexerFunction", "IndexerFunctionRole", "IndexerFunctionMemoryStream", "IndexerFunctionLogGroup",
     "IndexerDeadLetterQueue", "IndexerFunctionErrorsAlarm", "IndexerDeadLetterQueueDepthAlarm",
+}  # fmt: skip
+MAINTENANCE_RESOURCES = {
     "MaintenanceFlow", "MaintenanceFlowRole", "MaintenanceFlowDaily", "MaintenanceFlowDailyRole",
     "MaintenanceFlowLogGroup", "MaintenanceFlowFailuresAlarm",
     "MaintenanceFunction", "MaintenanceFunctionRole", "MaintenanceFunctionLogGroup", "MaintenanceFunctionErrorsAlarm",
 }  # fmt: skip
 ALWAYS_FUNCTIONS = {
     "AskFunction", "FeedbackFunction", "MemoryWriteFunction", "DiagnoseFunction", "FlowStepsFunction",
-    "AnalyzeFunction", "MlToolsFunction",
+    "AnalyzeFunction", "MlToolsFunction", "MaintenanceFunction",
 }  # fmt: skip
 # A value that names a file or folder on the machine that runs it.
 LOCAL_PATH = re.compile(r"^(/|\./|\.\./|~)|\.(duckdb|sqlite3?|db)$|\.memtool")
@@ -69,14 +71,16 @@ def off_without_vector_index(deployment: Deployment) -> set[str]:
     return VECTOR_INDEX_RESOURCES & set(deployment.resources)
 
 
-def test_without_opensearch_the_index_and_maintenance_resources_are_not_deployed(
+def test_without_opensearch_the_index_resources_are_not_deployed_and_maintenance_is(
     defaults: Deployment, everything: Deployment
 ) -> None:
     assert off_without_vector_index(defaults) == set()
     assert set(defaults.functions()) == ALWAYS_FUNCTIONS
+    assert MAINTENANCE_RESOURCES <= set(defaults.resources)
+    assert defaults.state_machines() == ["AskFlow", "MaintenanceFlow"]
     # Everything else is the same stack: the vector index adds exactly its resources.
     assert set(everything.resources) - set(defaults.resources) == VECTOR_INDEX_RESOURCES
-    assert set(everything.functions()) == ALWAYS_FUNCTIONS | {"IndexerFunction", "MaintenanceFunction"}
+    assert set(everything.functions()) == ALWAYS_FUNCTIONS | {"IndexerFunction"}
     assert everything.state_machines() == ["AskFlow", "MaintenanceFlow"]
     mapping = everything.resources["IndexerFunctionMemoryStream"]["Properties"]
     assert mapping["EventSourceArn"].startswith("arn:aws:dynamodb:") and "/stream/" in mapping["EventSourceArn"]
@@ -93,7 +97,7 @@ def test_the_outputs_of_conditional_resources_share_their_condition() -> None:
         referenced |= set(re.findall(r"\$\{([A-Za-z0-9]+)[}.]", repr(output["Value"])))
         needed = {conditions[r] for r in referenced if conditions.get(r)}
         assert needed <= {output.get("Condition")}, name
-    assert template["Outputs"]["MaintenanceFlowArn"]["Condition"] == "HasOpenSearch"
+    assert "Condition" not in template["Outputs"]["MaintenanceFlowArn"]
     assert template["Outputs"]["IndexerDeadLetterQueueUrl"]["Condition"] == "HasOpenSearch"
 
 

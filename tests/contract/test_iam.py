@@ -452,8 +452,19 @@ def _step_through(
 
 
 def maintenance_steps() -> list[str]:
+    """The Lambda Tasks of statemachines/maintenance.asl.json, the Map's inside included, in order."""
     definition = json.loads((ROOT / "statemachines" / "maintenance.asl.json").read_text(encoding="utf-8"))
-    return [state["Parameters"]["Payload"]["step"] for state in definition["States"].values() if state["Type"] == "Task"]
+
+    def tasks(states: dict[str, Any]) -> list[str]:
+        found = []
+        for state in states.values():
+            if state["Type"] == "Task":
+                found.append(state["Parameters"]["Payload"]["step"])
+            elif state["Type"] == "Map":
+                found.extend(tasks(state["ItemProcessor"]["States"]))
+        return found
+
+    return tasks(definition["States"])
 
 
 def run_paths(harness: Harness) -> None:
@@ -525,21 +536,32 @@ def run_paths(harness: Harness) -> None:
             api_event("memory_delete.json", ids={"mem_01JD0000000000000000000000": doomed}),
         )
 
-    # MaintenanceFlow's steps before any stream delivery: ReconcileIndex indexes the heads still pending,
-    # so the searches below find them (and read them back with BatchGetItem).
+    # MaintenanceFlow's Tasks before any stream delivery, in the flow's order and with the payloads
+    # its states build (Plan, each lifecycle step over each tenant, Reconcile, WriteReport):
+    # Reconcile indexes the heads still pending, so the searches below find them.
     if "MaintenanceFunction" in functions:
         arn = harness.substitution_arn("MaintenanceFlow", "MaintenanceFunctionArn")
         later = FrozenClock(datetime.now(UTC) + timedelta(hours=1))  # past ReconcileIndex's grace period
         container.use_clock(later)
         with harness.as_role("MaintenanceFunction"):
-            for step in maintenance_steps():  # the Lambda tasks of statemachines/maintenance.asl.json
-                harness.state_machine_invokes("MaintenanceFlow", arn, f"MaintenanceFlow {step}")
-                harness.invoke(
-                    "MaintenanceFunction",
-                    "maintenance",
-                    f"MaintenanceFlow {step}",
-                    {"step": step, "input": load_event("maintenance_input.json")},
-                )
+            assert maintenance_steps() == ["Plan", *["Lifecycle"] * 5, "Reconcile", "WriteReport"]
+            harness.state_machine_invokes("MaintenanceFlow", arn, "MaintenanceFlow Plan")
+            plan = harness.invoke(
+                "MaintenanceFunction", "maintenance", "MaintenanceFlow Plan", {"step": "Plan", "input": load_event("maintenance_input.json")}
+            )
+            results = []
+            for tenant in plan["tenants"]:
+                state = {"tenant": tenant, "steps": plan["steps"], "reports": {}}
+                for step in ("decay", "consolidate", "conflicts", "capacity", "pii_rescan"):
+                    state = {**state, "step": step, "cursor": None}
+                    while True:
+                        state = harness.invoke("MaintenanceFunction", "maintenance", f"MaintenanceFlow {step}", {"step": "Lifecycle", "state": state})
+                        if state["cursor"] is None:
+                            break
+                results.append({"tenant": tenant, "reports": state["reports"]})
+            reconcile = harness.invoke("MaintenanceFunction", "maintenance", "MaintenanceFlow Reconcile", {"step": "Reconcile", "steps": plan["steps"]})
+            run = {"started_at": plan["started_at"], "results": results, "reconcile": reconcile}
+            harness.invoke("MaintenanceFunction", "maintenance", "MaintenanceFlow WriteReport", {"step": "WriteReport", "run": run})
         container.use_clock(None)
 
     if "MaintenanceFunction" in functions:
@@ -903,10 +925,10 @@ def test_the_paths_ran_to_their_answers(proofs: dict[str, Proof], set_name: str)
     got = {path: proof.status(path) for path in EXPECTED_OUTCOMES[set_name]}
     assert got == EXPECTED_OUTCOMES[set_name], proof.bodies
     if set_name in ("configured", "domain"):
-        reconcile = proof.status("MaintenanceFlow ReconcileIndex")
+        reconcile = proof.status("MaintenanceFlow Reconcile")
         assert reconcile["indexed"] > 0 and reconcile["failed"] == []
     if set_name == "configured":
-        reconcile = proof.status("MaintenanceFlow ReconcileIndex")
+        reconcile = proof.status("MaintenanceFlow Reconcile")
         assert reconcile["indexed"] > 0 and reconcile["failed"] == []
         assert proof.status("tool call ml_anomaly")["success"] is True
         assert proof.status("tool call code_interpreter")["success"] is True  # E2B unreachable: the local sandbox ran it

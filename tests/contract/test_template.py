@@ -100,7 +100,16 @@ ASK_FLOW_STEPS = {
 ASK_FLOW_ALIASES = {"KnowledgeRecall": "Recall", "KnowledgeAnswer": "Plan"}
 # Map iterations call a tool ({tool, arguments, context}) on the analysis functions.
 ASK_FLOW_TOOL_TASKS = {"RunCodeInterpreter": "${AnalyzeFunctionArn}", "RunMlTool": "${MlToolsFunctionArn}"}
-MAINTENANCE_STEPS = ["ReconcileIndex"]
+MAINTENANCE_TASKS = {
+    "Plan": "Plan",
+    "Decay": "Lifecycle",
+    "Consolidate": "Lifecycle",
+    "Conflicts": "Lifecycle",
+    "Capacity": "Lifecycle",
+    "PiiRescan": "Lifecycle",
+    "Reconcile": "Reconcile",
+    "WriteReport": "WriteReport",
+}
 
 PLAIN_TABLE_PROPERTIES = (
     "BillingMode",
@@ -844,11 +853,16 @@ def test_maintenance_tasks_follow_the_maintenance_convention() -> None:
     )
     tasks = lambda_tasks(definition)
 
-    assert list(tasks) == MAINTENANCE_STEPS
+    assert {name: task["Parameters"]["Payload"]["step"] for name, task in tasks.items()} == MAINTENANCE_TASKS
     for name, task in tasks.items():
         assert task["Parameters"]["FunctionName"] == "${MaintenanceFunctionArn}", name
-        assert task["Parameters"]["Payload"] == {"step": name, "input.$": "$"}, name
-        assert task["ResultSelector"] == {"report.$": "$.Payload"}, name
+        assert task["Retry"][0]["ErrorEquals"][0] == "Lambda.ServiceException", name
+        assert task["Catch"][0]["ErrorEquals"] == ["States.ALL"], name
+        if MAINTENANCE_TASKS[name] == "Lifecycle":
+            # one bounded call over one tenant, again while it returns a cursor
+            assert task["Parameters"]["Payload"] == {"step": "Lifecycle", "state.$": "$"}, name
+            more = definition["States"]["Tenants"]["ItemProcessor"]["States"][task["Next"]]
+            assert more["Type"] == "Choice" and more["Choices"] == [{"Variable": "$.cursor", "IsNull": False, "Next": name}]
 
 
 # ---------------------------------------------------------------------------------- execution
@@ -877,7 +891,7 @@ class ScriptedLambda:
             except StepError as error:
                 payload = {"errorType": error.error_type, "errorMessage": str(error)}
                 return {"StatusCode": 200, "FunctionError": "Unhandled", "Payload": _stream(payload)}
-        step, body = event["step"], event[self.body_key]
+        step, body = event["step"], (event[self.body_key] if self.body_key else event)
         self.calls.append((step, body))
         try:
             result = self.steps[step](body)
@@ -1257,39 +1271,75 @@ def test_ask_flow_fails_on_an_unknown_route(
 
 
 def maintenance_steps(**overrides: Callable[[dict[str, Any]], Any]) -> ScriptedLambda:
+    """MaintenanceFlow's Tasks: two tenants; decay over tenant "a" needs two calls (a cursor)."""
+
+    def lifecycle(event: dict[str, Any]) -> dict[str, Any]:
+        state = event["state"]
+        step, tenant = state["step"], state["tenant"]
+        more = step == "decay" and tenant == "a" and state["cursor"] is None
+        reports = {**state["reports"], step: {"counts": {"calls": state["reports"].get(step, {}).get("counts", {}).get("calls", 0) + 1}}}
+        return {**state, "reports": reports, "cursor": "u1" if more else None}
+
     steps: dict[str, Callable[[dict[str, Any]], Any]] = {
-        name: (lambda _input, name=name: {"step": name, "changed": 1})
-        for name in MAINTENANCE_STEPS
+        "Plan": lambda event: {"tenants": ["a", "b"], "steps": ["decay", "capacity"], "started_at": "2026-12-03T03:00:00+00:00"},
+        "Lifecycle": lifecycle,
+        "Reconcile": lambda event: {"indexed": 2},
+        "WriteReport": lambda event: {"steps": {"reconcile": event["run"]["reconcile"]}, "tenants": len(event["run"]["results"])},
     }
     steps.update(overrides)
-    return ScriptedLambda(steps, body_key="input")
+    return ScriptedLambda(steps, body_key="")
 
 
-def test_maintenance_runs_its_step_and_keeps_the_report(monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]) -> None:
+def test_maintenance_runs_each_tenant_through_the_steps_and_keeps_the_report(
+    monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]
+) -> None:
     scripted = maintenance_steps()
 
-    execution = run_on_local_engine(monkeypatch, template, "MaintenanceFlow", scripted, {"trigger": "schedule"})
+    execution = run_on_local_engine(monkeypatch, template, "MaintenanceFlow", scripted, {"trigger": "schedule", "tenant": None})
 
-    assert execution["status"] == "SUCCEEDED"
-    assert scripted.steps_called == MAINTENANCE_STEPS
-    assert scripted.calls[0][1] == {"trigger": "schedule"}
+    assert execution["status"] == "SUCCEEDED", execution
+    assert scripted.calls[0][1] == {"step": "Plan", "input": {"trigger": "schedule", "tenant": None}}
+    lifecycle = [(body["state"]["tenant"], body["state"]["step"], body["state"]["cursor"] or "") for step, body in scripted.calls if step == "Lifecycle"]
+    # every step over each tenant, the decay of tenant "a" called again with the cursor it returned
+    assert sorted(lifecycle) == sorted(
+        [("a", "decay", ""), ("a", "decay", "u1")]
+        + [(t, s, "") for t in "ab" for s in ("consolidate", "conflicts", "capacity", "pii_rescan")]
+        + [("b", "decay", "")]
+    )
+    assert scripted.steps_called[-2:] == ["Reconcile", "WriteReport"]
     output = json.loads(execution["output"])
-    assert output["trigger"] == "schedule"
-    assert output["reconcile_index"]["report"] == {"step": "ReconcileIndex", "changed": 1}
+    assert output["maintenance"]["report"] == {"steps": {"reconcile": {"indexed": 2}}, "tenants": 2}
+    a = next(r for r in output["results"] if r["tenant"] == "a")
+    assert a["reports"]["decay"]["counts"]["calls"] == 2
 
 
 def test_maintenance_fails_with_the_error_of_a_failed_step(monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]) -> None:
-    def reconcile(_input: dict[str, Any]) -> dict[str, Any]:
+    def reconcile(_event: dict[str, Any]) -> dict[str, Any]:
         raise StepError("MaintenanceStepFailed", "ReconcileIndex could not index 1 of 3 memories")
 
-    scripted = maintenance_steps(ReconcileIndex=reconcile)
+    scripted = maintenance_steps(Reconcile=reconcile)
 
     execution = run_on_local_engine(monkeypatch, template, "MaintenanceFlow", scripted, {"trigger": "manual"})
 
     assert execution["status"] == "FAILED"
-    assert scripted.steps_called == ["ReconcileIndex"]
+    assert scripted.steps_called[-1] == "Reconcile" and "WriteReport" not in scripted.steps_called
     assert execution["error"] == "MaintenanceStepFailed"
     assert "could not index 1 of 3" in execution["cause"]
+
+
+def test_a_step_that_fails_over_one_tenant_fails_the_run(monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]) -> None:
+    def lifecycle(event: dict[str, Any]) -> dict[str, Any]:
+        if event["state"]["step"] == "capacity":
+            raise StepError("VersionConflict", "memory kept changing")
+        return {**event["state"], "cursor": None}
+
+    scripted = maintenance_steps(Lifecycle=lifecycle)
+
+    execution = run_on_local_engine(monkeypatch, template, "MaintenanceFlow", scripted, {})
+
+    assert execution["status"] == "FAILED"
+    assert execution["error"] == "VersionConflict"
+    assert "Reconcile" not in scripted.steps_called
 
 
 # ---------------------------------------------------------------------------------- analysis runners

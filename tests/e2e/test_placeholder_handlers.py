@@ -65,8 +65,10 @@ def test_the_flow_steps_event_runs_prepare(aws):
 def test_an_unknown_maintenance_step_fails_naming_the_steps(aws):
     from memtool.flows.maintenance import MaintenanceStepFailed
 
-    with pytest.raises(MaintenanceStepFailed, match="no maintenance step named 'Decay'; the steps are: ReconcileIndex"):
+    with pytest.raises(MaintenanceStepFailed, match="no MaintenanceFlow Task named 'Decay': Plan, Lifecycle, Reconcile, WriteReport"):
         function_handler(ROOT, "maintenance")({"step": "Decay", "input": {}}, LocalLambdaContext())
+    with pytest.raises(MaintenanceStepFailed, match="no lifecycle step named 'shrink'; the steps are: decay, consolidate"):
+        function_handler(ROOT, "maintenance")({"step": "Lifecycle", "state": {"tenant": "acme", "step": "shrink"}}, LocalLambdaContext())
 
 
 @pytest.mark.parametrize(("event_file", "field"), [("episode_get.json", "episode_id"), ("lesson_share.json", "id")])

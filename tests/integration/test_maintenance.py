@@ -170,7 +170,8 @@ def test_the_maintenance_alarm_fires_when_a_maintenance_step_fails(
     # The outage is over: the next run indexes the memory, succeeds, and the alarm is OK again.
     fixed, arn = run_maintenance(monkeypatch, inner)
     assert fixed.status == "SUCCEEDED", fixed
-    assert fixed.output["reconcile_index"]["report"]["indexed"] == 1
+    assert fixed.output["reconcile"]["report"]["indexed"] == 1
+    assert fixed.output["maintenance"]["report"]["steps"]["reconcile"]["indexed"] == 1
     assert store.get(LI, bad, clock.now()).index_state == IndexState.INDEXED
     assert evaluate_alarm(alarm, {"MaintenanceFlow": arn}, execution_metrics(arn, fixed.status)) == "OK"
 

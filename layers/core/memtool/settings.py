@@ -118,6 +118,26 @@ class Settings(BaseSettings):
     fewshot_top_k: int = Field(3, ge=1, le=20)
     recall_fallback_scan_limit: int = Field(2000, ge=10)
 
+    # Maintenance (MaintenanceFlow, memtool maintain): decay, archiving, consolidation, capacity.
+    decay_floor: float = Field(0.1, ge=0, le=1, description="Stored confidence never decays below this.")
+    decay_min_step: float = Field(
+        0.1, gt=0, le=1, description="A decay is written (as a new version) once it lowers confidence by at least this much."
+    )
+    archive_unused_days: int = Field(60, ge=1, le=3650, description="An episodic or causal memory unused this long is archived.")
+    archive_low_confidence: float = Field(
+        0.3, ge=0, le=1, description="... and one whose confidence decayed below this with a feedback score below retire_below_score."
+    )
+    consolidate_min_cluster: int = Field(5, ge=2, le=1000, description="Similar episodes needed for one summary.")
+    consolidate_similarity: float = Field(0.8, gt=0, le=1, description="Cosine at which two episodes belong to one cluster.")
+    capacity_episodic: int = Field(5000, ge=1, description="Active episodic memories kept per user (MEMTOOL_CAPACITY_EPISODIC).")
+    capacity_causal: int = Field(500, ge=1, description="Active lessons kept per user or tenant.")
+    capacity_cache: int = Field(10_000, ge=1, description="Cached SQL entries kept per user or tenant.")
+    capacity_correction: int = Field(2000, ge=1, description="Active corrections kept per user or tenant.")
+    maintenance_batch: int = Field(2000, ge=10, le=100_000, description="Heads one maintenance step reads per invocation.")
+    maintenance_interval_hours: float = Field(
+        24.0, ge=0, le=24 * 30, description="How often the local runtime runs maintenance (0: never; MaintenanceFlow is scheduled in AWS)."
+    )
+
     # Asking: the warehouse, the planner and the flow.
     today: date | None = Field(None, description="Anchor date for the demo warehouse and time words (MEMTOOL_TODAY).")
     warehouse: Literal["duckdb", "redshift", "none"] = Field(

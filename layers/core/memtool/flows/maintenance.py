@@ -1,6 +1,11 @@
-"""MaintenanceFlow's work: re-index what the stream indexer missed.
+"""MaintenanceFlow's work: the memory lifecycle per tenant, re-indexing, and the run's report.
 
-The DynamoDB stream indexes every new version within seconds; a batch it gave up on (the dead-letter
+MaintenanceFlow (statemachines/maintenance.asl.json) lists the tenants, runs the lifecycle steps
+over each one in a Map (``MaintenanceService.run_step``, called again while a step returns a
+cursor), reconciles the index, and writes the report (``MaintenanceService.write_report``). The
+steps themselves live in ``memtool.lifecycle``; docs/maintenance.md says what each one does.
+
+ReconcileIndex: the DynamoDB stream indexes every new version within seconds; a batch it gave up on (the dead-letter
 queue) or a record written while OpenSearch was down stays ``pending``. ReconcileIndex finds heads
 that are still not indexed after a grace period and indexes them, the same way the stream does. A
 record it cannot index fails the step, so the flow fails and its alarm fires: maintenance never
@@ -11,18 +16,25 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from memtool.clock import Clock
-from memtool.errors import MemtoolError
+from memtool.errors import MemtoolError, ValidationFailed
 from memtool.flows.indexing import MemoryIndexer
-from memtool.memory.records import MemoryRecord
+from memtool.lifecycle.walk import StepResult
+from memtool.memory.records import MemoryDraft, MemoryKind, MemoryRecord, MemoryScope, MemoryStatus, Provenance, Trigger
+from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition
 
 logger = logging.getLogger("memtool.maintenance")
 
-STEPS = ("ReconcileIndex",)
+LIFECYCLE_STEPS = ("decay", "consolidate", "conflicts", "capacity", "pii_rescan")
+STEPS = (*LIFECYCLE_STEPS, "reconcile")
+REPORT_KEY = "maintenance.report"
+STATE_KEY = "maintenance.state"
+MAX_CALLS_PER_STEP = 1000  # a step that keeps returning a cursor this often is stuck, not busy
 
 
 class UnindexedHeads(Protocol):
@@ -104,8 +116,176 @@ class IndexReconciler:
         return report
 
 
-def run_step(step: object, reconciler: IndexReconciler) -> dict[str, Any]:
-    """One maintenance step by name (the MaintenanceFlow Task's ``step``)."""
+class LifecycleStep(Protocol):
+    name: str
+
+    def run(self, tenant: str, cursor: str | None, now: datetime) -> StepResult: ...
+
+
+def selected_steps(only: object) -> list[str]:
+    """The steps a run is asked for (``--step``, the flow input's ``steps``); all when none is named."""
+    if only in (None, "", []):
+        return list(STEPS)
+    names = [only] if isinstance(only, str) else list(only) if isinstance(only, list) else None
+    if names is None or not all(isinstance(n, str) for n in names):
+        raise ValidationFailed("steps is a step name or a list of them", field="steps")
+    unknown = [n for n in names if n not in STEPS]
+    if unknown:
+        raise ValidationFailed(f"no maintenance step named {unknown[0]!r}; the steps are: {', '.join(STEPS)}", field="steps")
+    return names
+
+
+class MaintenanceService:
+    """One run of MaintenanceFlow, a state at a time: the Lambda handler and the CLI call these."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        steps: dict[str, LifecycleStep],
+        clock: Clock,
+        reconciler: Callable[[], IndexReconciler | None],
+    ) -> None:
+        self._store = store
+        self._steps = steps
+        self._clock = clock
+        self._reconciler = reconciler
+
+    def add_steps(self, steps: list[LifecycleStep]) -> None:
+        """The lifecycle steps (pii_rescan needs the service's state record, so it comes after)."""
+        self._steps.update({step.name: step for step in steps})
+
+    # ---- ListTenants ---------------------------------------------------------------------------
+
+    def plan(self, tenant: object = None, steps: object = None) -> dict[str, Any]:
+        """The run's input for the Map: the tenants (one, or every tenant with memories) and the steps."""
+        chosen = selected_steps(steps)
+        if tenant not in (None, ""):
+            if not isinstance(tenant, str):
+                raise ValidationFailed("tenant is a tenant id", field="tenant")
+            tenants = [tenant]
+        else:
+            tenants = self.tenants()
+        return {"tenants": tenants, "steps": chosen, "started_at": self._clock.now().isoformat()}
+
+    def tenants(self) -> list[str]:
+        found: list[str] = []
+        after: Partition | None = None
+        while True:
+            page = self._store.partitions(None, after, 500)
+            for where in page:
+                if not found or found[-1] != where.tenant:
+                    found.append(where.tenant)
+            if len(page) < 500:
+                return found
+            # skip the rest of this tenant's users: the next page starts after its last owner
+            after = Partition(page[-1].tenant, "\U0010ffff")
+
+    # ---- one lifecycle step over one tenant ----------------------------------------------------
+
+    def run_step(self, state: dict[str, Any]) -> dict[str, Any]:
+        """One call of a step: ``state`` is the Map item's state ({tenant, steps, step, cursor,
+        reports}); the answer is the same state with this call's counts added and the next cursor."""
+        name = state.get("step")
+        tenant = state.get("tenant")
+        if name not in self._steps:
+            raise MaintenanceStepFailed(f"no lifecycle step named {name!r}; the steps are: {', '.join(LIFECYCLE_STEPS)}")
+        if not isinstance(tenant, str) or not tenant:
+            raise ValidationFailed("a step runs over one tenant", field="tenant")
+        reports: dict[str, Any] = dict(state.get("reports") or {})
+        report = dict(reports.get(name) or {"counts": {}, "calls": 0})
+        if name not in selected_steps(state.get("steps")):
+            reports[name] = {**report, "skipped": True}
+            return {**state, "reports": reports, "cursor": None}
+        cursor = state.get("cursor")
+        if report["calls"] >= MAX_CALLS_PER_STEP:
+            raise MaintenanceStepFailed(f"{name} over tenant {tenant} returned a cursor {MAX_CALLS_PER_STEP} times; it is not progressing")
+        result = self._steps[name].run(tenant, cursor if isinstance(cursor, str) else None, self._clock.now())
+        counts = dict(report["counts"])
+        for key, n in result.counts.items():
+            counts[key] = n if key == "rules_version" else counts.get(key, 0) + n
+        reports[name] = {"counts": counts, "calls": report["calls"] + 1}
+        if result.notes:
+            reports[name]["notes"] = result.notes[:5]
+        return {**state, "reports": reports, "cursor": result.cursor}
+
+    def run_tenant(self, tenant: str, steps: object = None) -> dict[str, Any]:
+        """Every lifecycle step over one tenant, each called until it returns no cursor (the Map's
+        iteration, in process: ``memtool maintain`` without a flow)."""
+        state: dict[str, Any] = {"tenant": tenant, "steps": selected_steps(steps), "reports": {}}
+        for name in LIFECYCLE_STEPS:
+            state = {**state, "step": name, "cursor": None}
+            while True:
+                state = self.run_step(state)
+                if state["cursor"] is None:
+                    break
+        return {"tenant": tenant, "reports": state["reports"]}
+
+    # ---- reconcile -----------------------------------------------------------------------------
+
+    def reconcile(self, steps: object = None) -> dict[str, Any]:
+        if "reconcile" not in selected_steps(steps):
+            return {"skipped": True}
+        reconciler = self._reconciler()
+        if reconciler is None:
+            return {"checked": 0, "indexed": 0, "stale": 0, "failed": [], "note": "no vector index is configured: nothing to reconcile"}
+        report = reconciler.run().as_dict()
+        report.pop("step", None)
+        return report
+
+    # ---- WriteReport ---------------------------------------------------------------------------
+
+    def write_report(self, run: dict[str, Any]) -> dict[str, Any]:
+        """The run's report, kept per tenant as ``maintenance.report`` (kind knowledge, in the
+        tenant's shared partition; admins read it) and answered whole."""
+        finished = self._clock.now().isoformat()
+        tenants = {}
+        totals: dict[str, dict[str, int]] = {}
+        for item in run.get("results") or []:
+            tenant = item.get("tenant")
+            if not isinstance(tenant, str):
+                continue
+            steps = {name: report.get("counts", {}) for name, report in (item.get("reports") or {}).items() if not report.get("skipped")}
+            tenants[tenant] = steps
+            for name, counts in steps.items():
+                into = totals.setdefault(name, {})
+                for key, n in counts.items():
+                    if isinstance(n, int) and key != "rules_version":
+                        into[key] = into.get(key, 0) + n
+        reconcile = run.get("reconcile")
+        if isinstance(reconcile, dict) and not reconcile.get("skipped"):
+            totals["reconcile"] = {k: (len(v) if isinstance(v, list) else v) for k, v in reconcile.items() if k != "note"}
+        report = {"steps": totals, "tenants": tenants, "started_at": run.get("started_at"), "finished_at": finished}
+        for tenant, steps in tenants.items():
+            self._keep(tenant, REPORT_KEY, {**report, "tenants": {tenant: steps}, "steps": steps}, "the last maintenance run's report")
+        return report
+
+    # ---- the tenant's maintenance state (pii_rescan's rules version) ---------------------------
+
+    def scanned_pii_version(self, tenant: str) -> int:
+        record = self._store.get_slot(Partition(tenant, TENANT_OWNER), MemoryKind.KNOWLEDGE, STATE_KEY, self._clock.now())
+        value = record.value if record is not None and isinstance(record.value, dict) else {}
+        version = value.get("pii_rules_version")
+        return version if isinstance(version, int) else 0
+
+    def record_pii_version(self, tenant: str, version: int) -> None:
+        self._keep(tenant, STATE_KEY, {"pii_rules_version": version}, f"memories scanned with PII rules v{version}")
+
+    def _keep(self, tenant: str, key: str, value: dict[str, Any], content: str) -> MemoryRecord:
+        draft = MemoryDraft(
+            kind=MemoryKind.KNOWLEDGE,
+            key=key,
+            content=content,
+            value=value,
+            scope=MemoryScope.TENANT,
+            status=MemoryStatus.ACTIVE,
+            provenance=Provenance(trigger=Trigger.EXPLICIT, author="maintenance"),
+            tags=["maintenance"],
+        )
+        return self._store.create(Partition(tenant, TENANT_OWNER), draft, self._clock.now()).record
+
+
+def run_reconcile_step(step: object, reconciler: IndexReconciler) -> dict[str, Any]:
+    """The former single-step flow's Task (``{"step": "ReconcileIndex"}``), kept for its callers."""
     if step == "ReconcileIndex":
         return reconciler.run().as_dict()
     raise MaintenanceStepFailed(f"no maintenance step named {step!r}; the steps are: {', '.join(STEPS)}")

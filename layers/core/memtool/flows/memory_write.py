@@ -17,7 +17,7 @@ from memtool.clock import Clock
 from memtool.errors import Forbidden, NotFound, ValidationFailed
 from memtool.identity import Identity
 from memtool.memory.commands import MemoryEdit, MemoryPageRequest, NewMemory
-from memtool.memory.pii import redact
+from memtool.memory.pii import scrub_fields
 from memtool.memory.policy import policy_for
 from memtool.memory.records import (
     MemoryDraft,
@@ -28,12 +28,11 @@ from memtool.memory.records import (
     MemoryStatus,
     Provenance,
 )
-from memtool.memory.slots import check_slot_value, correction_term_key
+from memtool.memory.slots import MAINTENANCE_KEY_PREFIX, check_slot_value, correction_term_key
 from memtool.memory.store import TENANT_OWNER, ForgetOutcome, MemoryPage, MemoryStore, Partition, UndecodableRecord
 from memtool.semantic.model_store import MODEL_KEY
 from memtool.settings import Settings
 
-PII_KINDS = ("phone", "email", "cn_id", "bank_card")
 # Slots that only memtool writes: an episode is the record of what happened (feedback trusts it).
 # Slots only the ask flow writes: an episode's record, and a session's turns (a follow-up reads its
 # filters back, so a turn a caller could write would be a question they never asked).
@@ -286,6 +285,8 @@ class MemoryService:
                 "DELETE /sessions/{id})",
                 field="key",
             )
+        if key is not None and key.startswith(MAINTENANCE_KEY_PREFIX):
+            raise Forbidden("keys starting with 'maintenance.' hold MaintenanceFlow's report and state", field="key")
         if kind is MemoryKind.KNOWLEDGE and key == MODEL_KEY:
             raise Forbidden("the semantic model is written at PUT /model (memtool model push), where it is validated", field="key")
 
@@ -315,27 +316,5 @@ class MemoryService:
     def _scrub(
         content: str | None, source_text: str | None, value: Any
     ) -> tuple[str | None, str | None, Any, dict[str, int]]:
-        counts = dict.fromkeys(PII_KINDS, 0)
-
-        def scrub(text: str) -> str:
-            result = redact(text)
-            for kind, n in result.counts.items():
-                counts[kind] = counts.get(kind, 0) + n
-            return result.text
-
-        def walk(node: Any) -> Any:
-            if isinstance(node, str):
-                return scrub(node)
-            if isinstance(node, list):
-                return [walk(item) for item in node]
-            if isinstance(node, dict):
-                return {key: walk(item) for key, item in node.items()}
-            return node
-
-        return (
-            scrub(content) if content is not None else None,
-            scrub(source_text) if source_text is not None else None,
-            walk(value),
-            counts,
-        )
+        return scrub_fields(content, source_text, value)
 

@@ -46,6 +46,14 @@ def partition_key(where: Partition) -> str:
     return f"T#{where.tenant}#O#{where.owner}"
 
 
+def partition_of(pk: str) -> tuple[str, str] | None:
+    """(tenant, owner) of a partition key, None for one that is not ``T#<tenant>#O#<owner>``."""
+    if not pk.startswith("T#") or "#O#" not in pk:
+        return None
+    tenant, _, owner = pk[2:].partition("#O#")
+    return tenant, owner
+
+
 def head_key(memory_id: str) -> str:
     return f"M#{memory_id}"
 

@@ -37,6 +37,7 @@ from memtool.memory.dynamodb_items import (
     head_key,
     kind_partition_key,
     partition_key,
+    partition_of,
     recent_json,
     record_item,
     slot_item,
@@ -437,6 +438,25 @@ class DynamoMemoryStore:
             limit=limit,
         )
         return list(_decodable(results, skipped))
+
+    def partitions(self, tenant: str | None = None, after: Partition | None = None, limit: int = 500) -> list[Partition]:
+        """The partitions that hold heads, in (tenant, owner) order, after ``after``.
+
+        A Scan of the head items' keys (maintenance runs it daily, not a request path): every
+        partition key is read, sorted, and the page after the cursor is returned.
+        """
+        found: set[tuple[str, str]] = set()
+        condition = self._model.item_type == HEAD
+        if tenant is not None:
+            condition = condition & self._model.pk.startswith(f"T#{tenant}#O#")
+        for item in self._model.scan(filter_condition=condition, attributes_to_get=["pk"], page_size=500):
+            parsed = partition_of(item.pk)
+            if parsed is not None and (tenant is None or parsed[0] == tenant):
+                found.add(parsed)
+        ordered = sorted(found)
+        if after is not None:
+            ordered = [p for p in ordered if p > (after.tenant, after.owner)]
+        return [Partition(t, o) for t, o in ordered[:limit]]
 
     def get_slot(self, where: Partition, kind: MemoryKind, key: str, now: datetime) -> MemoryRecord | None:
         """The live record holding a slot key, or None."""

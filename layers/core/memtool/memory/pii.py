@@ -44,8 +44,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date
 from enum import StrEnum
+from typing import Any
 
-__all__ = ["PiiKind", "Redaction", "TOKENS", "redact", "redact_many"]
+__all__ = ["PII_RULES_VERSION", "PiiKind", "Redaction", "TOKENS", "redact", "redact_many", "scrub_fields"]
+
+# Raise this when a rule below changes what is caught: maintenance's pii_rescan then scans every
+# stored memory again once (docs/maintenance.md), and redacts what the new rules catch.
+PII_RULES_VERSION = 1
 
 
 class PiiKind(StrEnum):
@@ -346,3 +351,30 @@ def redact_many(texts: Mapping[str, str | None]) -> tuple[dict[str, str | None],
         for kind, n in r.counts.items():
             totals[kind] += n
     return out, totals
+
+
+def scrub_fields(content: str | None, source_text: str | None, value: Any) -> tuple[str | None, str | None, Any, dict[str, int]]:
+    """Redact a memory's text fields and every string inside its value; the counts summed."""
+    counts = _zero_counts()
+
+    def scrub(text: str) -> str:
+        result = redact(text)
+        for kind, n in result.counts.items():
+            counts[kind] = counts.get(kind, 0) + n
+        return result.text
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, str):
+            return scrub(node)
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        if isinstance(node, dict):
+            return {key: walk(item) for key, item in node.items()}
+        return node
+
+    return (
+        scrub(content) if content is not None else None,
+        scrub(source_text) if source_text is not None else None,
+        walk(value),
+        counts,
+    )

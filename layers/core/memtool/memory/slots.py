@@ -127,6 +127,15 @@ def _show(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+# MaintenanceFlow's own records (its report, a tenant's maintenance state): never recalled, never
+# written through /memories.
+MAINTENANCE_KEY_PREFIX = "maintenance."
+
+
+def is_maintenance_record(key: str | None) -> bool:
+    return key is not None and key.startswith(MAINTENANCE_KEY_PREFIX)
+
+
 def episode_key(episode_id: str) -> str:
     """The slot that finds an episode's memory by its episode id (feedback names episodes)."""
     return f"episode.{episode_id}"

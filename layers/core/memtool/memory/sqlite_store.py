@@ -694,6 +694,20 @@ class SQLiteMemoryStore:
             rows = conn.execute(sql, params).fetchall()
         return self._decodable(where, rows, skipped)
 
+    def partitions(self, tenant: str | None = None, after: Partition | None = None, limit: int = 500) -> list[Partition]:
+        """Distinct (tenant, owner) of the heads, in order, after ``after`` (the primary key's prefix)."""
+        sql, params = "SELECT DISTINCT tenant, owner FROM heads WHERE 1 = 1", []
+        if tenant is not None:
+            sql += " AND tenant = ?"
+            params.append(tenant)
+        if after is not None:
+            sql += " AND (tenant > ? OR (tenant = ? AND owner > ?))"
+            params.extend([after.tenant, after.tenant, after.owner])
+        sql += " ORDER BY tenant, owner LIMIT ?"
+        with self._pool.reading() as conn:
+            rows = conn.execute(sql, [*params, limit]).fetchall()
+        return [Partition(row[0], row[1]) for row in rows]
+
     def _decodable(self, where: Partition, rows: Sequence[tuple[str, str]], skipped: list[str] | None) -> list[MemoryRecord]:
         records = []
         for memory_id, text in rows:

@@ -134,6 +134,11 @@ class MemoryStore(Protocol):
         """Heads (of every partition) whose current version is not indexed and was written before ``before``."""
         ...
 
+    def partitions(self, tenant: str | None = None, after: Partition | None = None, limit: int = 500) -> builtins.list[Partition]:
+        """The partitions that hold heads (of ``tenant``, or of every tenant), in (tenant, owner)
+        order, starting after ``after``: how maintenance walks a tenant's users with a cursor."""
+        ...
+
     def list(
         self,
         where: Partition,

@@ -176,10 +176,14 @@ def _days(since: datetime | None, now: datetime) -> float | None:
 
 
 def decay(record: MemoryRecord, now: datetime) -> float:
-    """Episodic memories lose 0.02 of their weight per day since last used (or written)."""
+    """Episodic memories lose 0.02 of their weight per day since last used or written, whichever
+    is later: maintenance writes the decay into the stored confidence as a new version, so the
+    ranking counts only the days since (lifecycle.decay)."""
     if record.kind is not MemoryKind.EPISODIC:
         return 1.0
-    days = _days(record.last_used_at or record.updated_at, now) or 0.0
+    used = record.last_used_at
+    anchor = record.updated_at if used is None or used < record.updated_at else used
+    days = _days(anchor, now) or 0.0
     return max(DECAY_FLOOR, 1.0 - EPISODIC_DECAY_PER_DAY * days)
 
 
