@@ -55,6 +55,7 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "tenant_requests_per_minute": ("Fair use", "[deploying.md](deploying.md#fair-use)"),
     "embedder": ("Retrieval and recall", "[memory.md](memory.md#recall)"),
     "reward_env_weight": ("Learning", "[learning.md](learning.md)"),
+    "decay_floor": ("Maintenance", "[maintenance.md](maintenance.md)"),
     "today": ("Asking: warehouse, planner and flow", "[asking.md](asking.md), [warehouses.md](warehouses.md)"),
     "cache_enabled": ("The SQL cache", "[sql-cache.md](sql-cache.md)"),
     "diagnosis_max_executions": ("Diagnosis", "[diagnosis.md](diagnosis.md)"),
@@ -72,6 +73,7 @@ UNSET: dict[str, str] = {
     "diagnose_queue_url": "unset (the template sets it)",
     "diagnose_queue_path": "`<home>/state/diagnose-queue.sqlite3`",
     "ask_state_machine_arn": "unset (the template sets it)",
+    "maintenance_state_machine_arn": "unset (the template sets it)",
 }
 
 MEANINGS: dict[str, str] = {
@@ -130,6 +132,20 @@ MEANINGS: dict[str, str] = {
     "fewshot_max_fail_count": "few-shot search: failures credited to an example past which it is not returned",
     "fewshot_top_k": "few-shot search: examples returned",
     "recall_fallback_scan_limit": "how many records recall's lexical fallback scans",
+    # Maintenance
+    "decay_floor": "maintenance's decay never lowers a memory's stored confidence below this",
+    "decay_min_step": "a decay is written (a new version) once it lowers confidence by at least this much",
+    "archive_unused_days": "an episodic or causal memory unused (and unwritten) this many days is archived by maintenance",
+    "archive_low_confidence": "a user's memory whose decayed confidence is below this, with a `feedback_score` below "
+    "`MEMTOOL_RETIRE_BELOW_SCORE` after `MEMTOOL_RETIRE_AFTER_USES` uses, is archived by maintenance",
+    "consolidate_min_cluster": "similar episodes of one user and route needed for one summary",
+    "consolidate_similarity": "cosine at which two episodes belong to one cluster",
+    "capacity_episodic": "active episodic memories kept per user; the lowest scored leave first",
+    "capacity_causal": "active lessons kept per user or tenant",
+    "capacity_cache": "cached SQL entries kept per user or tenant",
+    "capacity_correction": "active corrections kept per user or tenant",
+    "maintenance_batch": "memories one call of a maintenance step reads (its cursor says where the next call starts)",
+    "maintenance_interval_hours": "how often the local runtime runs maintenance (0: never; AWS schedules MaintenanceFlow daily)",
     # Asking
     "today": "anchor date of the demo warehouse and of time words (上个月, last month …)",
     "warehouse": "`duckdb` (the local demo warehouse), `redshift` (needs "
@@ -148,6 +164,7 @@ MEANINGS: dict[str, str] = {
     "statement_timeout_seconds": "statement timeout of a generated query (below a flow step's 20 s)",
     "planner": "`rules` or `bedrock` (Bedrock Converse; the template sets it)",
     "ask_state_machine_arn": "AskFlow's ARN in AWS",
+    "maintenance_state_machine_arn": "MaintenanceFlow's ARN in AWS, which `POST /maintenance/run` starts",
     "ask_flow_timeout_seconds": "AskFlow's `TimeoutSeconds`: a step caps its warehouse query and diagnosis to what is left "
     "of it (less 4 s for the steps that record the answer), so a slow warehouse fails a step, which is recorded, "
     "not the execution",

@@ -15,7 +15,7 @@ from typing import Any
 
 from memtool.flows.maintenance import MaintenanceStepFailed, run_reconcile_step
 from memtool.observability import instrumented, invocation_keys
-from memtool.runtime import container
+from memtool.runtime import container, maintenance
 
 
 @instrumented(emit_metrics=False)
@@ -25,7 +25,7 @@ def lambda_handler(event: dict, context) -> dict:
     invocation_keys(step=step)
     if step == "ReconcileIndex":
         return run_reconcile_step(step, container.index_reconciler())
-    service = container.maintenance_service()
+    service = maintenance.maintenance_service()
     if step == "Plan":
         given: Any = event.get("input") if isinstance(event.get("input"), dict) else {}
         return service.plan(given.get("tenant"), given.get("steps"))

@@ -1,6 +1,7 @@
 """POST/GET/PATCH/DELETE /memories: explicit memory writes, reads, edits and forgetting;
 GET /memories/search: recall as the ask flow sees it, for debugging; GET/PUT /model and
-GET /model/history: the tenant's semantic model, stored as versioned knowledge (curators write it)."""
+GET /model/history: the tenant's semantic model, stored as versioned knowledge (curators write it);
+POST /maintenance/run (admins) and GET /conflicts, POST /conflicts/{id}/resolve: the lifecycle."""
 
 # No `from __future__ import annotations`: Powertools reads the routes' parameter types at run
 # time, through decorators whose globals are not this module's.
@@ -11,6 +12,14 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 
 from memtool.api.http import ErrorBody
+from memtool.api.maintenance import (
+    ConflictListing,
+    ConflictResolved,
+    MaintenanceRunAnswer,
+    MaintenanceRunBody,
+    ResolveConflictBody,
+    conflict_listing,
+)
 from memtool.api.memories import (
     CreateMemoryBody,
     CursorParam,
@@ -54,7 +63,7 @@ from memtool.api.resolver import caller, json_response, make_resolver
 from memtool.memory.records import MemoryScope
 from memtool.observability import instrumented, metrics, tracer
 from memtool.retrieval.recall import RecallRequest
-from memtool.runtime import container
+from memtool.runtime import container, maintenance
 from memtool.runtime.api_writes import idempotent_write
 
 app = make_resolver()
@@ -282,6 +291,57 @@ def put_model(body: Annotated[PutModelBody, Body()]):
     put = container.model_flow().put(caller(app), body.model, body.expected_version)
     metrics.add_metric(name="ModelVersionsStored", unit=MetricUnit.Count, value=1)
     return json_response(201 if put.model.version == 1 else 200, model_written(put).model_dump(mode="json"))
+
+
+# ---- the lifecycle: maintenance runs and conflicts ------------------------------------------------
+
+
+@app.post(
+    "/maintenance/run",
+    **operation(
+        "Run maintenance over the caller's tenant (admins): decay, consolidate, conflicts, capacity, pii_rescan, reconcile",
+        tag="maintenance",
+        ok={200: MaintenanceRunAnswer, 202: MaintenanceRunAnswer},
+        errors=(403,),
+        writes=True,
+        description="Locally MaintenanceFlow runs to the end and the answer is its report (200). In AWS the flow is a "
+        "Standard execution: the answer is 202 with its ARN and the last run's report.",
+    ),
+)
+@tracer.capture_method
+def run_maintenance(body: Annotated[MaintenanceRunBody | None, Body(description="the steps (optional)")] = None):
+    steps = [s.value for s in body.steps] if body is not None and body.steps else None
+    answer = maintenance.maintenance_runs().run(caller(app), steps)
+    metrics.add_metric(name="MaintenanceRuns", unit=MetricUnit.Count, value=1)
+    return json_response(202 if answer["status"] == "running" else 200, MaintenanceRunAnswer.model_validate(answer).model_dump(mode="json"))
+
+
+@app.get(
+    "/conflicts",
+    **operation(
+        "Memories that contradict each other: a curator's view is the tenant's, a user's their own",
+        tag="maintenance",
+        ok={200: ConflictListing},
+    ),
+)
+@tracer.capture_method
+def list_conflicts():
+    return json_response(200, conflict_listing(maintenance.conflict_service().list(caller(app))).model_dump(mode="json"))
+
+
+@app.post(
+    "/conflicts/<id>/resolve",
+    **operation(
+        "Resolve a conflict: keep one memory, archive the others (with history)",
+        tag="maintenance",
+        ok={200: ConflictResolved},
+        errors=(404, 409),
+    ),
+)
+@tracer.capture_method
+def resolve_conflict(id: MemoryIdParam, body: Annotated[ResolveConflictBody, Body()]):  # noqa: A002
+    resolved = maintenance.conflict_service().resolve(caller(app), id, body.keep)
+    return json_response(200, ConflictResolved.model_validate(resolved).model_dump(mode="json"))
 
 
 @instrumented(correlation_id_path=correlation_paths.API_GATEWAY_REST)

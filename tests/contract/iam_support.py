@@ -8,7 +8,7 @@
   replacement for moto's permission check that evaluates them (moto still checks the SigV4
   signature and finds the assumed role and its policies; moto's own check compares the action
   with ``Resource: "*"`` only, and knows no transaction), and answers for the services moto does
-  not serve or authorize: Bedrock runtime (scripted answers), Step Functions StartSyncExecution
+  not serve or authorize: Bedrock runtime (scripted answers), Step Functions StartSyncExecution and StartExecution
   (the flow's final state) and OpenSearch (a recording cluster behind the signed HTTP request).
   Every request is logged with the role that signed it and the code path that made it.
 
@@ -326,7 +326,7 @@ class CallLog:
         if not self.active:
             return None
         service = model.service_model.service_name
-        scripted = service == "bedrock-runtime" or (service == "stepfunctions" and model.name == "StartSyncExecution")
+        scripted = service == "bedrock-runtime" or (service == "stepfunctions" and model.name in ("StartSyncExecution", "StartExecution"))
         if not scripted:
             return None
         pending = getattr(self._pending, "call", None)
@@ -346,7 +346,13 @@ class CallLog:
                 "ResponseMetadata": {"HTTPStatusCode": 403},
             }
             return _http_response(403, json.dumps(payload).encode()), parsed
-        parsed = bedrock_answer(operation, api_params) if service == "bedrock-runtime" else self._sfn_answer(api_params)
+        if service == "bedrock-runtime":
+            parsed = bedrock_answer(operation, api_params)
+        elif operation == "StartExecution":  # a Standard execution: started, answered at once
+            parsed = {"executionArn": f"{api_params['stateMachineArn'].replace(':stateMachine:', ':execution:')}:{api_params['name']}",
+                      "startDate": datetime.now(UTC)}  # fmt: skip
+        else:
+            parsed = self._sfn_answer(api_params)
         parsed["ResponseMetadata"] = {"HTTPStatusCode": 200}
         return _http_response(200), parsed
 

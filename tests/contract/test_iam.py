@@ -563,6 +563,11 @@ def run_paths(harness: Harness) -> None:
             run = {"started_at": plan["started_at"], "results": results, "reconcile": reconcile}
             harness.invoke("MaintenanceFunction", "maintenance", "MaintenanceFlow WriteReport", {"step": "WriteReport", "run": run})
         container.use_clock(None)
+    # An admin asks for a run (in AWS: a started Standard execution) and a curator lists the
+    # tenant's conflicts (a Scan for the tenant's partitions).
+    with harness.as_role("MemoryWriteFunction"):
+        harness.invoke("MemoryWriteFunction", "memory_write", "POST /maintenance/run", api_event("maintenance_run.json"))
+        harness.invoke("MemoryWriteFunction", "memory_write", "GET /conflicts", api_event("conflicts_list.json"))
 
     if "MaintenanceFunction" in functions:
         with harness.as_role("MemoryWriteFunction"):
@@ -895,6 +900,8 @@ EXPECTED_OUTCOMES: dict[str, dict[str, Any]] = {
         "DELETE /memories/{id}": 204,
         "POST /ask": 503,  # no warehouse configured: a clear configuration error, no flow
         "GET /fewshots": 200,
+        "POST /maintenance/run": 202,  # a started MaintenanceFlow execution
+        "GET /conflicts": 200,
     },
     "configured": {
         "PUT /model": 201,
@@ -904,6 +911,8 @@ EXPECTED_OUTCOMES: dict[str, dict[str, Any]] = {
         "POST /memories (a correction)": 201,
         "GET /memories/search (indexed)": 200,
         "DELETE /sessions/{id}": 204,
+        "POST /maintenance/run": 202,
+        "GET /conflicts": 200,
         "POST /ask": 200,
         "POST /feedback (thumbs-up)": 200,
         "POST /fewshots/{id}/approve": 200,

@@ -44,11 +44,13 @@ def test_api_handlers_still_require_identity(aws):
     assert reply["statusCode"] == 401
 
 
-def test_the_maintenance_step_event_runs_reconcile_index(aws):
-    """events/maintenance_step.json, as MaintenanceFlow's Task sends it: the step's report."""
-    reply = function_handler(ROOT, "maintenance")(load_event("maintenance_step.json"), LocalLambdaContext())
-    assert reply["step"] == "ReconcileIndex" and reply["failed"] == []
-    assert reply["checked"] == reply["indexed"] + reply["stale"]
+def test_the_maintenance_step_event_runs_one_lifecycle_call(aws):
+    """events/maintenance_step.json, as MaintenanceFlow's Lifecycle Task sends it: the Map item's state
+    back with the step's counts and no cursor (the tenant holds nothing yet: one call covers it)."""
+    event = load_event("maintenance_step.json")
+    reply = function_handler(ROOT, "maintenance")(event, LocalLambdaContext())
+    assert reply["cursor"] is None and reply["tenant"] == "acme-pharma" and reply["step"] == "decay"
+    assert reply["reports"]["decay"]["calls"] == 1 and reply["reports"]["decay"]["counts"] == {}
 
 
 def test_the_flow_steps_event_runs_prepare(aws):

@@ -276,6 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
     from memtool.commands import model_remote
 
     model_remote.register(model_subparsers)
+    from memtool.commands import maintain
+
+    maintain.register(commands)
 
     return parser
 

@@ -162,6 +162,7 @@ class Settings(BaseSettings):
     statement_timeout_seconds: float = Field(15.0, gt=0, le=900, description="Statement timeout of a generated query.")
     planner: Literal["rules", "bedrock"] = "rules"
     ask_state_machine_arn: str | None = None
+    maintenance_state_machine_arn: str | None = Field(None, description="MaintenanceFlow, which POST /maintenance/run starts in AWS.")
     # The timeout chain (tests/contract/test_timeout_chain.py): API Gateway 29 s > the ask Lambda's
     # 28 s >= connect + read + 1 s; read 25 s > AskFlow's TimeoutSeconds 23 > every step's 20 s.
     # StartSyncExecution is never retried by the client: a retry would start a second flow.

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from memtool.clock import Clock
-from memtool.errors import MemtoolError, ValidationFailed
+from memtool.errors import Forbidden, MemtoolError, ValidationFailed
 from memtool.flows.indexing import MemoryIndexer
 from memtool.lifecycle.walk import StepResult
 from memtool.memory.records import MemoryDraft, MemoryKind, MemoryRecord, MemoryScope, MemoryStatus, Provenance, Trigger
@@ -249,8 +249,8 @@ class MaintenanceService:
             for name, counts in steps.items():
                 into = totals.setdefault(name, {})
                 for key, n in counts.items():
-                    if isinstance(n, int) and key != "rules_version":
-                        into[key] = into.get(key, 0) + n
+                    if isinstance(n, int):
+                        into[key] = max(into.get(key, 0), n) if key == "rules_version" else into.get(key, 0) + n
         reconcile = run.get("reconcile")
         if isinstance(reconcile, dict) and not reconcile.get("skipped"):
             totals["reconcile"] = {k: (len(v) if isinstance(v, list) else v) for k, v in reconcile.items() if k != "note"}
@@ -289,3 +289,56 @@ def run_reconcile_step(step: object, reconciler: IndexReconciler) -> dict[str, A
     if step == "ReconcileIndex":
         return reconciler.run().as_dict()
     raise MaintenanceStepFailed(f"no maintenance step named {step!r}; the steps are: {', '.join(STEPS)}")
+
+
+# ---- a run asked for through the API (POST /maintenance/run) -------------------------------------
+
+
+@dataclass(frozen=True)
+class Launched:
+    """What the launcher got: a finished run (locally) or a started one (a Standard execution in AWS)."""
+
+    status: str  # SUCCEEDED | FAILED | TIMED_OUT | RUNNING
+    output: dict[str, Any] | None = None
+    execution_arn: str | None = None
+    error: str | None = None
+    cause: str | None = None
+
+
+class MaintenanceLauncher(Protocol):
+    def launch(self, execution_input: dict[str, Any]) -> Launched: ...
+
+
+class MaintenanceFailed(MemtoolError):
+    """The run the caller asked for failed; the message names its step and error."""
+
+    code = "maintenance_failed"
+
+
+class MaintenanceRuns:
+    """POST /maintenance/run: an admin runs MaintenanceFlow over their own tenant."""
+
+    def __init__(self, launcher: MaintenanceLauncher, store: MemoryStore, clock: Clock) -> None:
+        self._launcher = launcher
+        self._store = store
+        self._clock = clock
+
+    def run(self, who: Any, steps: list[str] | None = None) -> dict[str, Any]:
+        if not who.is_admin:
+            raise Forbidden("maintenance is run by admins (role admin)", field="roles")
+        chosen = selected_steps(steps)
+        launched = self._launcher.launch({"trigger": "api", "tenant": who.tenant, "steps": chosen, "requested_by": who.user})
+        if launched.status == "RUNNING":
+            return {"status": "running", "execution_arn": launched.execution_arn, "report": self.last_report(who.tenant)}
+        if launched.status != "SUCCEEDED" or launched.output is None:
+            step = (launched.output or {}).get("failed_step") if isinstance(launched.output, dict) else None
+            raise MaintenanceFailed(
+                f"maintenance {launched.status.lower()}{f' in {step}' if step else ''}: {launched.error or 'no error'}: "
+                f"{(launched.cause or '')[:300]}"
+            )
+        report = (launched.output.get("maintenance") or {}).get("report")
+        return {"status": "succeeded", "report": report}
+
+    def last_report(self, tenant: str) -> dict[str, Any] | None:
+        record = self._store.get_slot(Partition(tenant, TENANT_OWNER), MemoryKind.KNOWLEDGE, REPORT_KEY, self._clock.now())
+        return record.value if record is not None and isinstance(record.value, dict) else None

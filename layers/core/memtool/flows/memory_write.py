@@ -77,6 +77,7 @@ class MemoryService:
         memory = self._keyed_by_term(memory)
         if not system:
             self._refuse_reserved(memory.kind, memory.key)
+            self._pinned_by_curators(who, memory.value)
             status = None
         policy = policy_for(memory.kind)
         scope = memory.scope or policy.default_scope
@@ -122,6 +123,8 @@ class MemoryService:
         if not fields:
             raise ValidationFailed("nothing to change", field="body")
         if "value" in fields:
+            if not system:
+                self._pinned_by_curators(who, fields["value"], current.value)
             check_slot_value(current.kind, current.key, fields["value"])
             if current.kind is MemoryKind.CORRECTION:
                 self._same_term(current, fields["value"])
@@ -267,6 +270,16 @@ class MemoryService:
             self._check_correction(value, tenant)
         except CorrectionRefused as exc:
             raise ValidationFailed(str(exc), field=f"value.{exc.part}") from exc
+
+    @staticmethod
+    def _pinned_by_curators(who: Identity, value: Any, before: Any = None) -> None:
+        """``value.pinned`` (a golden memory: maintenance never decays, merges or evicts it) is a curator's to set or clear."""
+
+        def pinned(v: Any) -> bool:
+            return isinstance(v, dict) and v.get("pinned") is True
+
+        if pinned(value) != pinned(before) and not who.is_curator:
+            raise Forbidden("pinning a memory (value.pinned) is for curators: a pinned memory never decays or leaves", field="value.pinned")
 
     @staticmethod
     def _refuse_reserved(kind: MemoryKind, key: str | None) -> None:

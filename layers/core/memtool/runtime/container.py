@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from memtool.flows.diagnose import DiagnosisService
     from memtool.flows.feedback import CorrectionSplitter, FeedbackService
     from memtool.flows.indexing import MemoryIndexer
-    from memtool.flows.maintenance import IndexReconciler, MaintenanceService
+    from memtool.flows.maintenance import IndexReconciler
     from memtool.flows.memory_write import MemoryService
     from memtool.flows.model import ModelFlow
     from memtool.flows.runner import FlowRunner
@@ -221,52 +221,6 @@ def index_reconciler() -> IndexReconciler:
     from memtool.flows.maintenance import IndexReconciler
 
     return IndexReconciler(memory_store(), memory_indexer(), clock())
-
-
-def maintenance_service() -> MaintenanceService:
-    """MaintenanceFlow's steps over the store (and the index, when one is configured)."""
-    from memtool.flows.maintenance import LifecycleStep, MaintenanceService
-    from memtool.lifecycle.capacity import Capacity
-    from memtool.lifecycle.conflicts import Conflicts
-    from memtool.lifecycle.consolidate import Consolidate
-    from memtool.lifecycle.decay import Decay, DecayPolicy
-    from memtool.lifecycle.pii_rescan import PiiRescan
-    from memtool.memory.records import MemoryKind
-
-    settings = get_settings()
-    store = memory_store()
-    batch = settings.maintenance_batch
-    policy = DecayPolicy(
-        floor=settings.decay_floor,
-        min_step=settings.decay_min_step,
-        unused_days=settings.archive_unused_days,
-        low_confidence=settings.archive_low_confidence,
-        low_score=settings.retire_below_score,
-        low_after_uses=settings.retire_after_uses,
-    )
-    limits = {
-        MemoryKind.EPISODIC: settings.capacity_episodic,
-        MemoryKind.CAUSAL: settings.capacity_causal,
-        MemoryKind.CACHE: settings.capacity_cache,
-        MemoryKind.CORRECTION: settings.capacity_correction,
-    }
-
-    def reconciler() -> IndexReconciler | None:
-        return index_reconciler() if vector_index() is not None else None
-
-    service = MaintenanceService(store, {}, clock(), reconciler)
-    consolidate = Consolidate(
-        store, embedder(), min_cluster=settings.consolidate_min_cluster, similarity=settings.consolidate_similarity, batch=batch
-    )
-    steps: list[LifecycleStep] = [
-        Decay(store, policy, batch),
-        consolidate,
-        Conflicts(store, batch),
-        Capacity(store, limits, batch),
-        PiiRescan(store, service.scanned_pii_version, service.record_pii_version, batch),
-    ]
-    service.add_steps(steps)
-    return service
 
 
 def today() -> date:

@@ -15,6 +15,7 @@ to 127.0.0.1 only.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import platform
@@ -109,6 +110,7 @@ class LocalRuntime:
     _diagnoses: Any = field(default=None, init=False)  # BackgroundDiagnoseDrain
     revived_diagnoses: int = field(default=0, init=False)  # dead diagnose events put back at start
     _purger: threading.Thread | None = field(default=None, init=False)
+    _maintainer: threading.Thread | None = field(default=None, init=False)
     _stopping: threading.Event = field(default_factory=threading.Event, init=False)
     _started_at: float = field(default=0.0, init=False)
 
@@ -184,7 +186,27 @@ class LocalRuntime:
         )
         self.api_url = f"http://{self.host}:{self._http.server_address[1]}"
         self._started_at = time.time()
+        if self.settings.maintenance_interval_hours > 0:
+            self._maintainer = threading.Thread(target=self._maintain_daily, name="memtool-maintenance", daemon=True)
+            self._maintainer.start()
         return self
+
+    def _maintain_daily(self) -> None:
+        """MaintenanceFlow's schedule, locally: every tenant, every step, once per interval (the first
+        run one interval after start), on the same ASL through moto's engine."""
+        from memtool.runtime import container
+        from memtool.runtime.maintenance_launchers import LocalMaintenanceLauncher
+
+        assert self.settings is not None
+        interval = self.settings.maintenance_interval_hours * 3600
+        log = logging.getLogger("memtool.local")
+        while not self._stopping.wait(interval):
+            try:
+                launched = LocalMaintenanceLauncher(container.flow_runner()).launch({"trigger": "schedule"})
+                steps = ((launched.output or {}).get("maintenance") or {}).get("report", {}).get("steps", {})
+                log.info("maintenance %s: %s", launched.status.lower(), json.dumps(steps, ensure_ascii=False)[:500])
+            except Exception as exc:  # noqa: BLE001 - the next interval tries again
+                log.warning("maintenance failed: %s: %s", type(exc).__name__, exc)
 
     def _start_sqlite(self) -> None:
         from memtool.runtime import container
@@ -503,6 +525,8 @@ class LocalRuntime:
                 self._http.stop()
             if self._purger is not None:
                 self._purger.join(timeout=10)
+            if self._maintainer is not None:
+                self._maintainer.join(timeout=30)
             # Before the outbox: a diagnosis may write memories, which the outbox then indexes.
             if self._diagnoses is not None:
                 self._diagnoses.stop()
@@ -516,7 +540,7 @@ class LocalRuntime:
         finally:
             if self._moto is not None:
                 self._moto.stop()
-            self._http = self._moto = self._drain = self._outbox = self._purger = self._diagnoses = None
+            self._http = self._moto = self._drain = self._outbox = self._purger = self._maintainer = self._diagnoses = None
             use_settings(None)  # closes the store and the index
 
     def __enter__(self) -> LocalRuntime:
