@@ -68,6 +68,27 @@ def choose_analyses(question: str) -> tuple[list[str], list[str]]:
     return kinds, why
 
 
+# The ask flow's own tools, as episodes record them (``value.tools``) and recall matches them.
+SQL_TOOL = "sql_execute"
+CHART_TOOL = "chart"
+DATA_ROUTES = frozenset({"nl2sql_query", "kpi_lookup", "deep_analysis_workflow"})
+
+
+def expected_tools(route: str | None, question: str) -> tuple[str, ...]:
+    """The tools an ask on this route will use, known before it plans: SQL execution and the chart
+    on the data routes, and on the deep route each analysis the question asks for, on either
+    runner (the table's size, which picks the runner, is known only after the query)."""
+    if route not in DATA_ROUTES:
+        return ()
+    tools = [SQL_TOOL, CHART_TOOL]
+    if route == "deep_analysis_workflow":
+        kinds, _ = choose_analyses(question)
+        if kinds:
+            tools.append("code_interpreter")
+            tools.extend(f"ml_{kind}" for kind in kinds)
+    return tuple(tools)
+
+
 def runner_for(rows: int, *, code_rows: int) -> Runner:
     """Small tables go to the code interpreter, large ones to the ML tools."""
     return "sandbox" if rows <= code_rows else "ml"

@@ -6,6 +6,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+from memtool.analysis.selection import expected_tools
 from memtool.errors import MemtoolError
 from memtool.flows.ask.base import StepsBase, turns_key
 from memtool.flows.ask.state import AskState, MemoryUse
@@ -59,8 +60,10 @@ class PlanSteps(StepsBase):
             waiting = (last.get("clarification") or {}).get("pending_question") or last.get("question")
             if isinstance(waiting, str) and waiting:
                 text = f"{waiting} {text}"
+        route = state.route or "nl2sql_query"
+        tools = expected_tools(route, state.input.question)  # memories that used them rank higher (tool match)
         result = self._recall().recall(
-            RecallRequest(tenant=state.caller.tenant, user=state.caller.user, text=text, route=state.route or "nl2sql_query")
+            RecallRequest(tenant=state.caller.tenant, user=state.caller.user, text=text, route=route, tools=tools)
         )
         state.memories_recalled = [
             MemoryUse(id=m.record.id, version=m.record.version, kind=m.record.kind.value, score=round(m.score, 6), content=m.record.content)

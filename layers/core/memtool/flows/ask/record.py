@@ -7,6 +7,7 @@ import logging
 import random
 from typing import Any
 
+from memtool.analysis.selection import CHART_TOOL, SQL_TOOL
 from memtool.errors import MemtoolError, NotFound, ValidationFailed, VersionConflict
 from memtool.feedback.reward import environment_reward
 from memtool.flows.ask.base import StepsBase, intent_json, is_zh, turns_key
@@ -111,6 +112,7 @@ class RecordSteps(StepsBase):
             # Recalled and applied kept apart: feedback credits only what shaped the plan.
             "memories_recalled": [{"id": m.id, "version": m.version, "kind": m.kind} for m in state.memories_recalled],
             "memories_used": [{"id": m.id, "version": m.version, "kind": m.kind} for m in state.memories_used],
+            "tools": tools_of(state),  # what recall's tool match compares with the tools an ask will use
             "trajectory": [{"step": step, "ms": ms} for step, ms in state.timings.items()]
             + [{"step": "tool", **call} for call in state.tool_calls],
             "lessons": state.lessons,  # verified lessons applied: a later diagnosis starts from the query as it ran
@@ -361,3 +363,12 @@ def _outcome(state: AskState) -> str:
     if state.plan_status == "remembered":
         return "remembered"
     return "answered"
+
+
+def tools_of(state: AskState) -> list[str]:
+    """The tools this ask used: SQL execution (it ran a query), the chart, each analysis tool called."""
+    used = [SQL_TOOL] if state.result is not None else []
+    if state.chart:
+        used.append(CHART_TOOL)
+    used.extend(str(call["tool"]) for call in state.tool_calls if isinstance(call, dict) and call.get("tool"))
+    return list(dict.fromkeys(used))
