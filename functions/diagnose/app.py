@@ -1,4 +1,5 @@
-"""Diagnosis: POST /diagnose, GET /episodes/{id}, POST /lessons/{id}/share, and the diagnose queue.
+"""Diagnosis: POST /diagnose, GET /episodes/{id}, POST /lessons/{id}/share, the review of diagnoses
+(GET /diagnoses, POST /diagnoses/{id}/confirm|reject), and the diagnose queue.
 
 API Gateway events go to the REST resolver; SQS events (negative feedback and failed episodes
 the ask flow could not repair) go to the batch processor, which reports partial failures so only
@@ -11,11 +12,21 @@ from typing import Annotated, Any
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.logging import correlation_paths
 
-from memtool.api.diagnose import DiagnoseBody, DiagnosisAnswer, EpisodeView, ShareBody
+from memtool.api.diagnose import (
+    ConfirmBody,
+    DiagnoseBody,
+    DiagnosisAnswer,
+    DiagnosisListing,
+    EpisodeView,
+    RejectBody,
+    ReviewStatus,
+    ReviewStatusParam,
+    ShareBody,
+)
 from memtool.api.identity import Identity
 from memtool.api.memories import MemoryIdParam, MemoryRead, memory_view
 from memtool.api.openapi import operation
-from memtool.api.resolver import caller, make_resolver
+from memtool.api.resolver import caller, json_response, make_resolver
 from memtool.observability import instrumented
 from memtool.runtime import container
 from memtool.runtime.api_writes import idempotent_write
@@ -83,6 +94,65 @@ def share_lesson(
 
     request = {"id": id, "owner": owner, "include_context": include_context}
     return idempotent_write(app, caller(app), "share_lesson", request, perform)
+
+
+@app.get(
+    "/diagnoses",
+    **operation(
+        "Diagnoses waiting for a person (pending_review): a curator's view is the tenant's, a user's their own",
+        tag="learning",
+        ok={200: DiagnosisListing},
+    ),
+)
+def list_diagnoses(status: ReviewStatusParam = ReviewStatus.PENDING_REVIEW):
+    items = container.diagnosis_service().pending(caller(app))
+    return json_response(200, {"items": [memory_view(r) for r in items]})
+
+
+@app.post(
+    "/diagnoses/<id>/confirm",
+    **operation(
+        "Confirm a pending diagnosis: its repair runs once more and, when it runs, it becomes an active lesson",
+        tag="learning",
+        ok={200: MemoryRead},
+        errors=(403, 404, 409, 422),
+        idempotent=True,
+    ),
+)
+def confirm_diagnosis(
+    id: MemoryIdParam,  # noqa: A002
+    body: Annotated[ConfirmBody | None, Body(description="whose diagnosis, and which hypothesis (optional)")] = None,
+):
+    owner, hypothesis = (body.owner, body.hypothesis) if body is not None else (None, None)
+
+    def perform(who: Identity) -> dict[str, Any]:
+        record = container.diagnosis_service().confirm(who, id, owner=owner, hypothesis=hypothesis)
+        return {"status_code": 200, "body": MemoryRead(memory=record).model_dump(mode="json")}
+
+    return idempotent_write(app, caller(app), "confirm_diagnosis", {"id": id, "owner": owner, "hypothesis": hypothesis}, perform)
+
+
+@app.post(
+    "/diagnoses/<id>/reject",
+    **operation(
+        "Reject a pending diagnosis: it is archived with the reason",
+        tag="learning",
+        ok={200: MemoryRead},
+        errors=(403, 404, 409, 422),
+        idempotent=True,
+    ),
+)
+def reject_diagnosis(
+    id: MemoryIdParam,  # noqa: A002
+    body: Annotated[RejectBody | None, Body(description="whose diagnosis, and why (optional)")] = None,
+):
+    owner, reason = (body.owner, body.reason) if body is not None else (None, None)
+
+    def perform(who: Identity) -> dict[str, Any]:
+        record = container.diagnosis_service().reject(who, id, owner=owner, reason=reason)
+        return {"status_code": 200, "body": MemoryRead(memory=record).model_dump(mode="json")}
+
+    return idempotent_write(app, caller(app), "reject_diagnosis", {"id": id, "owner": owner, "reason": reason}, perform)
 
 
 def _run_request(request):

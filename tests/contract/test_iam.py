@@ -568,6 +568,8 @@ def run_paths(harness: Harness) -> None:
     with harness.as_role("MemoryWriteFunction"):
         harness.invoke("MemoryWriteFunction", "memory_write", "POST /maintenance/run", api_event("maintenance_run.json"))
         harness.invoke("MemoryWriteFunction", "memory_write", "GET /conflicts", api_event("conflicts_list.json"))
+    with harness.as_role("DiagnoseFunction"):
+        harness.invoke("DiagnoseFunction", "diagnose", "GET /diagnoses", api_event("diagnoses_list.json"))
 
     if "MaintenanceFunction" in functions:
         with harness.as_role("MemoryWriteFunction"):
@@ -902,6 +904,7 @@ EXPECTED_OUTCOMES: dict[str, dict[str, Any]] = {
         "GET /fewshots": 200,
         "POST /maintenance/run": 202,  # a started MaintenanceFlow execution
         "GET /conflicts": 200,
+        "GET /diagnoses": 200,
     },
     "configured": {
         "PUT /model": 201,

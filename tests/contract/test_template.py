@@ -71,7 +71,13 @@ EXPECTED_FUNCTIONS: dict[str, tuple[str, set[tuple[str, str]]]] = {
             ("get", "/model/history"),
         },
     ),
-    "DiagnoseFunction": ("functions/diagnose/", {("post", "/diagnose"), ("get", "/episodes/{id}"), ("post", "/lessons/{id}/share")}),
+    "DiagnoseFunction": (
+        "functions/diagnose/",
+        {
+            ("post", "/diagnose"), ("get", "/episodes/{id}"), ("post", "/lessons/{id}/share"),
+            ("get", "/diagnoses"), ("post", "/diagnoses/{id}/confirm"), ("post", "/diagnoses/{id}/reject"),
+        },
+    ),  # fmt: skip
     "FlowStepsFunction": ("functions/flow_steps/", set()),
     "IndexerFunction": ("functions/indexer/", set()),
     "MaintenanceFunction": ("functions/maintenance/", set()),
@@ -646,7 +652,10 @@ def test_the_local_gateway_serves_only_api_events(template: dict[str, Any]) -> N
 
     gateway = LocalApiGateway(template, ROOT)
     diagnose_routes = {(r.method, r.path) for r in gateway.routes if r.function == "DiagnoseFunction"}
-    assert diagnose_routes == {("POST", "/diagnose"), ("GET", "/episodes/{id}"), ("POST", "/lessons/{id}/share")}
+    assert diagnose_routes == {
+        ("POST", "/diagnose"), ("GET", "/episodes/{id}"), ("POST", "/lessons/{id}/share"),
+        ("GET", "/diagnoses"), ("POST", "/diagnoses/{id}/confirm"), ("POST", "/diagnoses/{id}/reject"),
+    }  # fmt: skip
     assert all(r.path.startswith("/") for r in gateway.routes)
 
 

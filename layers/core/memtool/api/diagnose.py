@@ -1,15 +1,19 @@
-"""Bodies and answers of POST /diagnose, GET /episodes/{id} and POST /lessons/{id}/share."""
+"""Bodies and answers of POST /diagnose, GET /episodes/{id}, POST /lessons/{id}/share and the review of
+diagnoses (GET /diagnoses, POST /diagnoses/{id}/confirm|reject)."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Any
 
+from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from memtool.api.identity import IDENTIFIER_PATTERN
 from memtool.api.limits import PlainText
 from memtool.api.memories import Identifier
 from memtool.diagnosis.requests import Expected
+from memtool.memory.records import MemoryRecord
 
 COMMENT_MAX_CHARS = 2000
 
@@ -71,3 +75,40 @@ class EpisodeView(BaseModel):
 
     episode: dict[str, Any] = Field(description="the episode memory: question, intent, SQL, outcome, feedback, lessons applied")
     diagnoses: list[dict[str, Any]] = Field(default_factory=list, description="its causal memories, oldest first")
+
+
+class ConfirmBody(BaseModel):
+    """POST /diagnoses/{id}/confirm: whose diagnosis, and which hypothesis's repair (optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    owner: Annotated[StrictStr, Field(pattern=IDENTIFIER_PATTERN)] | None = Field(
+        None, description="the user whose diagnosis it is (curators); default: the caller"
+    )
+    hypothesis: Annotated[StrictStr, Field(pattern=r"^h[0-9]{1,3}$")] | None = Field(
+        None, description="the hypothesis whose repair is confirmed (h1, h2, …); default: the first whose repair ran"
+    )
+
+
+class RejectBody(BaseModel):
+    """POST /diagnoses/{id}/reject: whose diagnosis, and why (optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    owner: Annotated[StrictStr, Field(pattern=IDENTIFIER_PATTERN)] | None = Field(
+        None, description="the user whose diagnosis it is (curators); default: the caller"
+    )
+    reason: PlainText | None = Field(None, max_length=500, description="kept as the archived version's status_reason")
+
+
+class ReviewStatus(StrEnum):
+    PENDING_REVIEW = "pending_review"
+
+
+ReviewStatusParam = Annotated[ReviewStatus, Query(description="the diagnoses in this status: pending_review (the default)")]
+
+
+class DiagnosisListing(BaseModel):
+    """GET /diagnoses: the diagnoses waiting for a person, newest first."""
+
+    items: list[MemoryRecord]

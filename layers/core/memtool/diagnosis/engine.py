@@ -20,11 +20,11 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from memtool.diagnosis.apply import Applied, NotApplicable, Subject, apply_repairs
-from memtool.diagnosis.model import DiagnosisReport, Failure, Hypothesis, HypothesisTest, RepairedOutput, TestResult
+from memtool.diagnosis.model import DiagnosisReport, Failure, Hypothesis, HypothesisTest, Repair, RepairedOutput, TestResult
 from memtool.diagnosis.requests import UNIT_IN_YUAN, Expected
 from memtool.diagnosis.rules import hypotheses_for
 from memtool.semantic.compiler import IntentCompiler
@@ -217,6 +217,28 @@ class Diagnoser:
             elif not report.hypotheses:
                 report.notes.append(f"no rule proposes a repair for this failure ({failure.kind})")
         return report
+
+    def rerun(self, subject: Subject, repairs: Sequence[Repair]) -> tuple[str, QueryResult]:
+        """Run one repair once, as a person confirms it: applied to the episode's query, guarded
+        like every repaired query, within one execution. The repaired SQL and its result;
+        ``NotApplicable`` or ``WarehouseError`` (or ``ValueError`` for refused SQL) when it does not run."""
+        from memtool.sql.guardrails import GuardPolicy, check_sql
+
+        schema = self._describe(refresh=False)
+        policy = GuardPolicy.for_model(
+            schema,
+            self._compiler.catalog,
+            foreign_tables=self._foreign_tables,
+            granted=self._granted_tables,
+            max_rows=self._budget.row_cap,
+            timeout_seconds=self._budget.timeout_seconds,
+        ).on_engine(getattr(self._warehouse, "dialect", "redshift"))
+        applied = apply_repairs(subject, list(repairs), self._compiler)
+        verdict = check_sql(applied.sql, policy)
+        if not verdict.allowed or verdict.sql is None:
+            raise ValueError(f"the guardrails refused the repaired SQL: {verdict.reason}")
+        runs = _Runs(self._warehouse, replace(self._budget, executions=1), schema, policy)
+        return applied.sql, runs.run(verdict.sql)
 
     def _hypotheses(
         self,

@@ -35,6 +35,8 @@ from memtool.settings import Settings
 logger = logging.getLogger("memtool.flows")
 
 EPISODE_DIAGNOSES_SCANNED = 2000
+# Repairs that change what a metric means: kept for a person to confirm even when verified.
+HIGH_RISK_REPAIRS = frozenset({"metric_definition"})
 
 
 class DiagnosisService:
@@ -261,6 +263,121 @@ class DiagnosisService:
         self._supersede(tenant, copy, [])  # the lesson's earlier copy, with or without the context, goes
         return copy
 
+    # ---- review: a person confirms or rejects a diagnosis -----------------------------------
+
+    def pending(self, who: Identity) -> list[MemoryRecord]:
+        """Diagnoses waiting for a person (``pending_review``): a curator's view is every user's in the
+        tenant and the tenant's own, a user's their own; newest first."""
+        now = self._clock.now()
+        if who.is_curator:
+            partitions = []
+            after: Partition | None = None
+            while True:
+                page = self._store.partitions(who.tenant, after, 500)
+                partitions += page
+                if len(page) < 500:
+                    break
+                after = page[-1]
+        else:
+            partitions = [Partition(who.tenant, who.user)]
+        found = []
+        for where in partitions:
+            for record in self._store.heads(where, [MemoryKind.CAUSAL], limit=EPISODE_DIAGNOSES_SCANNED):
+                if record.status is MemoryStatus.PENDING_REVIEW and not record.is_expired(now):
+                    found.append(record)
+        return sorted(found, key=lambda r: r.created_at, reverse=True)
+
+    def confirm(self, who: Identity, memory_id: str, owner: str | None = None, hypothesis: str | None = None) -> MemoryRecord:
+        """A person confirms a pending diagnosis: its repair (the named hypothesis's, or the first one
+        that ran) is run once more, and only when it runs does the diagnosis become an active lesson,
+        with who confirmed it. One that does not run stays pending, and the answer says why."""
+        where, record = self._reviewable(who, memory_id, owner)
+        value = dict(record.value) if isinstance(record.value, dict) else {}
+        tests = [
+            step["input"] | step["output"]
+            for step in value.get("trajectory") or []
+            if isinstance(step, dict) and step.get("step") == "test"
+        ]
+        chosen = next((t for t in tests if t.get("hypothesis") == hypothesis), None) if hypothesis else None
+        if hypothesis and chosen is None:
+            raise ValidationFailed(
+                f"the diagnosis has no hypothesis {hypothesis}: {', '.join(str(t.get('hypothesis')) for t in tests)}", field="hypothesis"
+            )
+        if chosen is None:
+            chosen = next((t for t in tests if t.get("result") in ("ran", "verified") and t.get("repairs")), None)
+        if chosen is None or not chosen.get("repairs"):
+            raise ValidationFailed("no repair of this diagnosis ran: there is nothing to confirm (reject it instead)", field="id")
+        repairs = [Repair.model_validate(r) for r in chosen["repairs"]]
+        episode_id = record.provenance.episode_id
+        episode = self._store.get_slot(where, MemoryKind.EPISODIC, episode_key(episode_id), self._clock.now()) if episode_id else None
+        subject = (
+            self._subject(episode.value if episode is not None and isinstance(episode.value, dict) else {}, episode) if episode else None
+        )
+        if subject is None:
+            raise ValidationFailed("the diagnosed episode is gone (expired or forgotten): its repair cannot be run again", field="id")
+        from memtool.diagnosis.apply import NotApplicable
+        from memtool.sql.warehouse import WarehouseError
+
+        try:
+            sql, result = self.diagnoser(tenant=who.tenant).rerun(subject, repairs)
+        except (NotApplicable, WarehouseError, ValueError) as exc:
+            raise ValidationFailed(
+                f"the repair of {chosen.get('hypothesis')} did not run again ({exc}): the diagnosis stays pending_review", field="id"
+            ) from exc
+        now = self._clock.now()
+        value.update(
+            verified=True,
+            cause=chosen.get("cause") or value.get("cause"),
+            repair={"rules": chosen["repairs"], "sql": sql},
+            repaired_output={"columns": result.columns, "row_count": result.row_count, "sample": [list(r) for r in result.rows[:5]]},
+            confirmed={"by": who.user, "at": now.isoformat(), "hypothesis": chosen.get("hypothesis"), "row_count": result.row_count},
+        )
+        patch = MemoryPatch(
+            status=MemoryStatus.ACTIVE, status_reason=f"confirmed by {who.user}", value=value, confidence=max(record.confidence, 0.8)
+        )
+        try:
+            confirmed = self._store.update(where, record.id, patch, record.version, now).record
+        except VersionConflict as exc:
+            raise VersionConflict(
+                f"diagnosis {record.id} changed while it was confirmed; read it again", current_version=exc.current_version
+            ) from exc
+        self._supersede(where, confirmed, [])
+        return confirmed
+
+    def reject(self, who: Identity, memory_id: str, owner: str | None = None, reason: str | None = None) -> MemoryRecord:
+        """A person rejects a pending diagnosis: it is archived with who rejected it and why."""
+        where, record = self._reviewable(who, memory_id, owner)
+        said = f"rejected by {who.user}" + (f": {reason.strip()}" if reason and reason.strip() else "")
+        try:
+            return self._store.update(
+                where, record.id, MemoryPatch(status=MemoryStatus.ARCHIVED, status_reason=said[:500]), record.version, self._clock.now()
+            ).record
+        except VersionConflict as exc:
+            raise VersionConflict(
+                f"diagnosis {record.id} changed while it was rejected; read it again", current_version=exc.current_version
+            ) from exc
+
+    def _reviewable(self, who: Identity, memory_id: str, owner: str | None) -> tuple[Partition, MemoryRecord]:
+        """The pending diagnosis a caller may review: the episode's own user reviews their lesson; a
+        curator any user's (``owner``) or the tenant's."""
+        owner = owner or who.user
+        if owner != who.user and not who.is_curator:
+            raise Forbidden("the diagnoses of other users (and the tenant's) are reviewed by curators", field="owner")
+        where = Partition(who.tenant, owner)
+        try:
+            record = self._store.get(where, memory_id, self._clock.now())
+        except NotFound:
+            raise NotFound(f"diagnosis {memory_id} not found", field="id") from None
+        if record.kind is not MemoryKind.CAUSAL:
+            raise NotFound(f"diagnosis {memory_id} not found", field="id")
+        if record.scope is MemoryScope.TENANT and not who.is_curator:
+            raise Forbidden("the tenant's lessons are reviewed by curators", field="id")
+        if record.status is not MemoryStatus.PENDING_REVIEW:
+            raise ValidationFailed(
+                f"diagnosis {memory_id} is {record.status.value}: only one pending_review is confirmed or rejected", field="id"
+            )
+        return where, record
+
     # ---- pieces ------------------------------------------------------------------------------
 
     def _keep(
@@ -297,7 +414,10 @@ class DiagnosisService:
             episode_id=report.episode_id,
             sources=[SourceRef(id=report.episode_id)],
         )
-        status = MemoryStatus.ACTIVE if report.verified else MemoryStatus.PENDING_REVIEW
+        high_risk = any(r.get("kind") in HIGH_RISK_REPAIRS for r in report.repairs)
+        status = MemoryStatus.ACTIVE if report.verified and not high_risk else MemoryStatus.PENDING_REVIEW
+        if report.verified and high_risk:
+            report.notes.append("the repair changes a metric's definition: it waits for a person to confirm it")
         try:
             record = self._memories.remember(who, body, system=True, status=status).record
         except Exception:  # the diagnosis is still returned, and says it was not kept
@@ -306,7 +426,7 @@ class DiagnosisService:
             return None
         report.memory_id, report.memory_version = record.id, record.version
         report.status = "active" if status is MemoryStatus.ACTIVE else "pending_review"
-        if report.verified:
+        if status is MemoryStatus.ACTIVE:
             self._supersede(Partition(who.tenant, who.user), record, report.notes)
         return record
 
