@@ -132,6 +132,8 @@ MEANINGS: dict[str, str] = {
     "fewshot_max_fail_count": "few-shot search: failures credited to an example past which it is not returned",
     "fewshot_top_k": "few-shot search: examples returned",
     "recall_fallback_scan_limit": "how many records recall's lexical fallback scans",
+    "session_turns": "turns a session's working memory keeps; older ones fold into its running summary "
+    "([learning.md](learning.md#sessions))",
     # Maintenance
     "decay_floor": "maintenance's decay never lowers a memory's stored confidence below this",
     "decay_min_step": "a decay is written (a new version) once it lowers confidence by at least this much",

@@ -14,7 +14,6 @@ import pytest
 from memtool.errors import VersionConflict
 from memtool.flows.ask import AskService
 from memtool.flows.ask.state import AskInput, AskState, Caller
-from memtool.flows.ask.record import WORKING_TURNS_KEPT
 from memtool.flows.ask.steps import AskSteps
 from memtool.flows.memory_write import MemoryService
 from memtool.flows.runner import FlowExecution
@@ -493,13 +492,18 @@ def test_when_every_retry_conflicts_the_answer_stands_with_a_note(aws, clock):
     assert "ep_late" in {e.provenance.episode_id for e in episodes}
 
 
-def test_the_session_keeps_its_last_turns_only(aws, clock):
+def test_the_session_keeps_its_last_turns_and_folds_the_older_ones_into_its_summary(aws, clock):
+    kept = aws.session_turns  # MEMTOOL_SESSION_TURNS, 10
     steps = step_runner(container.memory_store())
-    for n in range(WORKING_TURNS_KEPT + 3):
+    for n in range(kept + 3):
         steps.run("Record", ask_state("s-long", f"ep_{n:02d}").model_dump(mode="json"))
 
     turns = session_turns("s-long")
-    assert [t["episode_id"] for t in turns] == [f"ep_{n:02d}" for n in range(3, WORKING_TURNS_KEPT + 3)]
+    assert [t["episode_id"] for t in turns] == [f"ep_{n:02d}" for n in range(3, kept + 3)]
+    [record] = [r for r in container.memory_store().list(Partition("acme-race", "li"), clock.now(), kind=MemoryKind.WORKING).items]
+    summary = record.value["summary"]
+    assert summary["turns_folded"] == 3 and summary["last_answered"]["episode_id"] == "ep_02"
+    assert "3 earlier turns" in record.content
 
 
 class IsolatedStore:

@@ -118,6 +118,8 @@ class Settings(BaseSettings):
     fewshot_top_k: int = Field(3, ge=1, le=20)
     recall_fallback_scan_limit: int = Field(2000, ge=10)
 
+    session_turns: int = Field(10, ge=2, le=100, description="Turns a session keeps; older ones fold into its running summary.")
+
     # Maintenance (MaintenanceFlow, memtool maintain): decay, archiving, consolidation, capacity.
     decay_floor: float = Field(0.1, ge=0, le=1, description="Stored confidence never decays below this.")
     decay_min_step: float = Field(

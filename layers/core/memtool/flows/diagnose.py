@@ -291,35 +291,15 @@ class DiagnosisService:
         """A person confirms a pending diagnosis: its repair (the named hypothesis's, or the first one
         that ran) is run once more, and only when it runs does the diagnosis become an active lesson,
         with who confirmed it. One that does not run stays pending, and the answer says why."""
-        where, record = self._reviewable(who, memory_id, owner)
-        value = dict(record.value) if isinstance(record.value, dict) else {}
-        tests = [
-            step["input"] | step["output"]
-            for step in value.get("trajectory") or []
-            if isinstance(step, dict) and step.get("step") == "test"
-        ]
-        chosen = next((t for t in tests if t.get("hypothesis") == hypothesis), None) if hypothesis else None
-        if hypothesis and chosen is None:
-            raise ValidationFailed(
-                f"the diagnosis has no hypothesis {hypothesis}: {', '.join(str(t.get('hypothesis')) for t in tests)}", field="hypothesis"
-            )
-        if chosen is None:
-            chosen = next((t for t in tests if t.get("result") in ("ran", "verified") and t.get("repairs")), None)
-        if chosen is None or not chosen.get("repairs"):
-            raise ValidationFailed("no repair of this diagnosis ran: there is nothing to confirm (reject it instead)", field="id")
-        repairs = [Repair.model_validate(r) for r in chosen["repairs"]]
-        episode_id = record.provenance.episode_id
-        episode = self._store.get_slot(where, MemoryKind.EPISODIC, episode_key(episode_id), self._clock.now()) if episode_id else None
-        subject = (
-            self._subject(episode.value if episode is not None and isinstance(episode.value, dict) else {}, episode) if episode else None
-        )
-        if subject is None:
-            raise ValidationFailed("the diagnosed episode is gone (expired or forgotten): its repair cannot be run again", field="id")
         from memtool.diagnosis.apply import NotApplicable
         from memtool.sql.warehouse import WarehouseError
 
+        where, record = self._reviewable(who, memory_id, owner)
+        value = dict(record.value) if isinstance(record.value, dict) else {}
+        chosen = _chosen_test(value, hypothesis)
+        subject = self._diagnosed_subject(where, record)
         try:
-            sql, result = self.diagnoser(tenant=who.tenant).rerun(subject, repairs)
+            sql, result = self.diagnoser(tenant=who.tenant).rerun(subject, [Repair.model_validate(r) for r in chosen["repairs"]])
         except (NotApplicable, WarehouseError, ValueError) as exc:
             raise ValidationFailed(
                 f"the repair of {chosen.get('hypothesis')} did not run again ({exc}): the diagnosis stays pending_review", field="id"
@@ -343,6 +323,15 @@ class DiagnosisService:
             ) from exc
         self._supersede(where, confirmed, [])
         return confirmed
+
+    def _diagnosed_subject(self, where: Partition, record: MemoryRecord) -> Subject:
+        """The query a diagnosis is about, from its episode (which must still be there)."""
+        episode_id = record.provenance.episode_id
+        episode = self._store.get_slot(where, MemoryKind.EPISODIC, episode_key(episode_id), self._clock.now()) if episode_id else None
+        subject = self._subject(episode.value if isinstance(episode.value, dict) else {}, episode) if episode is not None else None
+        if subject is None:
+            raise ValidationFailed("the diagnosed episode is gone (expired or forgotten): its repair cannot be run again", field="id")
+        return subject
 
     def reject(self, who: Identity, memory_id: str, owner: str | None = None, reason: str | None = None) -> MemoryRecord:
         """A person rejects a pending diagnosis: it is archived with who rejected it and why."""
@@ -558,3 +547,20 @@ def _targets(record: MemoryRecord) -> frozenset[tuple[str | None, ...]]:
 
 def new_request_id(episode_id: str, origin: str) -> str:
     return f"{episode_id}:{origin}:{uuid.uuid4().hex[:12]}"
+
+
+def _chosen_test(value: dict[str, Any], hypothesis: str | None) -> dict[str, Any]:
+    """The hypothesis test a confirmation runs again: the named one, or the first whose repair ran."""
+    tests = [
+        step["input"] | step["output"] for step in value.get("trajectory") or [] if isinstance(step, dict) and step.get("step") == "test"
+    ]
+    if hypothesis:
+        chosen = next((t for t in tests if t.get("hypothesis") == hypothesis), None)
+        if chosen is None:
+            named = ", ".join(str(t.get("hypothesis")) for t in tests)
+            raise ValidationFailed(f"the diagnosis has no hypothesis {hypothesis}: {named}", field="hypothesis")
+    else:
+        chosen = next((t for t in tests if t.get("result") in ("ran", "verified") and t.get("repairs")), None)
+    if chosen is None or not chosen.get("repairs"):
+        raise ValidationFailed("no repair of this diagnosis ran: there is nothing to confirm (reject it instead)", field="id")
+    return chosen

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memtool.clock import Clock
-from memtool.errors import Forbidden, NotFound, ValidationFailed
+from memtool.errors import Forbidden, NotFound, ValidationFailed, VersionConflict
 from memtool.identity import Identity
 from memtool.memory.commands import MemoryEdit, MemoryPageRequest, NewMemory
 from memtool.memory.pii import scrub_fields
@@ -27,6 +27,7 @@ from memtool.memory.records import (
     MemoryScope,
     MemoryStatus,
     Provenance,
+    Trigger,
 )
 from memtool.memory.slots import MAINTENANCE_KEY_PREFIX, check_slot_value, correction_term_key
 from memtool.memory.store import TENANT_OWNER, ForgetOutcome, MemoryPage, MemoryStore, Partition, UndecodableRecord
@@ -168,7 +169,40 @@ class MemoryService:
             return self._store.delete_by_id(where, exc.memory_id)
         if current is None:
             raise NotFound(f"session {session_id} not found (or already ended)", field="id")
+        self.distil_session(who, current)
         return self._store.forget(where, current.id)
+
+    def distil_session(self, who: Identity, session: MemoryRecord) -> MemoryRecord | None:
+        """What an ending session taught, kept in the user's profile (``usage.frequent``): the metrics,
+        dimensions and filters its answered turns (and its summary) asked for, added to the counts of
+        the sessions before. Nothing is written for a session that answered nothing."""
+        from memtool.memory.sessions import USAGE_KEY, add_counts, summary_of, usage_of
+        from memtool.memory.slots import SESSION_TURNS
+
+        counts = add_counts(summary_of(session.value), usage_of(SESSION_TURNS.read(session.value)))
+        if not any(counts.values()):
+            return None
+        where = Partition(who.tenant, who.user)
+        for _ in range(3):  # another session ending at once may have written it since
+            current = self._store.get_slot(where, MemoryKind.PROFILE, USAGE_KEY, self._clock.now())
+            before = current.value if current is not None and isinstance(current.value, dict) else {}
+            usage = add_counts(before, counts)
+            value: dict[str, Any] = {**usage, "sessions": int(before.get("sessions") or 0) + 1}
+            top = ", ".join(list(usage["metrics"])[:3])
+            content = f"usually asks for {top}" if top else "usage over ended sessions"
+            try:
+                if current is None:
+                    provenance = Provenance(trigger=Trigger.INTERACTION, author=who.user, episode_id=session.provenance.episode_id)
+                    draft = MemoryDraft(
+                        kind=MemoryKind.PROFILE, key=USAGE_KEY, content=content, value=value, scope=MemoryScope.USER, provenance=provenance
+                    )
+                    return self._store.create(where, draft, self._clock.now()).record
+                patch = MemoryPatch(content=content, value=value)
+                return self._store.update(where, current.id, patch, current.version, self._clock.now()).record
+            except VersionConflict:
+                continue
+        logger.warning("session %s ended, but its usage could not be kept (usage.frequent kept changing)", session.session_id)
+        return None
 
     # ---- reads --------------------------------------------------------------------------
 

@@ -108,6 +108,8 @@ class PlanContext(BaseModel):
     profile_chart: str | None = None
     profile_sources: dict[str, str] = Field(default_factory=dict)  # "unit"/"chart" -> "memory:<id>@v<n>"
     turns: list[PreviousTurn] = Field(default_factory=list)  # the session's recent turns, oldest first
+    session_summary: str | None = None  # the turns that left the session's window, in brief
+    usual_metrics: dict[str, int] = Field(default_factory=dict)  # the user's metrics over ended sessions (usage.frequent)
     fewshots: list[FewshotExample] = Field(default_factory=list)  # approved, searched for this question
     conditions: dict[str, Any] = Field(default_factory=dict)  # this request only; wins over the profile
     corrections: list[TermMapping] = Field(default_factory=list)
@@ -156,6 +158,7 @@ def plan_context(
     profile: Mapping[str, Any] | None = None,
     profile_sources: Mapping[str, str] | None = None,
     session_turns: Sequence[Mapping[str, Any]] = (),
+    session_summary: Mapping[str, Any] | None = None,
     examples: Sequence[Mapping[str, Any]] = (),
     conditions: Mapping[str, Any] | None = None,
 ) -> PlanContext:
@@ -185,8 +188,9 @@ def plan_context(
             )
     chosen = _one_meaning_per_term(corrections)
     chart = profile.get("chart")
-    turns = _previous_turns(session_turns)
+    turns = _previous_turns(session_turns, session_summary)
     fewshots = _fewshot_examples(examples)
+    usual = profile.get("usual_metrics")
     return PlanContext(
         tenant=tenant,
         user=user,
@@ -198,6 +202,8 @@ def plan_context(
         knowledge=knowledge,
         lessons=lessons,
         turns=turns,
+        session_summary=str(session_summary["text"]) if session_summary and session_summary.get("text") else None,
+        usual_metrics={k: v for k, v in usual.items() if isinstance(k, str) and isinstance(v, int)} if isinstance(usual, dict) else {},
         fewshots=fewshots,
     )
 
@@ -221,10 +227,24 @@ def _one_meaning_per_term(ranked: Sequence[tuple[tuple[int, str, float], TermMap
     return [mapping for _, mapping in chosen.values()]
 
 
-def _previous_turns(session_turns: Sequence[Mapping[str, Any]]) -> list[PreviousTurn]:
-    """The session's last five turns as conversation state."""
+RECENT_TURNS = 5  # the turns the planner reads; an older answered one joins them when these hold none
+
+
+def _previous_turns(session_turns: Sequence[Mapping[str, Any]], summary: Mapping[str, Any] | None = None) -> list[PreviousTurn]:
+    """The session's last five turns as conversation state. When none of them was answered, the
+    thread is the newest answered turn before them: an older stored turn, or the one the session's
+    summary kept when the window moved past it (memory.sessions), so a follow-up still finds it."""
+    stored = [t for t in session_turns if isinstance(t, Mapping)]
+    recent = stored[-RECENT_TURNS:]
+    if not any(t.get("status") == "answered" for t in recent):
+        older = [t for t in stored[:-RECENT_TURNS] if t.get("status") == "answered"]
+        last = summary.get("last_answered") if summary else None
+        if older:
+            recent = [older[-1], *recent]
+        elif isinstance(last, Mapping) and last.get("question"):
+            recent = [{**last, "status": "answered"}, *recent]
     turns: list[PreviousTurn] = []
-    for turn in list(session_turns)[-5:]:
+    for turn in recent:
         if not isinstance(turn, Mapping):
             continue  # not a turn at all: no conversation state
         try:

@@ -125,7 +125,7 @@ class RulePlanner:
             result = self._templated(result, question, context, today, chosen, notes, applied, citations)
         if result.clarification is not None:
             notes.append(f"clarification needed: {result.clarification.reason}")
-            clarification = _clarification(result.clarification, asked, choices)
+            clarification = _clarification(result.clarification, asked, choices, context.usual_metrics)
             return Plan(
                 status="needs_clarification",
                 route=chosen,
@@ -575,15 +575,23 @@ class RulePlanner:
         return relevant
 
 
-def _clarification(need: ClarificationNeed, asked: str, choices: list[Choice] | None) -> Clarification:
+def _clarification(
+    need: ClarificationNeed, asked: str, choices: list[Choice] | None, usual: Mapping[str, int] | None = None
+) -> Clarification:
     """The parser's clarification as the plan's: a reply that led to another question keeps the
-    original one waiting, with its answers."""
+    original one waiting, with its answers. Options that name a metric the user keeps asking for
+    (``usage.frequent``, distilled from their ended sessions) come first, the most asked first."""
+    targets = [t.as_json() for t in need.targets]
+    options = list(need.options)
+    if usual and len(targets) == len(options):
+        order = sorted(range(len(options)), key=lambda i: (-usual.get(str(targets[i].get("metric") or ""), 0), i))
+        options, targets = [options[i] for i in order], [targets[i] for i in order]
     return Clarification(
         question=need.question,
         term=need.term,
-        options=need.options,
+        options=options,
         reason=need.reason,
-        targets=[t.as_json() for t in need.targets],
+        targets=targets,
         pending_question=asked if choices else None,
         choices=[{"reason": c.reason, "term": c.term, "target": c.target.as_json()} for c in choices or []],
     )

@@ -12,6 +12,7 @@ from memtool.flows.ask.base import StepsBase, turns_key
 from memtool.flows.ask.state import AskState, MemoryUse
 from memtool.memory.commands import NewMemory
 from memtool.memory.records import MemoryKind, Trigger
+from memtool.memory.sessions import USAGE_KEY, summary_of, usual_metrics
 from memtool.memory.slots import CHART, CURRENCY_UNIT, SESSION_TURNS
 from memtool.memory.store import Partition
 from memtool.planning.plan import Citation
@@ -40,6 +41,11 @@ class PlanSteps(StepsBase):
                 if problem is not None:
                     self._ignore(state, turns, f"the session's working memory {turns.id} was ignored: {problem}")
                 state.working = SESSION_TURNS.read(turns.value)
+                state.session_summary = summary_of(turns.value)  # the turns folded out of the window
+        usage = self._read_slot(state, where, MemoryKind.PROFILE, USAGE_KEY, now)
+        if usage is not None and usual_metrics(usage.value):
+            state.profile["usual_metrics"] = usual_metrics(usage.value)  # distilled from ended sessions
+            state.profile_sources["usual_metrics"] = f"memory:{usage.id}@v{usage.version}"
         for slot, name in ((CURRENCY_UNIT, "unit"), (CHART, "chart")):
             record = self._read_slot(state, where, MemoryKind.PROFILE, slot.key, now)
             if record is None:

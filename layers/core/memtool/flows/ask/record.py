@@ -14,10 +14,10 @@ from memtool.flows.ask.base import StepsBase, intent_json, is_zh, turns_key
 from memtool.flows.ask.state import AskState, MemoryUse, answer_error
 from memtool.memory.commands import MemoryEdit, NewMemory
 from memtool.memory.records import MemoryKind, MemoryRecord, SourceRef, Trigger
+from memtool.memory.sessions import fold, summary_of
 from memtool.memory.slots import SESSION_TURNS, correction_key, episode_key
 from memtool.memory.store import TENANT_OWNER, Partition
 
-WORKING_TURNS_KEPT = 10
 # Two asks in one session race on the working-memory slot: re-read and retry this many times,
 # with a short jittered backoff, before giving up on keeping the turn (never on the answer).
 TURN_WRITE_ATTEMPTS = 5
@@ -257,9 +257,8 @@ class RecordSteps(StepsBase):
             latest = SESSION_TURNS.read(current.value) if current is not None else []
             if not displaced and any(_turn_id(kept) == _turn_id(turn) for kept in latest):
                 return  # a retried Record: this turn is in the session already
-            turns = self._fit(_merge_turns(latest, displaced, turn))
-            value = {"turns": turns}
-            content = f"{len(turns)} recent turns of session {state.input.session_id}"
+            value, content = self._window(current, _merge_turns(latest, displaced, turn), state.input.session_id)
+            turns = value["turns"]
             try:
                 if current is None:
                     result = self._memories.remember(
@@ -314,6 +313,17 @@ class RecordSteps(StepsBase):
         )
         state.note("this turn was not kept in the session's working memory: other asks in this session kept writing it at the same time")
 
+    def _window(self, current: MemoryRecord | None, merged: list[dict[str, Any]], session_id: str) -> tuple[dict[str, Any], str]:
+        """The session's value: its newest turns (MEMTOOL_SESSION_TURNS, within the size limit), the
+        older ones folded into its running summary (memory.sessions); and the memory's content."""
+        turns = self._fit(merged[-self._settings.session_turns :])
+        summary = summary_of(current.value) if current is not None else None
+        dropped = merged[: len(merged) - len(turns)]
+        if dropped:
+            summary = fold(summary, dropped)
+        value: dict[str, Any] = {"turns": turns, **({"summary": summary} if summary else {})}
+        return value, f"{len(turns)} recent turns of session {session_id}" + (f"; {summary['text']}" if summary else "")
+
     def _fit(self, turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The newest turns that fit the size limit of one memory value (the oldest go first)."""
         limit = self._settings.max_content_bytes
@@ -334,7 +344,7 @@ def _merge_turns(latest: list[dict[str, Any]], displaced: list[dict[str, Any]], 
             continue
         seen.add(_turn_id(item))
         merged.append(item)
-    return [*merged, turn][-WORKING_TURNS_KEPT:]
+    return [*merged, turn]
 
 
 def _turn_id(turn: dict[str, Any]) -> str:

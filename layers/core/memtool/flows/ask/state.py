@@ -122,7 +122,8 @@ class AskState(BaseModel):
     started_at: str
     route: str | None = None
     working: list[dict[str, Any]] = Field(default_factory=list)
-    profile: dict[str, Any] = Field(default_factory=dict)  # unit, chart
+    profile: dict[str, Any] = Field(default_factory=dict)  # unit, chart, usual_metrics
+    session_summary: dict[str, Any] | None = None  # the session's turns folded out of its window (memory.sessions)
     profile_sources: dict[str, str] = Field(default_factory=dict)  # unit/chart -> "memory:<id>@v<n>"
     memories_used: list[MemoryUse] = Field(default_factory=list)  # applied: the memories that shaped the plan
     memories_recalled: list[MemoryUse] = Field(default_factory=list)  # everything recall returned
@@ -183,6 +184,7 @@ class AskState(BaseModel):
             profile=self.profile,
             profile_sources=self.profile_sources,
             session_turns=self.working,
+            session_summary=self.session_summary,
             examples=self.fewshots,
             conditions=self.input.conditions,
         )
