@@ -7,18 +7,31 @@
 - ``ReconcileIndex``: the former single-step flow's Task
 
 A step that leaves work undone raises, so the Task, the execution and its alarm fail visibly.
+WriteReport publishes the run's main counts as Powertools metrics (the namespace of every function).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from aws_lambda_powertools.metrics import MetricUnit
+
 from memtool.flows.maintenance import MaintenanceStepFailed, run_reconcile_step
-from memtool.observability import instrumented, invocation_keys
+from memtool.observability import instrumented, invocation_keys, metrics
 from memtool.runtime import container, maintenance
 
+# The counts each step's report publishes as Powertools metrics (Maintenance_<step>_<count>).
+PUBLISHED = {
+    "decay": ("decayed", "archived"),
+    "consolidate": ("summaries", "consolidated"),
+    "conflicts": ("conflicts",),
+    "capacity": ("evicted",),
+    "pii_rescan": ("redacted",),
+    "reconcile": ("indexed", "failed"),
+}
 
-@instrumented(emit_metrics=False)
+
+@instrumented()
 def lambda_handler(event: dict, context) -> dict:
     event = event if isinstance(event, dict) else {}
     step = event.get("step")
@@ -39,5 +52,11 @@ def lambda_handler(event: dict, context) -> dict:
         return service.reconcile(event.get("steps"))
     if step == "WriteReport":
         run = event.get("run")
-        return service.write_report(run if isinstance(run, dict) else {})
+        report = service.write_report(run if isinstance(run, dict) else {})
+        for step, names in PUBLISHED.items():
+            counts = report["steps"].get(step) or {}
+            for name in names:
+                if isinstance(counts.get(name), int):
+                    metrics.add_metric(name=f"Maintenance_{step}_{name}", unit=MetricUnit.Count, value=counts[name])
+        return report
     raise MaintenanceStepFailed(f"no MaintenanceFlow Task named {step!r}: Plan, Lifecycle, Reconcile, WriteReport or ReconcileIndex")

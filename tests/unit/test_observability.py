@@ -189,3 +189,22 @@ def test_a_handler_that_records_no_metric_publishes_no_empty_document(emitted_me
 
     assert silent({}, LocalLambdaContext(aws_request_id=str(uuid.uuid4()))) == "ok"
     assert emitted_metrics() == []
+
+
+def test_maintenance_write_report_publishes_the_runs_counts(emitted_metrics, monkeypatch) -> None:
+    """MaintenanceFlow's WriteReport Task (functions/maintenance): the run's main counts as metrics."""
+    from memtool.runtime import maintenance
+    from memtool.runtime.handlers import function_handler
+    from tests.support import ROOT
+
+    class Reports:
+        def write_report(self, run: dict[str, Any]) -> dict[str, Any]:
+            return {"steps": {"capacity": {"evicted": 50, "read": 151}, "consolidate": {"summaries": 3}}, "tenants": {}}
+
+    monkeypatch.setattr(maintenance, "maintenance_service", lambda: Reports())
+    function_handler(ROOT, "maintenance")({"step": "WriteReport", "run": {}}, LocalLambdaContext())
+
+    (document,) = emitted_metrics()
+    (directive,) = document["_aws"]["CloudWatchMetrics"]
+    assert {m["Name"] for m in directive["Metrics"]} == {"Maintenance_capacity_evicted", "Maintenance_consolidate_summaries"}
+    assert document["Maintenance_capacity_evicted"] in (50.0, [50.0])
