@@ -115,3 +115,26 @@ def test_snapshots_and_slots_are_not_indexed(api, drain, aws):
     )
     hits = container.vector_index().lexical(query)
     assert [h.memory_id for h in hits] == [records[0].id]
+
+
+def test_a_session_the_ttl_removes_is_distilled_into_the_users_profile(api, drain, aws):
+    """A session nobody ended (its working memory expired): DynamoDB's TTL REMOVE distils it, as
+    DELETE /sessions/{id} does, into the user's usage.frequent."""
+    answer = api.call("POST", "/ask", {"question": "上个月各渠道的净收入", "session_id": "s-ttl"}).json()
+    assert answer["status"] == "answered", answer
+    drain.drain()
+    head = next(i for i in table_items(aws) if i.get("key", {}).get("S") == "session.s-ttl.turns" and i["sk"]["S"].startswith("M#"))
+    removal = {
+        "eventID": "ttl-2",
+        "eventName": "REMOVE",
+        "eventSource": "aws:dynamodb",
+        "userIdentity": {"type": "Service", "principalId": "dynamodb.amazonaws.com"},
+        "dynamodb": {"Keys": {"pk": head["pk"], "sk": head["sk"]}, "OldImage": head, "SequenceNumber": "10", "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    }
+    container.memory_store()._model(pk=head["pk"]["S"], sk=head["sk"]["S"]).delete()
+
+    assert function_handler(ROOT, "indexer")({"Records": [removal]}, LocalLambdaContext()) == {"batchItemFailures": []}
+
+    profile = api.call("GET", "/memories", query={"kind": "profile"}).json()["items"]
+    [usage] = [m for m in profile if m["key"] == "usage.frequent"]
+    assert usage["value"]["metrics"] == {"net_revenue": 1} and usage["value"]["dimensions"] == {"channel": 1}

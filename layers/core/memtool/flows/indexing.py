@@ -2,20 +2,26 @@
 
 INSERT/MODIFY of a head indexes that version (an older version never overwrites a newer one)
 and records the head's index state; REMOVE purges the index entry, and when DynamoDB's TTL
-removed the head, its snapshots too. Changes that do not make a new version (index-state and
+removed the head, its snapshots too (and a session's working memory is distilled into the user's
+profile, as ending it does). Changes that do not make a new version (index-state and
 credit updates) are ignored, so marking a record indexed does not index it again.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from memtool.memory.records import IndexState, MemoryRecord
+from memtool.memory.records import IndexState, MemoryKind, MemoryRecord
+from memtool.memory.slots import SESSION_TURNS
 from memtool.memory.store import Partition
 from memtool.retrieval.documents import facet_ids, index_documents
 from memtool.retrieval.embedders import Embedder
 from memtool.retrieval.index import DeleteRef, VectorIndex
+
+logger = logging.getLogger("memtool.indexer")
 
 TTL_PRINCIPAL = "dynamodb.amazonaws.com"
 
@@ -55,10 +61,19 @@ class IndexedStore(Protocol):
 
 
 class MemoryIndexer:
-    def __init__(self, store: IndexedStore, index: VectorIndex, embedder: Embedder) -> None:
+    def __init__(
+        self,
+        store: IndexedStore,
+        index: VectorIndex,
+        embedder: Embedder,
+        *,
+        on_session_expired: Callable[[MemoryRecord], object] | None = None,
+    ) -> None:
         self._store = store
         self._index = index
         self._embedder = embedder
+        # A session whose working memory DynamoDB's TTL removed is distilled, as DELETE /sessions/{id} does.
+        self._on_session_expired = on_session_expired
 
     def apply(self, change: StreamChange) -> Outcome:
         if change.event_name == "REMOVE":
@@ -87,4 +102,13 @@ class MemoryIndexer:
         self._index.delete([DeleteRef(memory_id=doc_id, tenant=record.tenant, version=record.version) for doc_id in facet_ids(record)])
         if change.by_ttl:
             self._store.purge_snapshots(Partition(record.tenant, record.owner), record.id)
+            if (
+                self._on_session_expired is not None
+                and record.kind is MemoryKind.WORKING
+                and SESSION_TURNS.matches(record.kind, record.key)
+            ):
+                try:
+                    self._on_session_expired(record)
+                except Exception:
+                    logger.warning("the expired session %s could not be distilled", record.key, exc_info=True)
         return "purged"

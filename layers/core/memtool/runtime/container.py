@@ -213,7 +213,9 @@ def memory_indexer() -> MemoryIndexer:
     index = vector_index()
     if index is None:
         raise RuntimeError("the indexer needs a vector index (MEMTOOL_VECTOR_INDEX)")
-    return MemoryIndexer(memory_store(), index, embedder())
+    from memtool.runtime.maintenance import distil_expired_session
+
+    return MemoryIndexer(memory_store(), index, embedder(), on_session_expired=distil_expired_session)
 
 
 def index_reconciler() -> IndexReconciler:

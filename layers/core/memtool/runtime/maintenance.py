@@ -11,6 +11,7 @@ from memtool.settings import get_settings
 if TYPE_CHECKING:
     from memtool.flows.conflicts import ConflictService
     from memtool.flows.maintenance import IndexReconciler, MaintenanceLauncher, MaintenanceRuns, MaintenanceService
+    from memtool.memory.records import MemoryRecord
 
 
 def maintenance_service() -> MaintenanceService:
@@ -83,3 +84,10 @@ def conflict_service() -> ConflictService:
     from memtool.flows.conflicts import ConflictService
 
     return ConflictService(container.memory_store(), container.clock())
+
+
+def distil_expired_session(record: MemoryRecord) -> object:
+    """A session whose working memory the TTL removed, distilled into its user's profile (the indexer's hook)."""
+    from memtool.identity import Identity
+
+    return container.memory_service().distil_session(Identity(tenant=record.tenant, user=record.owner, roles=frozenset()), record)
