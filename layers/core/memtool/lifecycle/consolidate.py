@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -35,6 +35,14 @@ EMBED_CHUNK = 64  # texts per embedder call (Bedrock's Titan takes one at a time
 
 class TextEmbedder(Protocol):
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+class SummaryWriter(Protocol):
+    """Writes a cluster's sentence (``lifecycle.bedrock_summary``); None keeps the rules' one."""
+
+    model_id: str
+
+    def summarise(self, members: Sequence[MemoryRecord], rules: Mapping[str, Any]) -> str | None: ...
 
 
 def is_summary(record: MemoryRecord) -> bool:
@@ -129,6 +137,7 @@ def summary_draft(members: Sequence[MemoryRecord], central: MemoryRecord, route:
             "outcomes": dict(outcomes),
             "first_at": min(m.created_at for m in members).isoformat(),
             "last_at": max(m.created_at for m in members).isoformat(),
+            "written_by": "rules",
         },
         confidence=max(m.confidence for m in members),
         provenance=Provenance(
@@ -142,8 +151,16 @@ class Consolidate:
     name = "consolidate"
 
     def __init__(
-        self, store: LifecycleStore, embedder: TextEmbedder, *, min_cluster: int = 5, similarity: float = 0.8, batch: int = 2000
+        self,
+        store: LifecycleStore,
+        embedder: TextEmbedder,
+        *,
+        min_cluster: int = 5,
+        similarity: float = 0.8,
+        batch: int = 2000,
+        writer: SummaryWriter | None = None,
     ) -> None:
+        self._writer = writer
         self._store = store
         self._embedder = embedder
         self._min_cluster = min_cluster
@@ -183,7 +200,17 @@ class Consolidate:
     ) -> None:
         total = [sum(column) for column in zip(*vectors, strict=True)]
         central = max(range(len(members)), key=lambda i: sum(a * b for a, b in zip(vectors[i], total, strict=True)))
-        outcome = self._store.create(where, summary_draft(members, members[central], route), now)
+        draft = summary_draft(members, members[central], route)
+        if self._writer is not None:
+            written = self._writer.summarise(members, draft.value["intent"] | {"count": len(members)})
+            if written:  # the model's sentence, then the central member's words (what a search finds)
+                draft = draft.model_copy(
+                    update={
+                        "content": f"{written} — {len(members)} similar episodes, such as: {members[central].content}"[:2000],
+                        "value": {**draft.value, "written_by": f"bedrock:{self._writer.model_id}"},
+                    }
+                )
+        outcome = self._store.create(where, draft, now)
         if outcome.created:
             result.add("summaries")
         summary_id = outcome.record.id

@@ -46,8 +46,20 @@ def maintenance_service() -> MaintenanceService:
         return container.index_reconciler() if container.vector_index() is not None else None
 
     service = MaintenanceService(store, {}, container.clock(), reconciler)
+    writer = None
+    if settings.planner == "bedrock":  # the planner's model also writes the summaries' sentences
+        from memtool.lifecycle.bedrock_summary import BedrockSummaryWriter
+        from memtool.runtime.aws import client
+
+        bedrock = container.guarded_aws_client("bedrock", client("bedrock-runtime", settings, max_attempts=1))
+        writer = BedrockSummaryWriter(bedrock, model_id=settings.bedrock_planner_model_id)
     consolidate = Consolidate(
-        store, container.embedder(), min_cluster=settings.consolidate_min_cluster, similarity=settings.consolidate_similarity, batch=batch
+        store,
+        container.embedder(),
+        min_cluster=settings.consolidate_min_cluster,
+        similarity=settings.consolidate_similarity,
+        batch=batch,
+        writer=writer,
     )
     steps: list[LifecycleStep] = [
         Decay(store, policy, batch),
