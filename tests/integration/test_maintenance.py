@@ -199,3 +199,26 @@ def test_reconcile_that_runs_out_of_time_with_work_left_fails(
 
     with pytest.raises(MaintenanceStepFailed, match="ran out of its 0 s with memories still not indexed"):
         IndexReconciler(store, indexer, clock, limit=2, time_budget_seconds=0.0).run()
+
+
+def test_reconcile_indexes_again_a_head_marked_indexed_whose_document_is_gone(
+    store: MemoryStore, clock: FrozenClock, index: EmbeddedIndex
+) -> None:
+    """An index restored from an older backup, a document deleted by hand: the store says
+    indexed, the index has nothing. The verification looks it up and indexes it again."""
+    from memtool.retrieval.index import DeleteRef
+
+    indexer = indexer_over(store, index)
+    kept = write(store, LI, "金额默认用元", clock)
+    lost = write(store, WANG, "prefers bar charts", clock)
+    for where, memory_id in ((LI, kept), (WANG, lost)):
+        indexer.index(store.get(where, memory_id, clock.now()))
+    index.delete([DeleteRef(memory_id=lost, tenant="beta", version=1)])
+    assert index.indexed_version(lost, "beta") is None and store.get(WANG, lost, clock.now()).index_state == IndexState.INDEXED
+
+    report = IndexReconciler(store, indexer, clock).run()
+
+    assert (report.verified, report.missing, report.indexed) == (2, 1, 1)
+    assert index.indexed_version(lost, "beta") == 1 and index.indexed_version(kept, "acme") == 1
+    again = IndexReconciler(store, indexer, clock).run()
+    assert (again.verified, again.missing) == (2, 0)

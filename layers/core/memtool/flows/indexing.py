@@ -95,6 +95,11 @@ class MemoryIndexer:
         self._store.mark_indexed(Partition(record.tenant, record.owner), record.id, record.version, IndexState.INDEXED)
         return "indexed"
 
+    def is_indexed(self, record: MemoryRecord) -> bool:
+        """The index holds this version of the record (or a newer one)."""
+        found = self._index.indexed_version(record.id, record.tenant)
+        return found is not None and found >= record.version
+
     def _purge(self, change: StreamChange) -> Outcome:
         record = self._store.record_from_image(change.old_image or {})
         if record is None:

@@ -25,7 +25,7 @@ from memtool.clock import Clock
 from memtool.errors import Forbidden, MemtoolError, ValidationFailed
 from memtool.flows.indexing import MemoryIndexer
 from memtool.lifecycle.walk import StepResult
-from memtool.memory.records import MemoryDraft, MemoryKind, MemoryRecord, MemoryScope, MemoryStatus, Provenance, Trigger
+from memtool.memory.records import IndexState, MemoryDraft, MemoryKind, MemoryRecord, MemoryScope, MemoryStatus, Provenance, Trigger
 from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition
 
 logger = logging.getLogger("memtool.maintenance")
@@ -38,7 +38,13 @@ MAX_CALLS_PER_STEP = 1000  # a step that keeps returning a cursor this often is 
 
 
 class UnindexedHeads(Protocol):
+    """What ReconcileIndex reads of the record store (memory.store.MemoryStore)."""
+
     def unindexed(self, before: datetime, now: datetime, limit: int = 500) -> list[MemoryRecord]: ...
+
+    def partitions(self, tenant: str | None = None, after: Partition | None = None, limit: int = 500) -> list[Partition]: ...
+
+    def heads(self, where: Partition, kinds: Any = None, limit: int = 2000, skipped: list[str] | None = None) -> list[MemoryRecord]: ...
 
 
 class MaintenanceStepFailed(MemtoolError):
@@ -54,9 +60,19 @@ class ReconcileReport:
     indexed: int = 0
     stale: int = 0
     failed: list[dict[str, str]] = field(default_factory=list)
+    verified: int = 0  # heads marked indexed whose document was looked up in the index
+    missing: int = 0  # ... and found missing (or older), so indexed again
 
     def as_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "checked": self.checked, "indexed": self.indexed, "stale": self.stale, "failed": self.failed}
+        return {
+            "step": self.step,
+            "checked": self.checked,
+            "indexed": self.indexed,
+            "stale": self.stale,
+            "failed": self.failed,
+            "verified": self.verified,
+            "missing": self.missing,
+        }
 
 
 class IndexReconciler:
@@ -69,7 +85,10 @@ class IndexReconciler:
         grace: timedelta = timedelta(minutes=15),
         limit: int = 500,
         time_budget_seconds: float = 600.0,  # the maintenance Lambda has 900 s
+        verify_limit: int = 2000,
     ) -> None:
+        self._verify_limit = verify_limit
+        self._verify_from: Partition | None = None  # where the next run's verification goes on (per container)
         self._store = store
         self._indexer = indexer
         self._clock = clock
@@ -109,11 +128,44 @@ class IndexReconciler:
                     report.stale += 1
                 else:
                     report.indexed += 1
+        self._verify(report, now, started)
         if report.failed:
             raise MaintenanceStepFailed(
                 f"ReconcileIndex could not index {len(report.failed)} of {report.checked} memories; first: {report.failed[0]['error']}"
             )
         return report
+
+    def _verify(self, report: ReconcileReport, now: datetime, started: float) -> None:
+        """Heads the store says are indexed, looked up in the index (at most ``verify_limit`` a run,
+        the partitions in turn from where the last run stopped): one whose document is missing or
+        older (an index restored from a backup, a document deleted by hand) is indexed again."""
+        store = self._store
+        if self._verify_limit <= 0:
+            return
+        after = self._verify_from
+        while report.verified < self._verify_limit and time.monotonic() - started < self._time_budget:
+            page = store.partitions(None, after, 100)
+            if not page:
+                self._verify_from = None  # every partition was looked at: the next run starts over
+                return
+            for where in page:
+                after = where
+                for record in store.heads(where, None, self._verify_limit):
+                    if record.index_state is not IndexState.INDEXED or record.is_expired(now):
+                        continue
+                    report.verified += 1
+                    if self._indexer.is_indexed(record):
+                        continue
+                    report.missing += 1
+                    report.checked += 1
+                    try:
+                        self._indexer.index(record)
+                        report.indexed += 1
+                    except Exception as exc:  # noqa: BLE001 - the step fails below, after the others
+                        report.failed.append({"id": record.id, "tenant": record.tenant, "error": f"{type(exc).__name__}: {exc}"[:300]})
+                if report.verified >= self._verify_limit:
+                    break
+        self._verify_from = after
 
 
 class LifecycleStep(Protocol):
