@@ -25,6 +25,7 @@ count in the RSS: take RSS figures from a run without it.
 
     python bench/soak.py [--asks 5000 --writes 2000 --clients 8] [--out bench/results/soak.md]
     python bench/soak.py --asks 2000 --writes 0 --profile --profile-out bench/results/soak_profile.md
+    python bench/soak.py --asks 2000 --profile --trace-from 1000 --snapshots 1000,2000   # traces only the second half
 
 Not a test: figures vary with the machine, so the README reports them with how they were taken.
 """
@@ -313,6 +314,9 @@ def main() -> int:
     parser.add_argument(
         "--breakdown", action="store_true", help="at every RSS mark, where the server's memory sits (no tracemalloc unless --profile)"
     )
+    parser.add_argument(
+        "--trace-from", type=int, default=0, help="with --profile: start tracemalloc only at this many asks (the load runs at full speed before it)"
+    )
     parser.add_argument("--profile-out", type=Path, help="the profile's top 30 and its callers (markdown)")
     parser.add_argument("--skip-probes", action="store_true", help="only the load (no write-latency probes)")
     parser.add_argument("--out", type=Path, help="write the report (markdown) here too")
@@ -332,6 +336,7 @@ def main() -> int:
         profiler = Profiler(home / "profile")
         profiler.folder.mkdir(parents=True, exist_ok=True)
         env["SOAK_PROFILE_DIR"] = str(profiler.folder)
+        env["SOAK_TRACE"] = "late" if args.trace_from else "1"
     snapshot_at = {int(n) for n in args.snapshots.split(",") if n.strip()} if profiler else set()
     print(f"starting memtool serve on port {port} (home {home}) …", flush=True)
     wall_started = time.time()
@@ -390,6 +395,8 @@ def main() -> int:
                         print(f"  {asks_done:>6} asks ({done:,} operations), RSS {at_mark[asks_done][0]:.0f} MB", flush=True)
                         if args.breakdown:
                             threading.Thread(target=_take_breakdown, args=(breakdown_dir, asks_done, breakdowns), daemon=True).start()
+                    if profiler is not None and args.trace_from and asks_done == args.trace_from:
+                        (profiler.folder / "trace.start").write_text("")
                     if profiler is not None and asks_done in snapshot_at:
                         profiler.snapshot(asks_done)
                 if done % 500 == 0:

@@ -133,6 +133,11 @@ def _breakdown(path: Path) -> None:
 
 def _watch(folder: Path) -> None:
     while True:
+        start = folder / "trace.start"
+        if start.exists():
+            # late start (bench/soak.py --trace-from): only what is allocated from here on is traced
+            tracemalloc.start(int(os.environ.get("SOAK_TRACE_FRAMES", "8")))
+            start.unlink()
         for request in sorted(folder.glob("*.breakdown")):
             _breakdown(request)
             request.unlink()
@@ -151,7 +156,7 @@ def _watch(folder: Path) -> None:
 def main() -> int:
     folder = os.environ.get("SOAK_PROFILE_DIR")
     if folder:
-        if os.environ.get("SOAK_TRACE", "1") == "1":
+        if os.environ.get("SOAK_TRACE", "1") == "1":  # "late": on bench/soak.py's trace.start
             tracemalloc.start(int(os.environ.get("SOAK_TRACE_FRAMES", "8")))
         path = Path(folder)
         path.mkdir(parents=True, exist_ok=True)
