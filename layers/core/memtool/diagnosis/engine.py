@@ -150,22 +150,13 @@ class Diagnoser:
         lessons: Sequence[str] = (),
         stop_at_verified: bool = True,
     ) -> DiagnosisReport:
-        from memtool.sql.guardrails import GuardPolicy
-
         report = DiagnosisReport(
             episode_id=episode_id, failure=failure.public(), verified=False, expected=expected, budget=self._budget.executions
         )
         schema = self._describe(refresh=failure.kind in ("undefined_column", "undefined_table"))
         # The tenant's model's tables as the warehouse has them now; when one is gone (drift), the
         # tables no other tenant's model names, so a renamed table can be tried.
-        policy = GuardPolicy.for_model(
-            schema,
-            self._compiler.catalog,
-            foreign_tables=self._foreign_tables,
-            granted=self._granted_tables,
-            max_rows=self._budget.row_cap,
-            timeout_seconds=self._budget.timeout_seconds,
-        ).on_engine(getattr(self._warehouse, "dialect", "redshift"))
+        policy = self._policy(schema)
         runs = _Runs(self._warehouse, self._budget, schema, policy)
         unit = _unit_of(subject, self._compiler)
         baseline_value: float | None = None
@@ -222,10 +213,23 @@ class Diagnoser:
         """Run one repair once, as a person confirms it: applied to the episode's query, guarded
         like every repaired query, within one execution. The repaired SQL and its result;
         ``NotApplicable`` or ``WarehouseError`` (or ``ValueError`` for refused SQL) when it does not run."""
-        from memtool.sql.guardrails import GuardPolicy, check_sql
+        from memtool.sql.guardrails import check_sql
 
         schema = self._describe(refresh=False)
-        policy = GuardPolicy.for_model(
+        policy = self._policy(schema)
+        applied = apply_repairs(subject, list(repairs), self._compiler)
+        verdict = check_sql(applied.sql, policy)
+        if not verdict.allowed or verdict.sql is None:
+            raise ValueError(f"the guardrails refused the repaired SQL: {verdict.reason}")
+        runs = _Runs(self._warehouse, replace(self._budget, executions=1), schema, policy)
+        return applied.sql, runs.run(verdict.sql)
+
+    def _policy(self, schema: Any) -> Any:
+        """The guardrails every query of a diagnosis passes: the tenant's model's tables as the
+        warehouse has them now, within the budget's row cap and timeout, on the warehouse's dialect."""
+        from memtool.sql.guardrails import GuardPolicy
+
+        return GuardPolicy.for_model(
             schema,
             self._compiler.catalog,
             foreign_tables=self._foreign_tables,
@@ -233,12 +237,6 @@ class Diagnoser:
             max_rows=self._budget.row_cap,
             timeout_seconds=self._budget.timeout_seconds,
         ).on_engine(getattr(self._warehouse, "dialect", "redshift"))
-        applied = apply_repairs(subject, list(repairs), self._compiler)
-        verdict = check_sql(applied.sql, policy)
-        if not verdict.allowed or verdict.sql is None:
-            raise ValueError(f"the guardrails refused the repaired SQL: {verdict.reason}")
-        runs = _Runs(self._warehouse, replace(self._budget, executions=1), schema, policy)
-        return applied.sql, runs.run(verdict.sql)
 
     def _hypotheses(
         self,
