@@ -14,6 +14,7 @@ from memtool.clock import Clock
 from memtool.errors import NotFound, ValidationFailed, VersionConflict
 from memtool.identity import Identity
 from memtool.lifecycle.conflicts import Conflict, find_conflicts
+from memtool.lifecycle.walk import partitions_from
 from memtool.memory.records import MemoryPatch, MemoryStatus
 from memtool.memory.store import MemoryStore, Partition
 
@@ -25,14 +26,7 @@ class ConflictService:
 
     def _visible(self, who: Identity) -> list[Partition]:
         if who.is_curator:
-            found: list[Partition] = []
-            after: Partition | None = None
-            while True:
-                page = self._store.partitions(who.tenant, after, 500)
-                found.extend(page)
-                if len(page) < 500:
-                    return found
-                after = page[-1]
+            return list(partitions_from(self._store, who.tenant, None))
         return [Partition(who.tenant, who.user)]
 
     def list(self, who: Identity) -> list[Conflict]:

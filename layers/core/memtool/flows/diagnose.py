@@ -269,17 +269,9 @@ class DiagnosisService:
         """Diagnoses waiting for a person (``pending_review``): a curator's view is every user's in the
         tenant and the tenant's own, a user's their own; newest first."""
         now = self._clock.now()
-        if who.is_curator:
-            partitions = []
-            after: Partition | None = None
-            while True:
-                page = self._store.partitions(who.tenant, after, 500)
-                partitions += page
-                if len(page) < 500:
-                    break
-                after = page[-1]
-        else:
-            partitions = [Partition(who.tenant, who.user)]
+        from memtool.lifecycle.walk import partitions_from
+
+        partitions = list(partitions_from(self._store, who.tenant, None)) if who.is_curator else [Partition(who.tenant, who.user)]
         found = []
         for where in partitions:
             for record in self._store.heads(where, [MemoryKind.CAUSAL], limit=EPISODE_DIAGNOSES_SCANNED):

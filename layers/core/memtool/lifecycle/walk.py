@@ -11,15 +11,13 @@ idempotent: a second run over the same state changes nothing.
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
 
 from memtool.errors import NotFound, VersionConflict
 from memtool.memory.records import MemoryKind, MemoryPatch, MemoryRecord, MemoryStatus
-from memtool.memory.store import Partition, WriteOutcome
+from memtool.memory.store import MemoryStore, Partition
 
 # A partition is read whole (capacity and consolidation compare its memories): far above any
 # capacity default, so a partition is never cut in two.
@@ -27,22 +25,8 @@ PARTITION_READ_LIMIT = 100_000
 LIVE = (MemoryStatus.ACTIVE, MemoryStatus.APPROVED)
 
 
-class LifecycleStore(Protocol):
-    """The part of the record store port (memory.store.MemoryStore) maintenance uses."""
-
-    def partitions(self, tenant: str | None = None, after: Partition | None = None, limit: int = 500) -> builtins.list[Partition]: ...
-
-    def heads(
-        self,
-        where: Partition,
-        kinds: Sequence[MemoryKind] | None = None,
-        limit: int = 2000,
-        skipped: builtins.list[str] | None = None,
-    ) -> builtins.list[MemoryRecord]: ...
-
-    def update(self, where: Partition, memory_id: str, patch: MemoryPatch, expected_version: int, now: datetime) -> WriteOutcome: ...
-
-    def create(self, where: Partition, draft: Any, now: datetime) -> WriteOutcome: ...
+# The steps take the record store port itself (memory.store.MemoryStore).
+LifecycleStore = MemoryStore
 
 
 @dataclass
