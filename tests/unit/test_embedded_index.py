@@ -472,3 +472,26 @@ def test_queries_on_an_empty_index_return_nothing(index: EmbeddedIndex) -> None:
     assert index.knn(q) == [] and index.lexical(q) == [] and index.hybrid(q) == []
     assert index.delete([DeleteRef("nope", "acme", 1)]) == 0
     assert index.indexed_version("nope", "acme") is None
+
+
+def test_a_partition_holds_few_tombstones_and_little_slack(index: EmbeddedIndex) -> None:
+    # Given 3000 memories written 100 at a time, then a third of them rewritten three times
+    texts = [f"memory {i} about metric{i % 50} city{i % 7}" for i in range(3000)]
+    vectors = EMBEDDER.embed(texts)
+    for start in range(0, 3000, 100):
+        index.upsert([doc(f"m{i}", texts[i], vector=vectors[i]) for i in range(start, start + 100)])
+    grown = index.stats()[f"acme/{E}"]
+    for version in (2, 3, 4):
+        index.upsert([doc(f"m{i}", texts[i], vector=vectors[i], version=version) for i in range(0, 3000, 3)])
+    rewritten = index.stats()[f"acme/{E}"]
+
+    # Then the columns grew by quarters, not doublings (4096 would be a doubling of 2048) ...
+    assert grown["rows"] == 3000 and 3000 <= int(grown["capacity"]) <= 3000 * 5 // 4
+    # ... and the 3000 rewrites left at most an eighth of the rows as tombstones
+    assert rewritten["live"] == 3000
+    assert int(rewritten["rows"]) - 3000 <= max(256, int(rewritten["rows"]) // 8)
+    # ... and answers are the same: untouched memories at version 1, rewritten ones at 4
+    top = index.lexical(query("memory 2998 metric48"))[0]
+    assert (top.memory_id, top.version) == ("m2998", 1)
+    nearest = index.knn(query(vector=vectors[999], k=1))[0]
+    assert (nearest.memory_id, nearest.version) == ("m999", 4)

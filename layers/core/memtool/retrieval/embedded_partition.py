@@ -27,6 +27,16 @@ from memtool.retrieval.text import terms
 
 K1, B = 1.2, 0.75
 
+# Storage bounds of a partition (see ``Partition._reserve`` and ``maintain``). A rewritten memory
+# (a new version, a decay, a session turn) leaves a tombstone; under a soak's load about a third of
+# the slots were tombstones when compaction waited for 1,024 of them (or a quarter), each holding its vector
+# (1 KiB at 256 dimensions) and postings. Compacting at an eighth (at least 256) keeps them few;
+# compaction is linear in the partition's rows and postings, so it stays amortised O(1) per write.
+FIRST_BLOCK = 1024
+GROWTH_DIVISOR = 4  # grow by capacity // 4
+COMPACT_AFTER = 256
+COMPACT_SHARE = 8  # compact when more than size // 8 slots are tombstones
+
 
 @dataclass(frozen=True)
 class ApproximateSearch:
@@ -75,10 +85,10 @@ class Codes:
 
 class Postings:
     """One term's postings: row ids and term frequencies, side by side in one int32 array of
-    shape (capacity, 2) that doubles when full, read as arrays.
+    shape (capacity, 2) that grows by a quarter (at least four rows) when full, read as arrays.
 
-    Appends are amortised O(1) and the array holds at most twice its postings (a term seen once
-    holds exactly one). Postings used to arrive as a pair of small arrays per write, merged only
+    Appends are amortised O(1) and the array holds at most a quarter more than its postings, plus
+    four (a term seen once holds exactly one). Postings used to arrive as a pair of small arrays per write, merged only
     when a query read the term; terms no query reads (ids, numbers, hashes) were never merged, so
     every document cost about 6 KB of chunk objects: most of the index's memory, and of the local
     runtime's growth under load. Now a document costs a few bytes per term it holds.
@@ -94,7 +104,8 @@ class Postings:
     def extend(self, rows: np.ndarray, tfs: np.ndarray) -> None:
         needed = self.count + len(rows)
         if needed > len(self._data):
-            grown = np.empty((max(needed, 2 * len(self._data)), 2), dtype=np.int32)
+            held = len(self._data)
+            grown = np.empty((max(needed, held + max(4, held // GROWTH_DIVISOR)), 2), dtype=np.int32)
             grown[: self.count] = self._data[: self.count]
             self._data = grown
         self._data[self.count : needed, 0] = rows
@@ -114,6 +125,7 @@ class Postings:
     @property
     def capacity(self) -> int:
         return len(self._data)
+
 
 
 class Partition:
@@ -160,11 +172,14 @@ class Partition:
         self.lengths = np.zeros(capacity, dtype=np.float32)
 
     def _reserve(self, needed: int) -> None:
+        """Room for ``needed`` slots. The columns grow by a quarter (not double): a partition holds
+        at most a quarter more rows than it uses, plus one first block, and the copy while growing
+        briefly holds 2.25 times the rows rather than three times. Appends stay amortised O(1)."""
         capacity = len(self.live)
         if needed <= capacity:
             return
         old = [getattr(self, name) for name in self._COLUMNS]
-        self._allocate(max(needed, 2 * capacity, 1024))
+        self._allocate(max(needed, capacity + capacity // GROWTH_DIVISOR, FIRST_BLOCK))
         for name, source in zip(self._COLUMNS, old, strict=True):
             getattr(self, name)[: self.size] = source[: self.size]
 
@@ -228,7 +243,7 @@ class Partition:
     def maintain(self) -> None:
         """After a write: compact when tombstones pile up, (re)cluster when the partition is big."""
         settings = self.approximate
-        if self.dead > max(1024, self.size // 4):
+        if self.dead > max(COMPACT_AFTER, self.size // COMPACT_SHARE):
             self._compact()
         if self.live_count < settings.approximate_from:
             self.centroids, self.offsets, self.clustered, self.trained_for = None, np.zeros(1, np.int64), 0, 0
