@@ -467,6 +467,11 @@ def test_delays_and_times_are_averaged_and_calendar_parts_keys_and_codes_never_s
         ("sales", "imdbRating", "DOUBLE", 1.0, 9.8, "AVG"),
         ("sales", "season", "INTEGER", 1, 12, None),
         ("sales", "star_awards", "INTEGER", 0, 0, None),  # one value in every row: nothing to measure
+        ("polls", "rawpoll_clinton", "DOUBLE", 11.04, 88.0, "AVG"),  # a level between 0 and 100: a poll number
+        ("ratings", "viewers_7day", "DOUBLE", 2.24, 15.9, "AVG"),  # an audience in millions, per episode
+        ("polls", "samplesize", "DOUBLE", 35.0, 84_292.0, "SUM"),  # beyond 100: an amount
+        ("sales", "wins", "INTEGER", 0, 5, "SUM"),  # whole numbers in [0, 100] are counts
+        ("sales", "weight_total", "DOUBLE", 0.5, 80.0, "SUM"),  # named a total
     ],
 )
 def test_how_a_numeric_column_is_measured(table_name: str, column: str, data_type: str, low: Any, high: Any, aggregate: str | None) -> None:

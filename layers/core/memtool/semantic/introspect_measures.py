@@ -58,7 +58,8 @@ def measure_of(table: TableFacts, column: ColumnFacts) -> Measure | None:
     column holding one value in every row (nothing to measure: a flag never set).
     ``AVG``: a name of a non-additive measure (delay, time, duration, rate, ratio, price, temperature,
     age, speed, percent, rank, rating, score, ...), negative values in a column not named as an
-    amount or a quantity (a delay, a temperature, a margin), or a fraction (every value in [0, 1]).
+    amount or a quantity (a delay, a temperature, a margin), a fraction (every value in [0, 1]), or
+    a level (a REAL or DOUBLE column not named as money or a quantity, every value in [0, 100]).
     ``SUM`` otherwise. Kinds: money for DECIMAL columns and money names, ratio for fractions, count
     for whole numbers, decimal (rounded to 2) for the other non-whole numbers."""
     tokens = _measure_tokens(table, column)
@@ -118,9 +119,19 @@ def _averaged(column: ColumnFacts, tokens: list[str], *, whole: bool, money: boo
         return Measure("AVG", kind, f"averaged: '{named_average}' names a measure that does not add up")
     if fraction and not quantity:
         return Measure("AVG", "ratio", f"averaged: every value lies between 0 and 1 ({low:g} to {high:g}), a fraction")
+    if _level(low, high, whole=whole, money=money, quantity=quantity) and not any(t in _TOTAL_WORDS for t in tokens):
+        return Measure("AVG", "decimal", f"averaged: fractional values between 0 and 100 ({low:g} to {high:g}), a level, not an amount")
     if low is not None and low < 0 and not money and not quantity and not any(t in _TOTAL_WORDS for t in tokens):
         return Measure("AVG", "decimal", f"averaged: it has negative values (down to {low:g})")
     return None
+
+
+def _level(low: float | None, high: float | None, *, whole: bool, money: bool, quantity: bool) -> bool:
+    """A non-whole column (REAL, DOUBLE), named neither as money nor as a quantity, whose values
+    all lie between 0 and 100: a percentage, a poll number, a score, an audience in millions. Such
+    a column is read as a level each row reports, whose sum over rows is not what a question means
+    by it ("Clinton's poll number", "7-day viewers"). Above 100, or in whole numbers, it is summed."""
+    return not (whole or money or quantity) and low is not None and high is not None and low >= 0 and 1 < high <= 100
 
 
 def _number(value: Any) -> float | None:
