@@ -28,10 +28,11 @@ from memtool.retrieval.text import terms
 K1, B = 1.2, 0.75
 
 # Storage bounds of a partition (see ``Partition._reserve`` and ``maintain``). A rewritten memory
-# (a new version, a decay, a session turn) leaves a tombstone; under a soak's load about a third of
-# the slots were tombstones when compaction waited for 1,024 of them (or a quarter), each holding its vector
-# (1 KiB at 256 dimensions) and postings. Compacting at an eighth (at least 256) keeps them few;
-# compaction is linear in the partition's rows and postings, so it stays amortised O(1) per write.
+# (a new version, a decay, a session turn) leaves a tombstone; under a soak's load about a third
+# of the slots were tombstones when compaction waited for 1,024 of them (or a quarter), each
+# holding its vector (1 KiB at 256 dimensions) and postings. Compacting at an eighth (at least
+# 256) keeps them few; compaction is linear in the partition's rows and postings, so it stays
+# amortised O(1) per write.
 FIRST_BLOCK = 1024
 GROWTH_DIVISOR = 4  # grow by capacity // 4
 COMPACT_AFTER = 256
@@ -88,8 +89,8 @@ class Postings:
     shape (capacity, 2) that grows by a quarter (at least four rows) when full, read as arrays.
 
     Appends are amortised O(1) and the array holds at most a quarter more than its postings, plus
-    four (a term seen once holds exactly one). Postings used to arrive as a pair of small arrays per write, merged only
-    when a query read the term; terms no query reads (ids, numbers, hashes) were never merged, so
+    four (a term seen once holds exactly one). Postings used to arrive as a pair of small arrays
+    per write, merged only when a query read the term; terms no query reads (ids, numbers, hashes) were never merged, so
     every document cost about 6 KB of chunk objects: most of the index's memory, and of the local
     runtime's growth under load. Now a document costs a few bytes per term it holds.
     """
@@ -125,7 +126,6 @@ class Postings:
     @property
     def capacity(self) -> int:
         return len(self._data)
-
 
 
 class Partition:

@@ -656,9 +656,8 @@ _HEADER = """\
 #   - metrics: rename them, write zh labels and synonyms_zh / synonyms_en (the words users say),
 #     definition_zh / definition_en, fix kind (money, count, ratio, decimal); each fact has a row
 #     count ("number of ..."), and each numeric column a SUM, or an AVG when its name or values say
-#     it does not add up (delays, prices, rates, negative values, fractions,
-#     decimals between 0 and 100); delete the ones that
-#     mean nothing, add ratios and distinct counts by hand.
+#     it does not add up (delays, prices, rates, negative values, fractions, decimals between 0
+#     and 100); delete the ones that mean nothing, add ratios and distinct counts by hand.
 #   - dimensions: zh labels, nouns_zh / nouns_en, group terms; check every join path named in a
 #     definition (a table reached along two paths plays two roles: give it two table entries).
 #   - sources: the time column of each fact, exclusions (test rows, cancelled or unpaid rows) and

@@ -109,19 +109,21 @@ def _aggregate_of(column: ColumnFacts, tokens: list[str]) -> Measure:
 
 
 def _averaged(column: ColumnFacts, tokens: list[str], *, whole: bool, money: bool, quantity: bool) -> Measure | None:
-    """AVG for a name of a non-additive measure (not a total), a fraction that is not a quantity, or
-    negative values in a column named neither as an amount nor as a quantity nor as a total."""
+    """AVG for a name of a non-additive measure (not a total), a fraction that is not a quantity, a
+    level (:func:`_level`), or negative values in a column named neither as an amount nor as a
+    quantity nor as a total."""
     low, high = _number(column.low), _number(column.high)
     fraction = not whole and low is not None and high is not None and low >= 0 and high <= 1 and high > 0
+    totalled = any(t in _TOTAL_WORDS for t in tokens)
     named_average = next((t for t in tokens if singular_word(t) in _AVERAGE_WORDS), None)
-    if named_average and not any(t in _TOTAL_WORDS for t in tokens):
+    if named_average and not totalled:
         kind = "ratio" if fraction else "money" if money and named_average == "price" else "decimal"
         return Measure("AVG", kind, f"averaged: '{named_average}' names a measure that does not add up")
     if fraction and not quantity:
         return Measure("AVG", "ratio", f"averaged: every value lies between 0 and 1 ({low:g} to {high:g}), a fraction")
-    if _level(low, high, whole=whole, money=money, quantity=quantity) and not any(t in _TOTAL_WORDS for t in tokens):
-        return Measure("AVG", "decimal", f"averaged: fractional values between 0 and 100 ({low:g} to {high:g}), a level, not an amount")
-    if low is not None and low < 0 and not money and not quantity and not any(t in _TOTAL_WORDS for t in tokens):
+    if _level(low, high, whole=whole, money=money, quantity=quantity) and not totalled:
+        return Measure("AVG", "decimal", f"averaged: decimal values between 0 and 100 ({low:g} to {high:g}), a level, not an amount")
+    if low is not None and low < 0 and not money and not quantity and not totalled:
         return Measure("AVG", "decimal", f"averaged: it has negative values (down to {low:g})")
     return None
 
