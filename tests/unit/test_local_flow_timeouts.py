@@ -50,3 +50,53 @@ def test_every_timeout_of_the_flow_and_its_nested_steps_is_scaled_and_nothing_el
 def test_the_local_runtime_scales_by_ten_unless_told_otherwise() -> None:
     assert Settings().local_flow_timeout_scale == 10
     assert Settings(local_flow_timeout_scale=1).local_flow_timeout_scale == 1
+
+
+PASS_MACHINE = json.dumps({"StartAt": "Echo", "States": {"Echo": {"Type": "Pass", "End": True}}})
+
+
+def test_the_runner_is_woken_by_the_engine_as_an_execution_ends_and_never_polls(monkeypatch: Any) -> None:
+    import boto3
+    from moto import mock_aws
+
+    from memtool.runtime import local_flows
+
+    def no_polling(seconds: float) -> None:
+        raise AssertionError(f"the runner polled ({seconds} s) instead of waiting on the engine")
+
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        sfn = boto3.client("stepfunctions", region_name=local_flows.REGION)
+        arn = sfn.create_state_machine(
+            name="echo", definition=PASS_MACHINE, roleArn=f"arn:aws:iam::{local_flows.ACCOUNT}:role/r"
+        )["stateMachineArn"]
+        local_flows._make_restartable(arn)
+        runner = local_flows.LocalFlowRunner(sfn=sfn, template={}, root=ROOT)
+        runner._arns["Echo"] = arn
+        monkeypatch.setattr(local_flows.time, "sleep", no_polling)
+
+        first = runner.run("Echo", {"episode_id": "e1", "question": "销售额"})
+        second = runner.run("Echo", {"episode_id": "e2", "question": "revenue"})
+
+    assert (first.status, first.output) == ("SUCCEEDED", {"episode_id": "e1", "question": "销售额"})
+    assert (second.status, second.output) == ("SUCCEEDED", {"episode_id": "e2", "question": "revenue"})
+
+
+def test_an_execution_that_never_ends_times_out_and_is_stopped(monkeypatch: Any) -> None:
+    import boto3
+    from moto import mock_aws
+
+    from memtool.runtime import local_flows
+
+    waiting = json.dumps({"StartAt": "Hold", "States": {"Hold": {"Type": "Wait", "Seconds": 30, "End": True}}})
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        sfn = boto3.client("stepfunctions", region_name=local_flows.REGION)
+        arn = sfn.create_state_machine(
+            name="hold", definition=waiting, roleArn=f"arn:aws:iam::{local_flows.ACCOUNT}:role/r"
+        )["stateMachineArn"]
+        local_flows._make_restartable(arn)
+        runner = local_flows.LocalFlowRunner(sfn=sfn, template={}, root=ROOT)
+        runner._arns["Hold"] = arn
+
+        result = runner.run("Hold", {"episode_id": "e3"}, timeout_seconds=0.2)
+
+    assert (result.status, result.error) == ("TIMED_OUT", "States.Timeout")

@@ -200,10 +200,50 @@ def scale_timeouts(definition: str, scale: float) -> str:
 
 class _ExecutionLog(list):
     """moto deep-copies a state machine, executions and their locks included, at every start;
-    past executions are of no use to the copy, so it gets an empty log."""
+    past executions are of no use to the copy, so it gets an empty log. moto appends each new
+    execution here before it starts the execution's thread, which is where the runner learns
+    to be woken when the execution ends instead of polling for it."""
 
     def __deepcopy__(self, memo: dict[int, Any]) -> _ExecutionLog:
         return _ExecutionLog()
+
+    def append(self, execution: Any) -> None:
+        _signal_when_ended(execution)
+        super().append(execution)
+
+
+# The attribute on a moto Execution that holds the threading.Event set when its thread ends.
+_ENDED = "memtool_ended"
+
+
+def _signal_when_ended(execution: Any) -> None:
+    """Give the execution an Event its worker thread sets on the way out, after moto has recorded
+    the status and the output (ExecutionWorker._execution_logic calls terminated() last), and
+    also when the ASL program raises out of the thread."""
+    ended = threading.Event()
+    setattr(execution, _ENDED, ended)
+    make_worker = execution._get_start_execution_worker
+
+    def worker_that_signals() -> Any:
+        worker = make_worker()
+        logic = worker._execution_logic
+
+        def logic_then_signal() -> None:
+            try:
+                logic()
+            finally:
+                ended.set()
+
+        worker._execution_logic = logic_then_signal  # read by Thread(target=...) in start()
+        return worker
+
+    execution._get_start_execution_worker = worker_that_signals
+
+
+def _ended_event(execution_arn: str) -> threading.Event | None:
+    from moto.stepfunctions.responses import get_backend
+
+    return getattr(get_backend(ACCOUNT, REGION).describe_execution(execution_arn), _ENDED, None)
 
 
 def _running(execution_arn: str) -> bool:
@@ -252,7 +292,9 @@ class LocalFlowRunner:
     sfn: Any  # a boto3 stepfunctions client pointed at moto
     template: dict[str, Any]
     root: Path
-    poll_seconds: float = 0.02  # polling faster only competes with the engine's thread for the GIL
+    # Only for an execution without the end hook (see _wait_until_ended); polling faster only
+    # competes with the engine's thread for the GIL.
+    poll_seconds: float = 0.02
     # In AWS each step runs in its own Lambda; here every step of every flow shares this process's
     # CPU, so the ASL's TimeoutSeconds (AWS's budgets under API Gateway's 29 s) are multiplied by
     # this (MEMTOOL_LOCAL_FLOW_TIMEOUT_SCALE; 1 runs the AWS numbers).
@@ -283,16 +325,10 @@ class LocalFlowRunner:
             name=f"{execution_input.get('episode_id') or 'run'}-{uuid.uuid4().hex[:6]}",
             input=json.dumps(execution_input, ensure_ascii=False),
         )["executionArn"]
-        deadline = time.monotonic() + timeout_seconds
-        # Wait on the engine's own execution record (same process): polling DescribeExecution
-        # over HTTP cost more CPU than the steps themselves. The answer is then read once
-        # through the API, as a Step Functions client would.
-        while _running(execution_arn):
-            if time.monotonic() > deadline:
-                self.sfn.stop_execution(executionArn=execution_arn, error="memtool.Timeout")
-                _forget_execution(machine_arn, execution_arn)
-                return FlowExecution("TIMED_OUT", None, "States.Timeout", "the local flow ran too long")
-            time.sleep(self.poll_seconds)
+        if not self._wait_until_ended(execution_arn, timeout_seconds):
+            self.sfn.stop_execution(executionArn=execution_arn, error="memtool.Timeout")
+            _forget_execution(machine_arn, execution_arn)
+            return FlowExecution("TIMED_OUT", None, "States.Timeout", "the local flow ran too long")
         # moto marks an execution SUCCEEDED a moment before it sets its output
         # (stepfunctions/parser/backend/execution.py): read the answer once it is there.
         settled = time.monotonic() + OUTPUT_SETTLE_SECONDS
@@ -309,6 +345,21 @@ class LocalFlowRunner:
             described.get("cause"),
             (time.perf_counter() - started) * 1000,
         )
+
+    def _wait_until_ended(self, execution_arn: str, timeout_seconds: float) -> bool:
+        """Wait on the engine itself (same process): woken by the execution's thread as it ends,
+        or, for an execution started before the hook was in place, by polling its record (polling
+        DescribeExecution over HTTP cost more CPU than the steps themselves). The answer is then
+        read once through the API, as a Step Functions client would. False on timeout."""
+        ended = _ended_event(execution_arn)
+        if ended is not None:
+            return ended.wait(timeout_seconds) or not _running(execution_arn)
+        deadline = time.monotonic() + timeout_seconds
+        while _running(execution_arn):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(self.poll_seconds)
+        return True
 
 
 def local_flow_runner(sfn: Any, *, timeout_scale: float = 1.0) -> LocalFlowRunner:
