@@ -1,9 +1,10 @@
 """How long the test suite takes, and its 20 slowest tests: the figure docs/development.md reports.
 
 Runs ``python -m pytest`` (the README's command, on its two workers) or one tier of it in a child
-process, with ``--durations=20``, and prints the wall time, the load average before and after (the
-figure only means something on a quiet machine), and the slowest tests with their phase (setup,
-call, teardown).
+process, with every duration over 0.05 s reported, and prints the wall time, the load average
+before and after (the figure only means something on a quiet machine), the time summed by phase
+(setup, call, teardown) and by file, and the 20 slowest tests with their phase. The sums are
+test-seconds across both workers, so they add up to about twice the wall time.
 
     python bench/suite_time.py                 # the whole suite
     python bench/suite_time.py --tier fast     # pytest -m "not e2e": what the inner loop runs
@@ -32,7 +33,7 @@ _SUMMARY = re.compile(r"^(?:=+ )?(?P<summary>(?:\d+ failed, )?\d+ passed.*?)(?: 
 
 
 def run(tier: str, extra: list[str]) -> tuple[float, int, str]:
-    command = [sys.executable, "-m", "pytest", "-q", "--durations=20", *TIERS[tier], *extra]
+    command = [sys.executable, "-m", "pytest", "-q", "--durations=0", "--durations-min=0.05", *TIERS[tier], *extra]
     started = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     return time.perf_counter() - started, done.returncode, done.stdout + done.stderr
@@ -54,7 +55,24 @@ def report(tier: str, seconds: float, returncode: int, output: str, load_before:
         "| seconds | phase | test |",
         "|---:|---|---|",
     ]
+    slowest.sort(key=lambda m: -float(m["seconds"]))
     lines += [f"| {float(m['seconds']):.1f} | {m['phase']} | `{m['test']}` |" for m in slowest[:20]]
+    by_phase: dict[str, float] = {}
+    by_file: dict[str, float] = {}
+    for m in slowest:
+        by_phase[m["phase"]] = by_phase.get(m["phase"], 0.0) + float(m["seconds"])
+        test_file = m["test"].split("::", 1)[0]
+        by_file[test_file] = by_file.get(test_file, 0.0) + float(m["seconds"])
+    lines += [
+        "",
+        "Test-seconds by phase (over 0.05 s each, both workers): "
+        + ", ".join(f"{phase} {seconds:.0f} s" for phase, seconds in sorted(by_phase.items(), key=lambda kv: -kv[1]))
+        + ".",
+        "",
+        "| test-seconds | file |",
+        "|---:|---|",
+    ]
+    lines += [f"| {seconds:.1f} | `{name}` |" for name, seconds in sorted(by_file.items(), key=lambda kv: -kv[1])[:15]]
     return lines
 
 
