@@ -66,9 +66,9 @@ def test_the_runner_is_woken_by_the_engine_as_an_execution_ends_and_never_polls(
 
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
         sfn = boto3.client("stepfunctions", region_name=local_flows.REGION)
-        arn = sfn.create_state_machine(
-            name="echo", definition=PASS_MACHINE, roleArn=f"arn:aws:iam::{local_flows.ACCOUNT}:role/r"
-        )["stateMachineArn"]
+        arn = sfn.create_state_machine(name="echo", definition=PASS_MACHINE, roleArn=f"arn:aws:iam::{local_flows.ACCOUNT}:role/r")[
+            "stateMachineArn"
+        ]
         local_flows._make_restartable(arn)
         runner = local_flows.LocalFlowRunner(sfn=sfn, template={}, root=ROOT)
         runner._arns["Echo"] = arn
@@ -90,9 +90,9 @@ def test_an_execution_that_never_ends_times_out_and_is_stopped(monkeypatch: Any)
     waiting = json.dumps({"StartAt": "Hold", "States": {"Hold": {"Type": "Wait", "Seconds": 30, "End": True}}})
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
         sfn = boto3.client("stepfunctions", region_name=local_flows.REGION)
-        arn = sfn.create_state_machine(
-            name="hold", definition=waiting, roleArn=f"arn:aws:iam::{local_flows.ACCOUNT}:role/r"
-        )["stateMachineArn"]
+        arn = sfn.create_state_machine(name="hold", definition=waiting, roleArn=f"arn:aws:iam::{local_flows.ACCOUNT}:role/r")[
+            "stateMachineArn"
+        ]
         local_flows._make_restartable(arn)
         runner = local_flows.LocalFlowRunner(sfn=sfn, template={}, root=ROOT)
         runner._arns["Hold"] = arn
@@ -100,3 +100,67 @@ def test_an_execution_that_never_ends_times_out_and_is_stopped(monkeypatch: Any)
         result = runner.run("Hold", {"episode_id": "e3"}, timeout_seconds=0.2)
 
     assert (result.status, result.error) == ("TIMED_OUT", "States.Timeout")
+
+
+MAP_MACHINE = json.dumps(
+    {
+        "StartAt": "Each",
+        "States": {
+            "Each": {
+                "Type": "Map",
+                "ItemsPath": "$.items",
+                "ItemProcessor": {
+                    "StartAt": "Both",
+                    "States": {
+                        "Both": {
+                            "Type": "Parallel",
+                            "Branches": [
+                                {"StartAt": "Keep", "States": {"Keep": {"Type": "Pass", "End": True}}},
+                                {"StartAt": "Tag", "States": {"Tag": {"Type": "Pass", "Result": "tag", "End": True}}},
+                            ],
+                            "End": True,
+                        }
+                    },
+                },
+                "ResultPath": "$.kept",
+                "End": True,
+            }
+        },
+    }
+)
+
+
+def test_a_map_and_parallel_definition_is_parsed_once_and_concurrent_executions_keep_their_own_items() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    import boto3
+    from moto import mock_aws
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+
+    from memtool.runtime import local_flows
+
+    local_flows.enable_execution_in_moto()
+    cached = AmazonStateLanguageParser.parse.__closure__  # the installed wrapper holds the lru_cache
+    assert cached is not None
+    lru = next(cell.cell_contents for cell in cached if hasattr(cell.cell_contents, "cache_info"))
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        sfn = boto3.client("stepfunctions", region_name=local_flows.REGION)
+        arn = sfn.create_state_machine(name="each", definition=MAP_MACHINE, roleArn=f"arn:aws:iam::{local_flows.ACCOUNT}:role/r")[
+            "stateMachineArn"
+        ]
+        local_flows._make_restartable(arn)
+        runner = local_flows.LocalFlowRunner(sfn=sfn, template={}, root=ROOT)
+        runner._arns["Each"] = arn
+        misses_before, hits_before = lru.cache_info().misses, lru.cache_info().hits
+
+        def run(n: int) -> Any:
+            return runner.run("Each", {"episode_id": f"m{n}", "items": [{"n": n, "i": i} for i in range(n % 4 + 1)]})
+
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(run, range(24)))
+
+    for n, result in enumerate(results):
+        assert result.status == "SUCCEEDED"
+        assert result.output["kept"] == [[{"n": n, "i": i}, "tag"] for i in range(n % 4 + 1)]
+    assert lru.cache_info().misses == misses_before  # parsed once, at creation; every execution shares it
+    assert lru.cache_info().hits - hits_before >= 24
