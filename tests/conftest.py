@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
+import sys
+
+# Bytecode: where PYTHONDONTWRITEBYTECODE is set (this CI machine's shell sets it), every run, both
+# workers and every server a test starts would compile memtool and rewrite every test module's
+# asserts afresh: some 10 s of each worker's collection on 2 cores, and as much again in the
+# children. The suite writes the caches anyway, into the __pycache__ folders git ignores; the
+# processes it starts keep the variable, so they read them and write none. Set before anything
+# below is imported.
+sys.dont_write_bytecode = False
+
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
