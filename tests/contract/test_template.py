@@ -21,6 +21,7 @@ from typing import Any
 import boto3
 import pytest
 from cfnlint.api import lint_file
+from memtool.runtime.local_flows import enable_execution_in_moto
 from memtool.runtime.template import load_template as load_cfn_template
 from moto import mock_aws
 from moto.stepfunctions.parser.asl.component.state.exec.state_task import (
@@ -934,7 +935,9 @@ def run_on_local_engine(
     scripted: ScriptedLambda,
     execution_input: dict[str, Any],
 ) -> dict[str, Any]:
-    """Create the real state machine on moto's Step Functions engine and run it to the end."""
+    """Create the real state machine on moto's Step Functions engine and run it to the end (set up as
+    the local runtime sets it: each definition parsed once, see local_flows._cache_definition_parsing)."""
+    enable_execution_in_moto()
     monkeypatch.setattr(lambda_eval_utils, "boto_client_for", lambda **_kwargs: scripted)
     props = state_machines(template)[machine]
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
