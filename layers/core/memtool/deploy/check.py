@@ -426,7 +426,7 @@ def run_check(
     overrides: Mapping[str, str] | None = None,
     progress: Progress | None = None,
 ) -> CheckReport:
-    from memtool.deploy.iam import function_policies, resolve_template
+    from memtool.deploy.iam import policies_of_functions, resolve_template
     from memtool.runtime.template import load_template
 
     say = progress or (lambda _line: None)
@@ -442,7 +442,7 @@ def run_check(
 
     say(f"translating {template_path.name} with the SAM translator and resolving it for {len(values)} parameters ...")
     deployment = resolve_template(values, template_path=template_path)
-    policies = function_policies(values, template_path=template_path)
+    policies = policies_of_functions(deployment)  # the one translation serves both
     source_functions = [n for n, r in source["Resources"].items() if r.get("Type") == "AWS::Serverless::Function"]
     deployed = set(deployment.functions())
     not_deployed = [n for n in source_functions if n not in deployed]

@@ -245,7 +245,11 @@ def _statement(owner: str, policy: str, index: int, item: Mapping[str, Any]) -> 
 
 def function_policies(parameters: Mapping[str, str], **options: Any) -> dict[str, list[Statement]]:
     """Per Lambda function logical id, its role's statements (inline and managed)."""
-    deployment = resolve_template(parameters, **options)
+    return policies_of_functions(resolve_template(parameters, **options))
+
+
+def policies_of_functions(deployment: Deployment) -> dict[str, list[Statement]]:
+    """Per Lambda function logical id of a resolved deployment, its role's statements."""
     return {name: deployment.role_statements(name) for name in deployment.functions()}
 
 

@@ -204,9 +204,24 @@ def requirement_closure(requirements: Path) -> Closure:
     return closure
 
 
+# Installed sizes already added up in this process, by metadata folder (``name-version.dist-info``):
+# a check measures the same some 200 distributions for each of its functions, and an installed
+# distribution does not change under it.
+_measured: dict[str, int] = {}
+
+
 def distribution_bytes(distribution: metadata.Distribution) -> int:
     """The installed size of a distribution from its RECORD (bytecode caches and scripts outside
     site-packages left out: a layer has neither)."""
+    where = getattr(distribution, "_path", None)  # a PathDistribution's folder; others are measured each time
+    if where is None:
+        return _record_bytes(distribution)
+    if str(where) not in _measured:
+        _measured[str(where)] = _record_bytes(distribution)
+    return _measured[str(where)]
+
+
+def _record_bytes(distribution: metadata.Distribution) -> int:
     total = 0
     for file in distribution.files or []:
         path = file.as_posix() if hasattr(file, "as_posix") else str(file)
