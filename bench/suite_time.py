@@ -1,10 +1,10 @@
 """How long the test suite takes, and its 20 slowest tests: the figure docs/development.md reports.
 
-Runs ``python -m pytest`` (the README's command, on its two workers) or one tier of it in a child
+Runs ``python -m pytest`` (the README's command, on its three workers) or one tier of it in a child
 process, with every duration over 0.05 s reported, and prints the wall time, the load average
 before and after (the figure only means something on a quiet machine), the time summed by phase
 (setup, call, teardown) and by file, and the 20 slowest tests with their phase. The sums are
-test-seconds across both workers, so they add up to about twice the wall time.
+test-seconds across the workers, so they add up to more than the wall time.
 
     python bench/suite_time.py                 # the whole suite
     python bench/suite_time.py --tier fast     # pytest -m "not e2e": what the inner loop runs
@@ -65,7 +65,7 @@ def report(tier: str, seconds: float, returncode: int, output: str, load_before:
         by_file[test_file] = by_file.get(test_file, 0.0) + float(m["seconds"])
     lines += [
         "",
-        "Test-seconds by phase (over 0.05 s each, both workers): "
+        "Test-seconds by phase (over 0.05 s each, all workers): "
         + ", ".join(f"{phase} {seconds:.0f} s" for phase, seconds in sorted(by_phase.items(), key=lambda kv: -kv[1]))
         + ".",
         "",
