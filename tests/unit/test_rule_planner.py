@@ -163,6 +163,37 @@ def test_an_unknown_term_asks_instead_of_guessing(planner: RulePlanner, question
     assert plan.clarification.options
 
 
+@pytest.mark.parametrize(
+    ("question", "term"),
+    [
+        ("which product category had the highest refund amount in September?", "category"),
+        ("net revenue by city tier last month", "tier"),
+    ],
+)
+def test_a_word_that_renames_a_dimension_asks_instead_of_grouping_by_the_dimension(
+    planner: RulePlanner, question: str, term: str
+) -> None:
+    """"product category" is not the product: answering by product and dropping the word would be
+    an answer to another question."""
+    plan = planner.plan(question)
+
+    assert plan.status == "needs_clarification" and plan.sql is None
+    assert plan.clarification is not None and plan.clarification.term == term
+
+
+@pytest.mark.parametrize(
+    ("question", "dimension"),
+    [("top 3 products ordered in September by net revenue", "product"), ("net revenue by channel paid last month", "channel")],
+)
+def test_a_participle_after_a_dimension_describes_the_rows_and_is_answered(
+    planner: RulePlanner, question: str, dimension: str
+) -> None:
+    plan = planner.plan(question)
+
+    assert plan.status == "planned" and plan.intent is not None
+    assert plan.intent.dimensions == (dimension,)
+
+
 def test_a_question_with_no_metric_offers_the_metrics(planner: RulePlanner) -> None:
     plan = planner.plan("how many widgets last month")
 

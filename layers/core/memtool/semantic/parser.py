@@ -70,6 +70,10 @@ __all__ = [
 Unit = Literal["元", "万元", "分"]
 
 
+# English participles without -ed that follow a noun to describe its rows ("products sold").
+_PARTICIPLES_EN = frozenset({"sold", "bought", "paid", "made", "sent", "held", "given", "taken", "won", "lost"})
+
+
 @dataclass
 class ParseResult:
     parsed: ParsedQuestion
@@ -212,9 +216,7 @@ class QuestionParser:
         if span.payload in self._vocabulary.noun_needs_marker and not self._after_top_n(parsed.text, spans, index):
             return  # "customers in GERMANY" names the customers' nation, not a grouping by customer
         previous = reading.previous_entity
-        follows_own_value = (
-            previous is not None and previous[1] == span.payload and not parsed.text[previous[0] : span.start].strip(" 的")
-        )
+        follows_own_value = previous is not None and previous[1] == span.payload and not parsed.text[previous[0] : span.start].strip(" 的")
         if not follows_own_value:
             add_unique(parsed.group_dims, span.payload)
             if parsed.lang == "en" and re.search(r"(?:s|es)$", span.text, re.IGNORECASE):
@@ -260,9 +262,7 @@ class QuestionParser:
                 named |= spans[after].payload
         return named
 
-    def _by_role(
-        self, text: str, spans: list[Span], index: int, values: list[EntityValue], resolved: dict[int, str]
-    ) -> list[EntityValue]:
+    def _by_role(self, text: str, spans: list[Span], index: int, values: list[EntityValue], resolved: dict[int, str]) -> list[EntityValue]:
         """A value of a table in two roles read by the role word next to it: "from JFK", "从EWR出发"
         (origin), "to LAX", "飞往LAX" (destination). A value joined to the one before ("from JFK
         and LGA") takes its role. Unchanged otherwise: a value named with no role word is asked about."""
@@ -323,6 +323,10 @@ class QuestionParser:
                     add_unique(parsed.unknown_terms, piece)
         tokens = list(re.finditer(r"[A-Za-z][A-Za-z'\-]*", residual))
         filler_en = self._vocabulary.filler_en
+        # where a dimension's noun ends: a word right after one names something else with it
+        # ("product category", "customer segment"); dropped, the answer would be by the wrong
+        # dimension. A participle there ("products sold", "orders placed") describes the rows.
+        dimension_ends = {span.end for span in spans if span.kind in ("noun", "group") and self.catalog.has_dimension(span.payload)}
         for match in tokens:
             word = match.group(0).strip("'-")
             lower = word.lower()
@@ -332,7 +336,11 @@ class QuestionParser:
             sentence_start = not before or before[-1] in ".?!。？！:：\"'“"
             if (word.isupper() and len(word) >= 2) or (word[0].isupper() and not sentence_start):
                 add_unique(parsed.unknown_terms, word)
-            elif self._changes_the_answer(lower, residual[: match.start()], parsed):
+            elif self._changes_the_answer(lower, residual[: match.start()], parsed) or (
+                len(before) in dimension_ends
+                and parsed.text[len(before) : match.start()].isspace()
+                and not (lower.endswith("ed") or lower in _PARTICIPLES_EN)
+            ):
                 add_unique(parsed.unknown_terms, word)  # asked about, never dropped: it would change the number
             else:
                 add_unique(parsed.ignored_words, lower)
