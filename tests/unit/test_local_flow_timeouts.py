@@ -52,11 +52,26 @@ def test_the_local_runtime_scales_by_ten_unless_told_otherwise() -> None:
     assert Settings(local_flow_timeout_scale=1).local_flow_timeout_scale == 1
 
 
+def machine_runner(machine: str, name: str, definition: str) -> Any:
+    """A runner whose ``machine`` is ``definition``, created on moto's engine (inside mock_aws)."""
+    import boto3
+
+    from memtool.runtime import local_flows
+
+    sfn = boto3.client("stepfunctions", region_name=local_flows.REGION)
+    arn = sfn.create_state_machine(name=name, definition=definition, roleArn=f"arn:aws:iam::{local_flows.ACCOUNT}:role/r")[
+        "stateMachineArn"
+    ]
+    local_flows._make_restartable(arn)
+    runner = local_flows.LocalFlowRunner(sfn=sfn, template={}, root=ROOT)
+    runner._arns[machine] = arn
+    return runner
+
+
 PASS_MACHINE = json.dumps({"StartAt": "Echo", "States": {"Echo": {"Type": "Pass", "End": True}}})
 
 
 def test_the_runner_is_woken_by_the_engine_as_an_execution_ends_and_never_polls(monkeypatch: Any) -> None:
-    import boto3
     from moto import mock_aws
 
     from memtool.runtime import local_flows
@@ -65,13 +80,7 @@ def test_the_runner_is_woken_by_the_engine_as_an_execution_ends_and_never_polls(
         raise AssertionError(f"the runner polled ({seconds} s) instead of waiting on the engine")
 
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
-        sfn = boto3.client("stepfunctions", region_name=local_flows.REGION)
-        arn = sfn.create_state_machine(name="echo", definition=PASS_MACHINE, roleArn=f"arn:aws:iam::{local_flows.ACCOUNT}:role/r")[
-            "stateMachineArn"
-        ]
-        local_flows._make_restartable(arn)
-        runner = local_flows.LocalFlowRunner(sfn=sfn, template={}, root=ROOT)
-        runner._arns["Echo"] = arn
+        runner = machine_runner("Echo", "echo", PASS_MACHINE)
         monkeypatch.setattr(local_flows.time, "sleep", no_polling)
 
         first = runner.run("Echo", {"episode_id": "e1", "question": "销售额"})
@@ -82,20 +91,11 @@ def test_the_runner_is_woken_by_the_engine_as_an_execution_ends_and_never_polls(
 
 
 def test_an_execution_that_never_ends_times_out_and_is_stopped(monkeypatch: Any) -> None:
-    import boto3
     from moto import mock_aws
-
-    from memtool.runtime import local_flows
 
     waiting = json.dumps({"StartAt": "Hold", "States": {"Hold": {"Type": "Wait", "Seconds": 30, "End": True}}})
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
-        sfn = boto3.client("stepfunctions", region_name=local_flows.REGION)
-        arn = sfn.create_state_machine(name="hold", definition=waiting, roleArn=f"arn:aws:iam::{local_flows.ACCOUNT}:role/r")[
-            "stateMachineArn"
-        ]
-        local_flows._make_restartable(arn)
-        runner = local_flows.LocalFlowRunner(sfn=sfn, template={}, root=ROOT)
-        runner._arns["Hold"] = arn
+        runner = machine_runner("Hold", "hold", waiting)
 
         result = runner.run("Hold", {"episode_id": "e3"}, timeout_seconds=0.2)
 
@@ -133,7 +133,6 @@ MAP_MACHINE = json.dumps(
 def test_a_map_and_parallel_definition_is_parsed_once_and_concurrent_executions_keep_their_own_items() -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    import boto3
     from moto import mock_aws
     from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 
@@ -144,13 +143,7 @@ def test_a_map_and_parallel_definition_is_parsed_once_and_concurrent_executions_
     assert cached is not None
     lru = next(cell.cell_contents for cell in cached if hasattr(cell.cell_contents, "cache_info"))
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
-        sfn = boto3.client("stepfunctions", region_name=local_flows.REGION)
-        arn = sfn.create_state_machine(name="each", definition=MAP_MACHINE, roleArn=f"arn:aws:iam::{local_flows.ACCOUNT}:role/r")[
-            "stateMachineArn"
-        ]
-        local_flows._make_restartable(arn)
-        runner = local_flows.LocalFlowRunner(sfn=sfn, template={}, root=ROOT)
-        runner._arns["Each"] = arn
+        runner = machine_runner("Each", "each", MAP_MACHINE)
         misses_before, hits_before = lru.cache_info().misses, lru.cache_info().hits
 
         def run(n: int) -> Any:
