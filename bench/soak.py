@@ -37,6 +37,7 @@ import http.client
 import json
 import os
 import platform
+import shlex
 import statistics
 import subprocess
 import sys
@@ -118,9 +119,12 @@ class Tally:
         return sum(n for status, n in self.statuses.items() if status >= 500)
 
 
-def start_server(home: Path, port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
+def start_server(home: Path, port: int, env: dict[str, str], wrap: str = "") -> subprocess.Popen[bytes]:
+    """Start bench/soak_server.py; ``wrap`` is a command line that runs the script instead of this
+    interpreter (a native heap profiler: ``python -m memray run --native -o FILE``)."""
+    runner = shlex.split(wrap) if wrap else [sys.executable]
     process = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "soak_server.py"), "serve", "--port", str(port), "--home", str(home)],
+        [*runner, str(ROOT / "bench" / "soak_server.py"), "serve", "--port", str(port), "--home", str(home)],
         cwd=ROOT,
         env={**os.environ, **env},
         stdout=subprocess.DEVNULL,
@@ -318,6 +322,9 @@ def main() -> int:
         "--trace-from", type=int, default=0, help="with --profile: start tracemalloc only at this many asks (the load runs at full speed before it)"
     )
     parser.add_argument("--profile-out", type=Path, help="the profile's top 30 and its callers (markdown)")
+    parser.add_argument(
+        "--wrap", default="", help="run the server script under this command (a native profiler: 'python -m memray run --native -o F')"
+    )
     parser.add_argument("--skip-probes", action="store_true", help="only the load (no write-latency probes)")
     parser.add_argument("--out", type=Path, help="write the report (markdown) here too")
     args = parser.parse_args()
@@ -340,7 +347,7 @@ def main() -> int:
     snapshot_at = {int(n) for n in args.snapshots.split(",") if n.strip()} if profiler else set()
     print(f"starting memtool serve on port {port} (home {home}) …", flush=True)
     wall_started = time.time()
-    server = start_server(home, port, env)
+    server = start_server(home, port, env, args.wrap)
     lines: list[str] = []
     small = large = float("nan")
     marks = ask_marks(args.asks)

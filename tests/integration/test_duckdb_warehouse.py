@@ -31,9 +31,7 @@ def warehouse(summary: WarehouseSummary) -> DuckDBWarehouse:
     wh.close()
 
 
-def run(
-    warehouse: Warehouse, sql: str, *, max_rows: int = 1000, timeout: float = 10.0, params: list | None = None
-) -> QueryResult:
+def run(warehouse: Warehouse, sql: str, *, max_rows: int = 1000, timeout: float = 10.0, params: list | None = None) -> QueryResult:
     return warehouse.run(sql, max_rows=max_rows, timeout_seconds=timeout, params=params)
 
 
@@ -52,11 +50,14 @@ def test_speaks_duckdb_behind_the_port(warehouse: DuckDBWarehouse) -> None:
 
 
 def test_redshift_date_trunc_and_nvl_run(warehouse: DuckDBWarehouse, summary: WarehouseSummary) -> None:
-    result = run(warehouse, """
+    result = run(
+        warehouse,
+        """
         SELECT DATE_TRUNC('month', paid_at) AS month,
                SUM(NVL(gross_amount, 0) - NVL(discount_amount, 0)) AS net, COUNT(*) AS lines
         FROM fact_order_line WHERE paid_at IS NOT NULL GROUP BY 1 ORDER BY 1
-    """)
+    """,
+    )
     assert result.columns == ["month", "net", "lines"]
     assert result.rows[0][0] == "2024-12-01T00:00:00"
     assert result.rows[-1][0] == "2026-11-01T00:00:00"
@@ -70,11 +71,14 @@ def test_redshift_date_trunc_and_nvl_run(warehouse: DuckDBWarehouse, summary: Wa
 
 def test_redshift_getdate_dateadd_and_casts_run(warehouse: DuckDBWarehouse) -> None:
     before = datetime.now(UTC).date()
-    result = run(warehouse, """
+    result = run(
+        warehouse,
+        """
         SELECT DATEADD(month, -1, DATE_TRUNC('month', GETDATE()))::date AS last_month,
                DATEADD(day, 7, '2026-01-28'::date) AS week_later,
                '2026-03-05'::date AS d, 7::float / 2 AS half, '42'::int AS n
-    """)
+    """,
+    )
     after = datetime.now(UTC).date()
     last_month, week_later, d, half, n = result.rows[0]
     expected = {date(day.year - (day.month == 1), (day.month - 2) % 12 + 1, 1).isoformat() for day in (before, after)}
@@ -84,14 +88,20 @@ def test_redshift_getdate_dateadd_and_casts_run(warehouse: DuckDBWarehouse) -> N
 
 
 def test_redshift_filters_on_paid_month_match_a_direct_count(warehouse: DuckDBWarehouse) -> None:
-    redshift = run(warehouse, """
+    redshift = run(
+        warehouse,
+        """
         SELECT COUNT(*) FROM fact_order_line
         WHERE DATE_TRUNC('month', paid_at) = DATEADD(month, -1, '2026-11-01'::timestamp) AND NOT is_test
-    """).rows[0][0]
-    direct = run(warehouse, """
+    """,
+    ).rows[0][0]
+    direct = run(
+        warehouse,
+        """
         SELECT COUNT(*) FROM fact_order_line
         WHERE paid_at >= '2026-10-01' AND paid_at < '2026-11-01' AND is_test = false
-    """).rows[0][0]
+    """,
+    ).rows[0][0]
     assert redshift == direct > 0
 
 
@@ -218,11 +228,14 @@ def test_dollar_and_question_placeholders_also_bind(warehouse: DuckDBWarehouse) 
 
 
 def test_values_are_json_friendly(warehouse: DuckDBWarehouse) -> None:
-    result = run(warehouse, """
+    result = run(
+        warehouse,
+        """
         SELECT order_id, line_id, order_date, paid_at, gross_amount, is_test, qty::float / 3 AS third,
                1.0 / 0 AS infinite, NULL AS nothing
         FROM fact_order_line WHERE paid_at IS NOT NULL ORDER BY order_id, line_id LIMIT 1
-    """)
+    """,
+    )
     order_id, line_id, order_date, paid_at, gross, is_test, third, infinite, nothing = result.rows[0]
     assert isinstance(order_id, int) and isinstance(line_id, int)
     assert date.fromisoformat(order_date) == date(2024, 12, 1)
@@ -256,3 +269,57 @@ def test_two_warehouses_can_share_one_file(warehouse: DuckDBWarehouse, summary: 
     finally:
         second.close()
     assert run(warehouse, "SELECT COUNT(*) FROM dim_channel").rows == [[4]]
+
+
+# --- bounded memory: the connection is reopened (docs/local-runtime.md) --------
+
+JOINED = """
+    SELECT r.region_name, SUM(f.gross_amount - f.discount_amount) AS net
+    FROM fact_order_line f JOIN dim_region r ON f.region_id = r.region_id
+    WHERE NOT f.is_test GROUP BY 1 ORDER BY 2 DESC
+"""
+
+
+@pytest.fixture(scope="module")
+def own_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Two files no other test opens: DuckDB shares one database per file within a process."""
+    folder = tmp_path_factory.mktemp("recycled")
+    paths = (folder / "recycled.duckdb", folder / "kept.duckdb")
+    for path in paths:
+        build_demo_warehouse(path, seed=11, scale=0.02, anchor=ANCHOR)
+    return paths
+
+
+def test_reopening_bounds_the_eviction_queue_and_answers_the_same(own_files: tuple[Path, Path]) -> None:
+    recycled = DuckDBWarehouse(own_files[0], recycle_after_queries=5)
+    kept = DuckDBWarehouse(own_files[1], recycle_after_queries=10_000)
+    try:
+        first = run(recycled, JOINED).rows
+        assert first and first == run(kept, JOINED).rows
+        recycled_nodes, kept_nodes = [], []
+        for _ in range(39):
+            assert run(recycled, JOINED).rows == first
+            assert run(kept, JOINED).rows == first
+            recycled_nodes.append(recycled.eviction_queue_nodes())
+            kept_nodes.append(kept.eviction_queue_nodes())
+        assert recycled.reopened == 7  # 40 queries, a new connection every 5 (the queue reads are not counted)
+        assert kept.reopened == 0
+        # Without reopening the dead nodes pile up with every query; with it they start over.
+        assert kept_nodes[-1] > kept_nodes[4] > kept_nodes[0]
+        assert max(recycled_nodes) <= max(recycled_nodes[:6])
+        assert kept_nodes[-1] > 3 * max(recycled_nodes)
+    finally:
+        recycled.close()
+        kept.close()
+
+
+def test_reopening_waits_for_running_queries_across_threads(own_files: tuple[Path, Path]) -> None:
+    recycled = DuckDBWarehouse(own_files[0], recycle_after_queries=3)
+    try:
+        expected = run(recycled, JOINED).rows
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            answers = list(pool.map(lambda _: run(recycled, JOINED).rows, range(120)))
+        assert all(answer == expected for answer in answers)  # no query was cut off by a reopen
+        assert recycled.reopened >= 120 // 3 // 2, recycled.reopened  # most reopens due did happen, under load
+    finally:
+        recycled.close()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,18 @@ from memtool.sql.warehouse import QueryResult, WarehouseError, json_value, live_
 
 # After an interrupt, how long to wait for DuckDB to unwind before giving up on the worker.
 _INTERRUPT_GRACE_SECONDS = 2.0
+
+# DuckDB's buffer pool puts a node in an eviction queue for every temporary buffer a query uses
+# (the hash tables of its joins and aggregates: some 24 nodes for a demo ask's query) and
+# purges the dead ones only once a queue holds tens of thousands of them, or when memory runs
+# short, which a small warehouse never does. Each dead node keeps its block handle's memory
+# (about 230 bytes together), so a long-running server grew by some 10 MB per 1,000 asks
+# (docs/local-runtime.md). Closing the database frees them all; reopening a
+# read-only file takes some 30 ms. So the connection is reopened after this many queries, at a
+# moment when none is running: new queries wait up to _DRAIN_SECONDS for the running ones to
+# finish, and go on on the old connection if a long one is still running (the next tries again).
+RECYCLE_AFTER_QUERIES = 1000
+_DRAIN_SECONDS = 0.5
 _SCHEMA_SQL = information_schema_sql("?")
 
 
@@ -40,11 +52,18 @@ class DuckDBWarehouse:
     file in this process with a different configuration, so open it elsewhere through this class.
     """
 
-    def __init__(self, path: Path, *, schema_cache_seconds: float = 60.0) -> None:
+    def __init__(self, path: Path, *, schema_cache_seconds: float = 60.0, recycle_after_queries: int = RECYCLE_AFTER_QUERIES) -> None:
+        if recycle_after_queries < 1:
+            raise ValueError("recycle_after_queries must be at least 1")
         self._path = Path(path)
         self._lock = threading.Lock()
+        self._cursors_closed = threading.Condition(self._lock)
         self._connection: Any = None  # opened on first use
         self._schema_cache = SchemaCache(schema_cache_seconds)
+        self._recycle_after = recycle_after_queries
+        self._queries = 0  # cursors handed out on the open connection
+        self._in_flight = 0  # of them, still open
+        self.reopened = 0  # times the connection was closed and opened again (see RECYCLE_AFTER_QUERIES)
 
     @property
     def dialect(self) -> str:
@@ -54,9 +73,7 @@ class DuckDBWarehouse:
     def path(self) -> Path:
         return self._path
 
-    def run(
-        self, sql: str, *, max_rows: int, timeout_seconds: float, params: Sequence[Any] | None = None
-    ) -> QueryResult:
+    def run(self, sql: str, *, max_rows: int, timeout_seconds: float, params: Sequence[Any] | None = None) -> QueryResult:
         if max_rows < 1:
             raise ValueError("max_rows must be at least 1")
         if timeout_seconds <= 0:
@@ -75,17 +92,13 @@ class DuckDBWarehouse:
     def _read_live_schema(self) -> LiveSchema:
         # Internal, fixed SQL: it skips the Redshift transpiler but keeps the read-only connection,
         # the timeout and the error classification of generated queries.
-        result = self._execute(
-            _SCHEMA_SQL, _SCHEMA_SQL, ["main"], max_rows=MAX_SCHEMA_COLUMNS, timeout_seconds=SCHEMA_TIMEOUT_SECONDS
-        )
+        result = self._execute(_SCHEMA_SQL, _SCHEMA_SQL, ["main"], max_rows=MAX_SCHEMA_COLUMNS, timeout_seconds=SCHEMA_TIMEOUT_SECONDS)
         return live_schema_of(result, _SCHEMA_SQL)
 
-    def _execute(
-        self, statement: str, sql: str, params: Sequence[Any] | None, *, max_rows: int, timeout_seconds: float
-    ) -> QueryResult:
+    def _execute(self, statement: str, sql: str, params: Sequence[Any] | None, *, max_rows: int, timeout_seconds: float) -> QueryResult:
         """Run DuckDB SQL on its own cursor, time-boxed; ``sql`` is what errors report."""
         cursor = self._cursor(sql)
-        query = _RunningQuery(cursor, statement, list(params) if params is not None else None, max_rows)
+        query = _RunningQuery(cursor, statement, list(params) if params is not None else None, max_rows, on_closed=self._cursor_closed)
         worker = threading.Thread(target=query.run, name="duckdb-query", daemon=True)
         started = time.perf_counter()
         worker.start()
@@ -111,6 +124,19 @@ class DuckDBWarehouse:
             elapsed_ms=round(elapsed_ms, 3),
         )
 
+    def eviction_queue_nodes(self) -> int:
+        """Nodes in the open database's buffer eviction queues, dead ones included: what reopening
+        after ``recycle_after_queries`` bounds (0 before the first query)."""
+        with self._lock:
+            if self._connection is None:
+                return 0
+            cursor = self._connection.cursor()
+        try:
+            row = cursor.execute("SELECT COALESCE(SUM(approximate_size), 0) FROM duckdb_eviction_queues()").fetchone()
+        finally:
+            cursor.close()
+        return int(row[0]) if row else 0
+
     def close(self) -> None:
         with self._lock:
             if self._connection is not None:
@@ -122,13 +148,17 @@ class DuckDBWarehouse:
         import duckdb
 
         with self._lock:
+            if self._connection is not None and self._queries >= self._recycle_after:
+                self._cursors_closed.wait_for(lambda: not self._in_flight, timeout=_DRAIN_SECONDS)
+                if self._connection is not None and self._queries >= self._recycle_after and not self._in_flight:
+                    self._connection.close()  # no cursor is open: nothing running is cut short
+                    self._connection = None
+                    self.reopened += 1
             if self._connection is None:
                 if not self._path.exists():
                     raise WarehouseError(f"warehouse file not found: {self._path}", code="database_error", sql=sql)
                 try:
-                    connection = duckdb.connect(
-                        str(self._path), read_only=True, config={"enable_external_access": False}
-                    )
+                    connection = duckdb.connect(str(self._path), read_only=True, config={"enable_external_access": False})
                     # DuckDB shares one instance per file and config within a process: another
                     # DuckDBWarehouse on this file may have set it up and locked it already.
                     locked = connection.execute("SELECT current_setting('lock_configuration')").fetchone()
@@ -139,14 +169,27 @@ class DuckDBWarehouse:
                 except duckdb.Error as exc:
                     raise WarehouseError(f"cannot open the warehouse: {exc}", code="database_error", sql=sql) from exc
                 self._connection = connection
-            return self._connection.cursor()
+                self._queries = 0
+            cursor = self._connection.cursor()
+            self._queries += 1
+            self._in_flight += 1
+            return cursor
+
+    def _cursor_closed(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+            if not self._in_flight:
+                self._cursors_closed.notify_all()
 
 
 class _RunningQuery:
     """One statement on its own cursor, run by a worker thread so the caller can time it out."""
 
-    def __init__(self, cursor: Any, statement: str, params: list[Any] | None, max_rows: int) -> None:
+    def __init__(
+        self, cursor: Any, statement: str, params: list[Any] | None, max_rows: int, *, on_closed: Callable[[], None] | None = None
+    ) -> None:
         self._cursor = cursor
+        self._on_closed = on_closed
         self._statement = statement
         self._params = params
         self._max_rows = max_rows
@@ -176,6 +219,8 @@ class _RunningQuery:
                     self._cursor.close()
                 except Exception:  # noqa: BLE001 - closing a cursor that failed is best effort
                     pass
+            if self._on_closed is not None:
+                self._on_closed()
             self.done.set()
 
     def interrupt(self) -> None:
@@ -197,21 +242,15 @@ def to_duckdb_sql(sql: str) -> str:
     if not statements:
         raise WarehouseError("no SQL statement to run", code="syntax_error", sql=sql)
     if len(statements) > 1:
-        raise WarehouseError(
-            f"one statement per query; got {len(statements)}", code="multiple_statements", sql=sql
-        )
+        raise WarehouseError(f"one statement per query; got {len(statements)}", code="multiple_statements", sql=sql)
     statement = statements[0]
     if not isinstance(statement, exp.Query) or statement.find(exp.Into) is not None:
         kind = statement.key.upper() if statement.key != "select" else "SELECT INTO"
-        raise WarehouseError(
-            f"the warehouse is read-only: only a SELECT may run, not {kind}", code="permission", sql=sql
-        )
+        raise WarehouseError(f"the warehouse is read-only: only a SELECT may run, not {kind}", code="permission", sql=sql)
     try:
         return statement.sql(dialect="duckdb")
     except SqlglotError as exc:
         raise WarehouseError(f"cannot express the SQL in DuckDB: {exc}", code="syntax_error", sql=sql) from exc
-
-
 
 
 _UNDEFINED_COLUMN = re.compile(
