@@ -70,7 +70,17 @@ from memtool.analysis.sandbox.local_host import (
     network_namespace_prefix,
     seccomp_available,
 )
-from memtool.analysis.sandbox.local_workdir import _Budget, _discard_workdir, _mib, _read_own_file, _remove_tree, workdir_usage
+from memtool.analysis.sandbox.local_workdir import (
+    WORKDIR_PREFIX,
+    _Budget,
+    _discard_workdir,
+    _mib,
+    _read_own_file,
+    _remove_tree,
+    sweep_abandoned_workdirs,
+    workdir_opened,
+    workdir_usage,
+)
 from memtool.analysis.sandbox.port import (
     MAX_RESULT_BYTES,
     MAX_RETURNED_FILE_BYTES,
@@ -262,6 +272,7 @@ class LocalProcessSandbox:
             # the sandbox uid walks the host's path to its working directory itself
             if self.drops_privileges and not self._interpreter_unreadable and not _tree_readable_by_others(real, read=False):
                 continue
+            sweep_abandoned_workdirs(real)  # what a killed process left there
             return real
         raise SandboxUnavailable(f"no folder for the sandbox's working directories (tried {', '.join(wanted)})")
 
@@ -317,9 +328,10 @@ class LocalProcessSandbox:
         started = time.monotonic()
         isolation = self.isolation()
         try:
-            workdir = tempfile.mkdtemp(prefix="memtool-sandbox-", dir=self.work_root)
+            workdir = tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir=self.work_root)
         except OSError as exc:
             raise SandboxUnavailable(f"cannot create the sandbox's working directory: {exc}") from exc
+        workdir_opened(workdir)
         mounted = False
         try:
             mounted = self._mount_workdir(workdir, files)
@@ -603,7 +615,7 @@ class _Outcome:
 
 def _error_line(stderr_head: bytes) -> str | None:
     lines = [line for line in stderr_head.decode("utf-8", errors="replace").splitlines() if line.startswith(_runner.ERROR_PREFIX)]
-    return lines[-1][len(_runner.ERROR_PREFIX):].strip() if lines else None
+    return lines[-1][len(_runner.ERROR_PREFIX) :].strip() if lines else None
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:

@@ -1,13 +1,22 @@
 """A local sandbox run's working directory: its budget (bytes and entries on top of the inputs,
 measured while the script runs, counting what it deleted but holds open), reading back a file the
 script wrote without following a link, and removing the directory (and its tmpfs) afterwards.
+
+A run's directory is removed in the run's ``finally``. Two ways past it: a tool call that overran
+its timeout is abandoned on a daemon thread, which the interpreter stops at exit mid-run; and
+``kill -9``. So the directories of runs still going are also removed at exit (``atexit``), and a
+process sweeps its folder's directories older than ``ABANDONED_AFTER_SECONDS`` when it first
+uses it. Before this, each such run left its tmpfs mounted under the state folder.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import stat
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,8 +126,63 @@ def _read_own_file(path: str, cap: int, owner: int | None) -> tuple[bytes | None
         os.close(fd)
 
 
+WORKDIR_PREFIX = "memtool-sandbox-"
+# A directory this old is no run's: runs are time-boxed to minutes at most.
+ABANDONED_AFTER_SECONDS = 3600.0
+
+_live_lock = threading.Lock()
+_live: set[str] = set()  # this process's runs' directories, until each is discarded
+
+
+def workdir_opened(workdir: str) -> None:
+    """Note a run's directory, for removal at exit if the run never ends."""
+    with _live_lock:
+        _live.add(workdir)
+
+
+@atexit.register
+def _discard_live_workdirs() -> None:
+    with _live_lock:
+        live = sorted(_live)
+        _live.clear()
+    for workdir in live:
+        try:
+            _discard_workdir(workdir, os.path.ismount(workdir))
+        except OSError:
+            pass
+
+
+def sweep_abandoned_workdirs(root: str, older_than_seconds: float = ABANDONED_AFTER_SECONDS) -> list[str]:
+    """Remove the run directories under ``root`` last changed more than ``older_than_seconds`` ago
+    (unmounting a tmpfs first): what a killed process left. Returns their paths."""
+    cutoff = time.time() - older_than_seconds
+    swept: list[str] = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return swept
+    for entry in entries:
+        if not entry.name.startswith(WORKDIR_PREFIX):
+            continue
+        with _live_lock:
+            if entry.path in _live:
+                continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_mtime > cutoff:
+            continue
+        _discard_workdir(entry.path, os.path.ismount(entry.path))
+        if not os.path.lexists(entry.path):
+            swept.append(entry.path)
+    return swept
+
+
 def _discard_workdir(workdir: str, mounted: bool) -> None:
     """Remove a run's working directory: its tmpfs goes with the unmount (the run's processes are gone)."""
+    with _live_lock:
+        _live.discard(workdir)
     if mounted and _unmount(workdir):
         try:
             os.rmdir(workdir)
