@@ -131,10 +131,12 @@ class DuckDBWarehouse:
             if self._connection is None:
                 return 0
             cursor = self._connection.cursor()
+            self._in_flight += 1  # a reopen waits for this read too
         try:
             row = cursor.execute("SELECT COALESCE(SUM(approximate_size), 0) FROM duckdb_eviction_queues()").fetchone()
         finally:
             cursor.close()
+            self._cursor_closed()
         return int(row[0]) if row else 0
 
     def close(self) -> None:
