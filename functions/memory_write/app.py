@@ -23,6 +23,7 @@ from memtool.api.maintenance import (
 from memtool.api.memories import (
     CreateMemoryBody,
     CursorParam,
+    DependencyView,
     HistoryParam,
     KindParam,
     LimitParam,
@@ -150,7 +151,13 @@ def get_memory(
 ):
     service = container.memory_service()
     who = caller(app)
-    read = MemoryRead(memory=service.recall_one(who, id, version=version))
+    record = service.recall_one(who, id, version=version)
+    dependencies = service.dependencies(record)
+    read = MemoryRead(
+        memory=record,
+        stale=any(d.stale for d in dependencies),
+        dependencies=[DependencyView.model_validate(d.as_dict()) for d in dependencies],
+    )
     if not history:
         return json_response(200, read.model_dump(mode="json", exclude={"history"}))
     read.history = service.history(who, id)

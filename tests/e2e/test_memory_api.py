@@ -601,7 +601,8 @@ def test_a_read_keeps_every_field_of_the_memory_and_adds_history_only_when_asked
 
     read = api.call("GET", f"/memories/{memory['id']}").json()
 
-    assert set(read) == {"memory"}
+    assert set(read) == {"memory", "stale", "dependencies"}  # no history unless asked
+    assert (read["stale"], read["dependencies"]) == (False, [])
     assert read["memory"] == memory | {"index_state": read["memory"]["index_state"]}
     assert (read["memory"]["key"], read["memory"]["value"], read["memory"]["source_text"]) == (None, None, None)
     assert [h["version"] for h in api.call("GET", f"/memories/{memory['id']}", query={"history": "true"}).json()["history"]] == [1]

@@ -35,7 +35,7 @@ LEVELS: dict[str, int] = {
     "flows": FLOWS,
     # 5. the domain packages: they receive ports and know no flow, no API model, no composition root
     **dict.fromkeys(
-        ("memory", "retrieval", "semantic", "planning", "sql", "viz", "tools", "analysis", "cache", "diagnosis", "feedback", "datasets", "lifecycle"),
+        ("memory", "retrieval", "semantic", "planning", "sql", "viz", "tools", "analysis", "cache", "diagnosis", "feedback", "datasets", "lifecycle", "knowledge"),
         DOMAIN,
     ),
     # 6. the ground floor (``memtool`` itself holds only the version)

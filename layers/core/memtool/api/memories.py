@@ -6,7 +6,7 @@ import re
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, model_validator
 
 from memtool.api.limits import JsonValue, PlainText
 from memtool.memory.commands import MemoryEdit, MemoryPageRequest, NewMemory
@@ -45,6 +45,26 @@ class ProvenanceIn(_Body):
         return sources
 
 
+class DependsOnIn(_Body):
+    """One item a memory depends on: a source (POST /sources) or another memory, at a version."""
+
+    source_id: Identifier | None = None
+    memory_id: Identifier | None = None
+    version: int | None = Field(None, ge=1, le=MAX_VERSION, strict=True, description="left out: the newest version now")
+
+    @model_validator(mode="after")
+    def _one_target(self) -> DependsOnIn:
+        if (self.source_id is None) == (self.memory_id is None):
+            raise ValueError("give exactly one of source_id and memory_id")
+        return self
+
+    def ref(self) -> SourceRef:
+        if self.source_id is not None:
+            return SourceRef(id=self.source_id, version=self.version, depends_on="source")
+        assert self.memory_id is not None
+        return SourceRef(id=self.memory_id, version=self.version, depends_on="memory")
+
+
 class CreateMemoryBody(_Body):
     kind: MemoryKind
     content: PlainText = Field(min_length=1)
@@ -60,6 +80,12 @@ class CreateMemoryBody(_Body):
     session_id: SessionId | None = None
     tags: list[Tag] = Field(default_factory=list, max_length=20)
     provenance: ProvenanceIn = Field(default_factory=ProvenanceIn)
+    depends_on: list[DependsOnIn] = Field(
+        default_factory=list,
+        max_length=20,
+        description="what the memory depends on: a newer version of one, or its deletion, makes the memory stale "
+        "(GET /memories/{id} and the answers citing it say so); a cycle is refused",
+    )
 
     @field_validator("key")
     @classmethod
@@ -82,7 +108,7 @@ class CreateMemoryBody(_Body):
             tags=list(self.tags),
             trigger=self.provenance.trigger,
             episode_id=self.provenance.episode_id,
-            sources=list(self.provenance.sources),
+            sources=[*self.provenance.sources, *(d.ref() for d in self.depends_on)],
         )
 
 
@@ -130,9 +156,7 @@ SessionIdParam = Annotated[str, Path(pattern=ID_PATTERN, description="the sessio
 KindParam = Annotated[MemoryKind | None, Query(description="only memories of this kind")]
 StatusParam = Annotated[MemoryStatus | None, Query(description="only memories in this status")]
 ScopeParam = Annotated[MemoryScope, Query(description="user: the caller's own; tenant: shared ones")]
-CursorParam = Annotated[
-    PlainText | None, Query(max_length=2048, description="next_cursor of the previous page (opaque)")
-]
+CursorParam = Annotated[PlainText | None, Query(max_length=2048, description="next_cursor of the previous page (opaque)")]
 LimitParam = Annotated[int, Query(ge=1, le=100, description="page size")]
 SearchTextParam = Annotated[PlainText, Query(min_length=1, max_length=2000, description="the text to recall for")]
 RouteParam = Annotated[Route, Query(description="the ask route whose budgets apply")]
@@ -185,10 +209,21 @@ class MemoryListing(_Answer):
     )
 
 
+class DependencyView(_Answer):
+    id: str
+    depends_on: str = Field(description="source or memory")
+    version: int = Field(description="the version depended on")
+    latest_version: int | None = Field(description="its newest version; null when it was deleted")
+    name: str
+    state: str = Field(description="current, newer (a later version exists) or gone")
+
+
 class MemoryRead(BaseModel):
     """GET /memories/{id}: ``history`` only when asked for."""
 
     memory: MemoryRecord
+    stale: bool = Field(False, description="a dependency has a newer version or is gone")
+    dependencies: list[DependencyView] = Field(default_factory=list, description="what the memory depends on, as it is now")
     history: list[MemoryRecord] | None = Field(None, description="every version, oldest first (?history=true)")
 
 

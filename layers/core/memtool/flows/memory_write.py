@@ -16,6 +16,8 @@ from typing import Any
 from memtool.clock import Clock
 from memtool.errors import Forbidden, NotFound, ValidationFailed, VersionConflict
 from memtool.identity import Identity
+from memtool.knowledge.dependencies import Dependency, DependencyChecker, declared
+from memtool.knowledge.sources import SOURCE_KEY_PREFIX
 from memtool.memory.commands import MemoryEdit, MemoryPageRequest, NewMemory
 from memtool.memory.pii import scrub_fields
 from memtool.memory.policy import policy_for
@@ -27,6 +29,7 @@ from memtool.memory.records import (
     MemoryScope,
     MemoryStatus,
     Provenance,
+    SourceRef,
     Trigger,
 )
 from memtool.memory.slots import MAINTENANCE_KEY_PREFIX, check_slot_value, correction_term_key
@@ -66,12 +69,11 @@ class MemoryService:
         self._clock = clock
         self._settings = settings
         self._check_correction = check_correction
+        self._dependencies = DependencyChecker(store, clock)
 
     # ---- writes -------------------------------------------------------------------------
 
-    def remember(
-        self, who: Identity, memory: NewMemory, *, system: bool = False, status: MemoryStatus | None = None
-    ) -> MemoryWriteResult:
+    def remember(self, who: Identity, memory: NewMemory, *, system: bool = False, status: MemoryStatus | None = None) -> MemoryWriteResult:
         """Store a memory for ``who``; ``system`` is memtool itself (the ask flow recording an
         episode, a diagnosis keeping its causal memory), which may write what the API refuses to
         callers, and may set the first version's ``status`` (an unverified diagnosis waits for review)."""
@@ -91,6 +93,8 @@ class MemoryService:
         if memory.kind is MemoryKind.CORRECTION:
             self._checked_meaning(memory.value, who.tenant)
         where = self._partition(who, scope, writing=True)
+        if any(ref.depends_on is not None for ref in memory.sources):
+            memory = memory.model_copy(update={"sources": self._resolved_dependencies(where, memory)})
         self._check_sizes(content=memory.content, source_text=memory.source_text, value=memory.value)
         content, source_text, value, counts = self._scrub(memory.content, memory.source_text, memory.value)
         assert content is not None  # scrubbing a str gives a str
@@ -130,12 +134,8 @@ class MemoryService:
             if current.kind is MemoryKind.CORRECTION:
                 self._same_term(current, fields["value"])
                 self._checked_meaning(fields["value"], who.tenant)
-        self._check_sizes(
-            content=fields.get("content"), source_text=fields.get("source_text"), value=fields.get("value")
-        )
-        content, source_text, value, counts = self._scrub(
-            fields.get("content"), fields.get("source_text"), fields.get("value")
-        )
+        self._check_sizes(content=fields.get("content"), source_text=fields.get("source_text"), value=fields.get("value"))
+        content, source_text, value, counts = self._scrub(fields.get("content"), fields.get("source_text"), fields.get("value"))
         for name, scrubbed in (("content", content), ("source_text", source_text), ("value", value)):
             if name in fields:
                 fields[name] = scrubbed
@@ -155,6 +155,8 @@ class MemoryService:
             return self._store.delete_by_id(where, memory_id)
         self._require_write_access(who, current.scope)
         self._require_reviewer_for(who, current.kind)
+        if current.key is not None and current.key.startswith(SOURCE_KEY_PREFIX):
+            raise Forbidden("a source is deleted at DELETE /sources/{id}, with its texts", field="id")
         return self._store.forget(where, memory_id)
 
     def end_session(self, who: Identity, session_id: str) -> ForgetOutcome:
@@ -206,6 +208,35 @@ class MemoryService:
 
     # ---- reads --------------------------------------------------------------------------
 
+    def dependencies(self, record: MemoryRecord) -> list[Dependency]:
+        """What ``record`` depends on, as it is now (docs/knowledge.md, Dependency chains)."""
+        return self._dependencies.states(record)
+
+    def stale_knowledge(self, who: Identity, limit: int = 2000) -> list[tuple[MemoryRecord, list[Dependency]]]:
+        """The tenant's shared memories with a dependency that moved on or is gone (curators)."""
+        if not who.is_curator:
+            raise Forbidden("the stale list is the curators' (role curator or admin)", field="roles")
+        where = Partition(who.tenant, TENANT_OWNER)
+        found = []
+        for record in self._store.heads(where, limit=limit):
+            if record.status is not MemoryStatus.ACTIVE or not declared(record):
+                continue
+            states = self._dependencies.states(record)
+            if any(d.stale for d in states):
+                found.append((record, states))
+        return found
+
+    def _resolved_dependencies(self, where: Partition, memory: NewMemory) -> list[SourceRef]:
+        """Dependencies checked and pinned; a re-written slot is the memory a cycle would lead back to."""
+        slot_id = None
+        if memory.key is not None:
+            try:
+                current = self._store.get_slot(where, memory.kind, memory.key, self._clock.now())
+            except UndecodableRecord:
+                current = None
+            slot_id = current.id if current is not None else None
+        return self._dependencies.resolve(where.tenant, where.owner, memory.sources, memory_id=slot_id)
+
     def recall_one(self, who: Identity, memory_id: str, version: int | None = None) -> MemoryRecord:
         where, current = self._locate(who, memory_id)
         self._require_reviewer_for(who, current.kind)
@@ -224,9 +255,7 @@ class MemoryService:
         where = self._partition(who, query.scope, writing=False)
         if query.kind is not None:
             self._require_reviewer_for(who, query.kind)
-        page = self._store.list(
-            where, self._clock.now(), kind=query.kind, status=query.status, cursor=query.cursor, limit=query.limit
-        )
+        page = self._store.list(where, self._clock.now(), kind=query.kind, status=query.status, cursor=query.cursor, limit=query.limit)
         if not who.is_admin and any(r.kind in _ADMIN_READ for r in page.items):
             # The review queue and the SQL cache hold other users' questions: only admins read them.
             page = MemoryPage([r for r in page.items if r.kind not in _ADMIN_READ], page.next_cursor, page.skipped)
@@ -334,6 +363,8 @@ class MemoryService:
             )
         if key is not None and key.startswith(MAINTENANCE_KEY_PREFIX):
             raise Forbidden("keys starting with 'maintenance.' hold MaintenanceFlow's report and state", field="key")
+        if key is not None and key.startswith(SOURCE_KEY_PREFIX):
+            raise Forbidden("keys starting with 'source.' hold sources, written at POST /sources", field="key")
         if kind is MemoryKind.KNOWLEDGE and key == MODEL_KEY:
             raise Forbidden("the semantic model is written at PUT /model (memtool model push), where it is validated", field="key")
 
@@ -360,8 +391,5 @@ class MemoryService:
                 raise ValidationFailed(f"is {size} bytes; the limit is {limit} bytes (UTF-8)", field=name)
 
     @staticmethod
-    def _scrub(
-        content: str | None, source_text: str | None, value: Any
-    ) -> tuple[str | None, str | None, Any, dict[str, int]]:
+    def _scrub(content: str | None, source_text: str | None, value: Any) -> tuple[str | None, str | None, Any, dict[str, int]]:
         return scrub_fields(content, source_text, value)
-

@@ -6,9 +6,10 @@ import os
 import time
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal, Required, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from typing_extensions import TypedDict
 
 
 class MemoryKind(StrEnum):
@@ -80,11 +81,32 @@ class Credit(BaseModel):
     recent: list[CreditEntry] = Field(default_factory=list)  # newest last, at most CREDIT_RECENT_KEPT
 
 
+class SourceRefJson(TypedDict, total=False):
+    """A SourceRef as JSON: ``depends_on`` only on a dependency."""
+
+    id: Required[str]
+    version: int | None
+    depends_on: Literal["source", "memory"]
+
+
 class SourceRef(BaseModel):
+    """Where a memory came from. With ``depends_on`` set it is a dependency, checked on every read
+    (memtool.knowledge.dependencies): a ``source`` or a ``memory`` at ``version``; a newer version
+    or none at all makes the memory stale. Without it, a record of origin that nothing checks."""
+
     model_config = ConfigDict(extra="forbid")
 
     id: str
     version: int | None = None
+    depends_on: Literal["source", "memory"] | None = None
+
+    @model_serializer(mode="wrap")
+    def _plain_when_no_dependency(self, handler: SerializerFunctionWrapHandler) -> SourceRefJson:
+        """A record of origin stays ``{id, version}`` as it was stored before dependencies existed."""
+        data = handler(self)
+        if data.get("depends_on") is None:
+            data.pop("depends_on", None)
+        return cast(SourceRefJson, data)
 
 
 class Provenance(BaseModel):

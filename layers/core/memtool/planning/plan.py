@@ -29,6 +29,8 @@ class Citation(BaseModel):
 
     source: str  # "catalog:metric/net_revenue@<model version>" or "memory:<id>@v<version>"
     text: str
+    stale: bool = False  # a dependency of the cited memory has a newer version or is gone
+    depends_on: list[str] = Field(default_factory=list)  # each dependency as it is now: "refunds-policy.md v1; v2 exists"
 
 
 class AppliedMemory(BaseModel):

@@ -11,11 +11,11 @@ from memtool.errors import MemtoolError
 from memtool.flows.ask.base import StepsBase, turns_key
 from memtool.flows.ask.state import AskState, MemoryUse
 from memtool.memory.commands import NewMemory
-from memtool.memory.records import MemoryKind, Trigger
+from memtool.memory.records import MemoryKind, MemoryRecord, Trigger
 from memtool.memory.sessions import USAGE_KEY, summary_of, usual_metrics
 from memtool.memory.slots import CHART, CURRENCY_UNIT, SESSION_TURNS
 from memtool.memory.store import Partition
-from memtool.planning.plan import Citation
+from memtool.planning.plan import Citation, Plan
 from memtool.retrieval.recall import RecallRequest
 
 logger = logging.getLogger("memtool.flows")
@@ -100,6 +100,7 @@ class PlanSteps(StepsBase):
             if model.catalog.as_of is not None and window is not None and window.start >= model.catalog.as_of:
                 last = model.catalog.as_of - timedelta(days=1)
                 plan.notes.append(f"the data set ends on {last.isoformat()}: {window.label} has no data")
+        self._check_cited_dependencies(state, plan)
         state.plan = plan
         state.plan_status = plan.status if plan.status in ("needs_clarification", "remembered") else "ready"
         state.sql = plan.sql
@@ -123,6 +124,28 @@ class PlanSteps(StepsBase):
             self._apply_lessons(state)
         state.planned_sql = state.sql
         return state
+
+    def _check_cited_dependencies(self, state: AskState, plan: Plan) -> None:
+        """A cited memory whose dependency moved on or is gone is cited as stale, and the notes
+        say what changed (docs/knowledge.md, Dependency chains)."""
+        cited = {c.source: c for c in plan.citations}
+        for recalled in state.recalled:
+            citation = cited.get(f"memory:{recalled.get('id')}@v{recalled.get('version')}")
+            sources = (recalled.get("provenance") or {}).get("sources") or []
+            if citation is None or not any(isinstance(s, dict) and s.get("depends_on") for s in sources):
+                continue
+            try:
+                states = self._memories.dependencies(MemoryRecord.model_validate(recalled))
+            except Exception:  # a check that cannot run is said, never fatal
+                logger.warning("episode %s: dependencies of %s not checked", state.episode_id, recalled.get("id"), exc_info=True)
+                plan.notes.append(f"the dependencies of {citation.source} could not be checked")
+                continue
+            citation.depends_on = [d.describe() for d in states]
+            moved = [d for d in states if d.stale]
+            if moved:
+                citation.stale = True
+                subject = recalled.get("key") or citation.source
+                plan.notes.append(f"{subject} depends on " + "; and on ".join(d.describe() for d in moved) + " (stale)")
 
     def _apply_lessons(self, state: AskState) -> None:
         """Verified lessons from earlier diagnoses, applied before the SQL is guarded and run."""

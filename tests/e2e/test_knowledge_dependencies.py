@@ -1,0 +1,72 @@
+"""A knowledge memory that depends on a source, over HTTP: a read and the answer that cites it say
+when the source has moved on (docs/knowledge.md, Dependency chains).
+
+The source is stored through the source library on the runtime's own record store (its HTTP
+routes are the next slice); the memory, the reads and the asks go through the local API.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memtool.identity import Identity
+from memtool.knowledge.bodies import FileSourceBodies
+from memtool.knowledge.sources import SourceKind, SourceLibrary
+from memtool.runtime import container
+
+
+def test_a_definition_citing_a_source_is_stale_in_reads_and_answers_after_the_sources_version_2(api, drain, tmp_path: Path):
+    curator = Identity(tenant=api.tenant, user="mei", roles=frozenset({"curator"}))
+    library = SourceLibrary(container.memory_store(), FileSourceBodies(tmp_path / "sources"), container.clock())
+    policy = library.put(curator, "refunds-policy.md", SourceKind.DOCUMENT, "退款：30天内可全额退款。").source
+
+    written = api.call(
+        "POST",
+        "/memories",
+        {
+            "kind": "knowledge",
+            "scope": "tenant",
+            "key": "metric.net_revenue",
+            "content": "净收入 = 销售额 − 折扣 − 退款（退款口径见退款政策）",
+            "depends_on": [{"source_id": policy.id}],
+        },
+        as_user=(api.tenant, "mei"),
+        roles="curator",
+    )
+    assert written.status == 201, written.body
+    memory = written.json()["memory"]
+    assert memory["provenance"]["sources"] == [{"id": policy.id, "version": 1, "depends_on": "source"}]
+    drain.drain()
+
+    read = api.call("GET", f"/memories/{memory['id']}").json()
+    assert read["stale"] is False and [d["state"] for d in read["dependencies"]] == ["current"]
+    first = api.call("POST", "/ask", {"question": "净收入怎么算？"}).json()
+    [cited] = [c for c in first["citations"] if c["source"] == f"memory:{memory['id']}@v1"]
+    assert cited["stale"] is False and cited["depends_on"] == ["refunds-policy.md v1"]
+    assert not any("stale" in note for note in first["notes"])
+
+    library.put(curator, "refunds-policy.md", SourceKind.DOCUMENT, "退款：14天内可全额退款。")
+
+    read = api.call("GET", f"/memories/{memory['id']}").json()
+    assert read["stale"] is True
+    assert read["dependencies"] == [
+        {"id": policy.id, "depends_on": "source", "version": 1, "latest_version": 2, "name": "refunds-policy.md", "state": "newer"}
+    ]
+    second = api.call("POST", "/ask", {"question": "净收入怎么算？"}).json()
+    [cited] = [c for c in second["citations"] if c["source"] == f"memory:{memory['id']}@v1"]
+    assert cited["stale"] is True and cited["depends_on"] == ["refunds-policy.md v1; v2 exists"]
+    assert "metric.net_revenue depends on refunds-policy.md v1; v2 exists (stale)" in second["notes"]
+
+
+def test_a_dependency_that_is_not_there_is_a_422_naming_it_and_nothing_is_written(api, aws):
+    reply = api.call(
+        "POST",
+        "/memories",
+        {"kind": "knowledge", "scope": "tenant", "content": "净收入 = ...", "depends_on": [{"source_id": "mem_nothing"}]},
+        roles="curator",
+    )
+    assert reply.status == 400 and reply.json()["field"] == "depends_on.0", reply.body
+    both = api.call("POST", "/memories", {"kind": "knowledge", "scope": "tenant", "content": "x", "depends_on": [{}]}, roles="curator")
+    assert both.status == 400 and both.json()["field"] == "depends_on.0", both.body
+    listing = api.call("GET", "/memories", query={"kind": "knowledge", "scope": "tenant"}).json()
+    assert listing["items"] == []
