@@ -1,6 +1,7 @@
 """POST/GET/PATCH/DELETE /memories: explicit memory writes, reads, edits and forgetting;
 GET /memories/search: recall as the ask flow sees it, for debugging; GET/PUT /model and
 GET /model/history: the tenant's semantic model, stored as versioned knowledge (curators write it);
+GET /knowledge/stale: shared memories whose dependencies moved on (curators);
 POST /maintenance/run (admins) and GET /conflicts, POST /conflicts/{id}/resolve: the lifecycle."""
 
 # No `from __future__ import annotations`: Powertools reads the routes' parameter types at run
@@ -39,6 +40,8 @@ from memtool.api.memories import (
     ScopeParam,
     SearchTextParam,
     SessionIdParam,
+    StaleItem,
+    StaleListing,
     StatusParam,
     SupersededView,
     ToolsParam,
@@ -162,6 +165,29 @@ def get_memory(
         return json_response(200, read.model_dump(mode="json", exclude={"history"}))
     read.history = service.history(who, id)
     return json_response(200, read.model_dump(mode="json"))
+
+
+@app.get(
+    "/knowledge/stale",
+    **operation(
+        "Shared memories whose dependencies moved on or are gone (curators)",
+        tag="memories",
+        ok={200: StaleListing},
+        errors=(403,),
+        description="Each memory with every dependency it declared (depends_on) and that dependency's state now: "
+        "newer when a later version exists, gone when it was deleted (docs/knowledge.md).",
+    ),
+)
+@tracer.capture_method
+def list_stale_knowledge():
+    found = container.memory_service().stale_knowledge(caller(app))
+    listing = StaleListing(
+        items=[
+            StaleItem(memory=record, dependencies=[DependencyView.model_validate(d.as_dict()) for d in states])
+            for record, states in found
+        ]
+    )
+    return json_response(200, listing.model_dump(mode="json"))
 
 
 @app.patch(

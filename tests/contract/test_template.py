@@ -70,6 +70,7 @@ EXPECTED_FUNCTIONS: dict[str, tuple[str, set[tuple[str, str]]]] = {
             ("get", "/model"),
             ("put", "/model"),
             ("get", "/model/history"),
+            ("get", "/knowledge/stale"),
         },
     ),
     "DiagnoseFunction": (

@@ -57,6 +57,13 @@ def test_a_definition_citing_a_source_is_stale_in_reads_and_answers_after_the_so
     assert cited["stale"] is True and cited["depends_on"] == ["refunds-policy.md v1; v2 exists"]
     assert "metric.net_revenue depends on refunds-policy.md v1; v2 exists (stale)" in second["notes"]
 
+    stale = api.call("GET", "/knowledge/stale", as_user=(api.tenant, "mei"), roles="curator")
+    assert stale.status == 200, stale.body
+    [item] = stale.json()["items"]
+    assert item["memory"]["id"] == memory["id"] and [d["state"] for d in item["dependencies"]] == ["newer"]
+    refused = api.call("GET", "/knowledge/stale")  # a plain user
+    assert refused.status == 403 and refused.json()["field"] == "roles", refused.body
+
 
 def test_a_dependency_that_is_not_there_is_a_422_naming_it_and_nothing_is_written(api, aws):
     reply = api.call(
@@ -70,3 +77,4 @@ def test_a_dependency_that_is_not_there_is_a_422_naming_it_and_nothing_is_writte
     assert both.status == 400 and both.json()["field"] == "depends_on.0", both.body
     listing = api.call("GET", "/memories", query={"kind": "knowledge", "scope": "tenant"}).json()
     assert listing["items"] == []
+    assert api.call("GET", "/knowledge/stale", roles="curator").json() == {"items": []}

@@ -218,6 +218,17 @@ class DependencyView(_Answer):
     state: str = Field(description="current, newer (a later version exists) or gone")
 
 
+class StaleItem(_Answer):
+    memory: MemoryRecord
+    dependencies: list[DependencyView] = Field(description="every dependency of the memory, as it is now")
+
+
+class StaleListing(_Answer):
+    """GET /knowledge/stale: the tenant's shared memories with a dependency that moved on or is gone."""
+
+    items: list[StaleItem]
+
+
 class MemoryRead(BaseModel):
     """GET /memories/{id}: ``history`` only when asked for."""
 
