@@ -20,8 +20,8 @@ from typing import Literal
 
 from memtool.clock import Clock
 from memtool.errors import NotFound, ValidationFailed
-from memtool.knowledge.sources import SOURCE_KEY_PREFIX
-from memtool.memory.records import MemoryKind, MemoryRecord, SourceRef
+from memtool.knowledge.sources import SOURCE_KEY_PREFIX, is_source
+from memtool.memory.records import MemoryRecord, SourceRef
 from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition, UndecodableRecord
 
 MAX_DEPENDENCIES = 20
@@ -91,7 +91,7 @@ class DependencyChecker:
         for index, ref in enumerate(checked):
             head = self._head(tenant, owner, ref.id)
             field = f"depends_on.{index}"
-            if head is None or _is_source(head) != (ref.depends_on == "source"):
+            if head is None or is_source(head) != (ref.depends_on == "source"):
                 raise ValidationFailed(f"{ref.depends_on} {ref.id} not found (for this caller)", field=field)
             if ref.version is not None and ref.version > head.version:
                 raise ValidationFailed(f"{ref.depends_on} {ref.id} has no version {ref.version} (it is at {head.version})", field=field)
@@ -139,12 +139,8 @@ class DependencyChecker:
         return False
 
 
-def _is_source(record: MemoryRecord) -> bool:
-    return record.kind is MemoryKind.KNOWLEDGE and bool(record.key and record.key.startswith(SOURCE_KEY_PREFIX))
-
-
 def _name_of(record: MemoryRecord) -> str:
-    if _is_source(record) and record.key:
+    if is_source(record) and record.key:
         return record.key[len(SOURCE_KEY_PREFIX) :]
     if record.key:
         return record.key

@@ -216,13 +216,6 @@ class SourceLibrary:
             raise NotFound(f"source {source_id} has no version {version} (it is at version {head.version})", field="version") from None
         return self._version_of(record, head.version)
 
-    def latest_version(self, tenant: str, source_id: str) -> int | None:
-        """The newest version of a source, or None when there is no such source (any more)."""
-        try:
-            return self._source_head(_partition(tenant), source_id).version
-        except NotFound:
-            return None
-
     def history(self, who: Identity, source_id: str) -> list[SourceVersion]:
         where = _partition(who.tenant)
         head = self._source_head(where, source_id)
@@ -239,7 +232,7 @@ class SourceLibrary:
         next_cursor = cursor
         for _ in range(_LIST_SCAN_PAGES):
             page = self._store.list(where, self._clock.now(), kind=MemoryKind.KNOWLEDGE, cursor=next_cursor, limit=limit)
-            items.extend(self._version_of(r, r.version) for r in page.items if _is_source(r))
+            items.extend(self._version_of(r, r.version) for r in page.items if is_source(r))
             next_cursor = page.next_cursor
             if items or next_cursor is None:
                 break
@@ -248,16 +241,12 @@ class SourceLibrary:
     def read(
         self, who: Identity, source_id: str, *, version: int | None = None, offset: int = 0, limit: int = READ_MAX_CHARS
     ) -> SourcePage:
-        return self.read_in(who.tenant, source_id, version=version, offset=offset, limit=limit)
-
-    def read_in(
-        self, tenant: str, source_id: str, *, version: int | None = None, offset: int = 0, limit: int = READ_MAX_CHARS
-    ) -> SourcePage:
         """One page of a version's text: ``limit`` characters from ``offset`` (both in code points)."""
         if offset < 0:
             raise ValidationFailed("offset counts characters from 0", field="offset")
         if not 1 <= limit <= READ_MAX_CHARS:
             raise ValidationFailed(f"a page holds 1 to {READ_MAX_CHARS:,} characters", field="limit")
+        tenant = who.tenant
         source = self.version_of(tenant, source_id, version)
         if offset > source.chars:
             raise ValidationFailed(f"offset {offset} is past the end of the text ({source.chars:,} characters)", field="offset")
@@ -288,7 +277,7 @@ class SourceLibrary:
             head = self._store.get(where, source_id, self._clock.now())
         except (NotFound, UndecodableRecord):
             raise NotFound(f"source {source_id} not found", field="id") from None
-        if not _is_source(head):
+        if not is_source(head):
             raise NotFound(f"source {source_id} not found", field="id")
         return head
 
@@ -339,7 +328,8 @@ def _partition(tenant: str) -> Partition:
     return Partition(tenant, TENANT_OWNER)
 
 
-def _is_source(record: MemoryRecord) -> bool:
+def is_source(record: MemoryRecord) -> bool:
+    """A knowledge memory in a ``source.`` slot whose value is valid metadata of that source."""
     return (
         record.kind is MemoryKind.KNOWLEDGE
         and bool(record.key and record.key.startswith(SOURCE_KEY_PREFIX))
@@ -377,6 +367,7 @@ __all__ = [
     "SourceWrite",
     "check_digest",
     "check_name",
+    "is_source",
     "name_folder",
     "source_digest",
 ]
