@@ -43,7 +43,8 @@ build a `Settings` and install it with `use_settings`. An object is given as JSO
 
 Inside a Lambda function (`AWS_LAMBDA_FUNCTION_NAME` is set) the model refuses, at cold start, any
 adapter that reads a local file (`MEMTOOL_STORE=sqlite`, `MEMTOOL_WAREHOUSE=duckdb`,
-`MEMTOOL_VECTOR_INDEX=embedded`, `MEMTOOL_DIAGNOSE_QUEUE=sqlite`, `MEMTOOL_TENANTS_FILE`), naming
+`MEMTOOL_VECTOR_INDEX=embedded`, `MEMTOOL_DIAGNOSE_QUEUE=sqlite`, `MEMTOOL_TENANTS_FILE`, source texts
+without `MEMTOOL_SOURCES_BUCKET`), naming
 what to set instead. The stack's parameters, which set several of these in AWS, are in
 [deploying.md](deploying.md#parameters).
 """
@@ -59,6 +60,7 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "today": ("Asking: warehouse, planner and flow", "[asking.md](asking.md), [warehouses.md](warehouses.md)"),
     "cache_enabled": ("The SQL cache", "[sql-cache.md](sql-cache.md)"),
     "diagnosis_max_executions": ("Diagnosis", "[diagnosis.md](diagnosis.md)"),
+    "sources_bucket": ("Governed knowledge", "[knowledge.md](knowledge.md)"),
     "sandbox": ("Tools and analysis", "[analysis-and-tools.md](analysis-and-tools.md)"),
     "mcp_tenant": ("The MCP server", "[mcp.md](mcp.md)"),
 }
@@ -74,6 +76,7 @@ UNSET: dict[str, str] = {
     "diagnose_queue_path": "`<home>/state/diagnose-queue.sqlite3`",
     "ask_state_machine_arn": "unset (the template sets it)",
     "maintenance_state_machine_arn": "unset (the template sets it)",
+    "sources_bucket": "unset: files under `<home>/state/sources` (the template sets it)",
 }
 
 MEANINGS: dict[str, str] = {
@@ -205,6 +208,8 @@ MEANINGS: dict[str, str] = {
     "diagnose_queue_url": "the SQS diagnose queue",
     "diagnose_queue_path": "the local diagnose queue's file",
     "diagnose_max_attempts": "deliveries of one diagnose event before it is a local dead letter",
+    # Governed knowledge
+    "sources_bucket": "the S3 bucket of source texts (the template's SourcesBucket); their metadata is in the record store",
     # Tools and analysis
     "sandbox": "the code interpreter's sandbox: `local` (a separate process with limits) or `e2b` (needs "
     "`MEMTOOL_E2B_SECRET_ARN`; the AnalyzeFunction sets it when the E2B secret is given)",

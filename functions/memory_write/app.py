@@ -2,6 +2,7 @@
 GET /memories/search: recall as the ask flow sees it, for debugging; GET/PUT /model and
 GET /model/history: the tenant's semantic model, stored as versioned knowledge (curators write it);
 GET /knowledge/stale: shared memories whose dependencies moved on (curators);
+POST/GET/DELETE /sources and GET /sources/{id}/read: versioned sources and their paged reads;
 POST /maintenance/run (admins) and GET /conflicts, POST /conflicts/{id}/resolve: the lifecycle."""
 
 # No `from __future__ import annotations`: Powertools reads the routes' parameter types at run
@@ -64,10 +65,29 @@ from memtool.api.model import (
 )
 from memtool.api.openapi import operation
 from memtool.api.resolver import caller, json_response, make_resolver
+from memtool.api.sources import (
+    CreateSourceBody,
+    OffsetParam,
+    ReadLimitParam,
+    SourceCursorParam,
+    SourceHistoryParam,
+    SourceIdParam,
+    SourceLimitParam,
+    SourcePageView,
+    SourceRead,
+    SourcesListing,
+    SourceVersionParam,
+    SourceWritten,
+    source_page,
+    source_view,
+    source_written,
+    sources_listing,
+)
+from memtool.knowledge.sources import source_digest
 from memtool.memory.records import MemoryScope
 from memtool.observability import instrumented, metrics, tracer
 from memtool.retrieval.recall import RecallRequest
-from memtool.runtime import container, maintenance
+from memtool.runtime import container, knowledge, maintenance
 from memtool.runtime.api_writes import idempotent_write
 
 app = make_resolver()
@@ -251,6 +271,102 @@ def end_session(id: SessionIdParam):  # noqa: A002
         return {"status_code": 204, "body": None}
 
     return _write("end_session", {"id": id}, perform)
+
+
+# ---- sources: the documents definitions come from (docs/knowledge.md) --------------------------
+
+
+@app.post(
+    "/sources",
+    **operation(
+        "Store a source (DDL, ETL SQL or a document): its next version when the text differs (curators)",
+        tag="sources",
+        ok={201: SourceWritten, 200: SourceWritten},
+        errors=(403, 409, 422),
+        idempotent=True,
+        description="201 for a new source (version 1), 200 for a new version or, with unchanged: true, for the same text "
+        "as the version in force (nothing is stored). The text is up to 2 MiB of UTF-8; the body may be up to 4 MiB "
+        "and 64 KiB, room for JSON escapes.",
+    ),
+)
+@tracer.capture_method
+def create_source(body: Annotated[CreateSourceBody, Body()]):
+    def perform(who):
+        written = knowledge.source_library().put(who, body.name, body.kind, body.text)
+        if not written.unchanged:
+            metrics.add_metric(name="SourceVersionsStored", unit=MetricUnit.Count, value=1)
+        return {"status_code": 201 if written.created else 200, "body": source_written(written).model_dump(mode="json")}
+
+    # The key's request is the text's digest, not the text: the idempotency record stays small.
+    request = {"name": body.name, "kind": body.kind.value, "sha256": source_digest(body.text)}
+    return _write("create_source", request, perform)
+
+
+@app.get(
+    "/sources",
+    **operation("The tenant's sources, each at its newest version", tag="sources", ok={200: SourcesListing}),
+)
+@tracer.capture_method
+def list_sources(cursor: SourceCursorParam = None, limit: SourceLimitParam = 20):
+    listing = knowledge.source_library().list(caller(app), cursor=cursor, limit=limit)
+    return json_response(200, sources_listing(listing).model_dump(mode="json"))
+
+
+@app.get(
+    "/sources/<id>",
+    **operation("A source version's metadata (default: the newest), or its history", tag="sources", ok={200: SourceRead}, errors=(404,)),
+)
+@tracer.capture_method
+def get_source(id: SourceIdParam, version: SourceVersionParam = None, history: SourceHistoryParam = False):  # noqa: A002
+    library, who = knowledge.source_library(), caller(app)
+    read = SourceRead(source=source_view(library.get(who, id, version)))
+    if not history:
+        return json_response(200, read.model_dump(mode="json", exclude={"history"}))
+    read.history = [source_view(v) for v in library.history(who, id)]
+    return json_response(200, read.model_dump(mode="json"))
+
+
+@app.get(
+    "/sources/<id>/read",
+    **operation(
+        "Read a source version's text, a page at a time",
+        tag="sources",
+        ok={200: SourcePageView},
+        errors=(404,),
+        description="limit characters (code points, at most 16,000) from offset; next_offset is the next page's, null on "
+        "the last, and the pages of one version concatenate to its text. Naming an old version answers it with "
+        "stale: true and the newest version in latest_version.",
+    ),
+)
+@tracer.capture_method
+def read_source(
+    id: SourceIdParam,  # noqa: A002
+    version: SourceVersionParam = None,
+    offset: OffsetParam = 0,
+    limit: ReadLimitParam = 16_000,
+):
+    page = knowledge.source_library().read(caller(app), id, version=version, offset=offset, limit=limit)
+    return json_response(200, source_page(page).model_dump(mode="json"))
+
+
+@app.delete(
+    "/sources/<id>",
+    **operation(
+        "Delete a source, every version of it and its texts (curators); what depends on it becomes stale",
+        tag="sources",
+        ok={204: None},
+        errors=(403, 404, 409, 422),
+        idempotent=True,
+    ),
+)
+@tracer.capture_method
+def delete_source(id: SourceIdParam):  # noqa: A002
+    def perform(who):
+        knowledge.source_library().delete(who, id)
+        metrics.add_metric(name="SourcesDeleted", unit=MetricUnit.Count, value=1)
+        return {"status_code": 204, "body": None}
+
+    return _write("delete_source", {"id": id}, perform)
 
 
 # ---- the semantic model ----------------------------------------------------------------------

@@ -145,6 +145,16 @@ def iam_requests(service: str, operation: str, params: dict[str, Any]) -> list[I
         }.get(operation)
         if action:
             return bedrock_requests(action, params["modelId"])
+    if service == "s3" and "Bucket" in params:
+        bucket = f"arn:aws:s3:::{params['Bucket']}"
+        if operation == "ListObjectsV2":
+            return [IamRequest("s3:ListBucket", bucket)]
+        if operation == "DeleteObjects":  # authorized object by object, as s3:DeleteObject
+            return [IamRequest("s3:DeleteObject", f"{bucket}/{o['Key']}") for o in params["Delete"]["Objects"]]
+        if operation in ("PutObject", "GetObject", "DeleteObject"):
+            return [IamRequest(f"s3:{operation}", f"{bucket}/{params['Key']}")]
+        if operation == "HeadObject":
+            return [IamRequest("s3:GetObject", f"{bucket}/{params['Key']}")]
     if service == "sts" and operation == "GetCallerIdentity":
         return []  # always allowed
     raise UnmappedCall(f"no IAM mapping for {service}:{operation}; add it to iam_requests")

@@ -258,6 +258,7 @@ class Harness:
         names = Settings(memory_table=env["MEMTOOL_MEMORY_TABLE"], idempotency_table=env["MEMTOOL_IDEMPOTENCY_TABLE"])
         create_tables(self.admin("dynamodb"), names, load_template(ROOT / "template.yaml"))
         self.admin("sqs").create_queue(QueueName=self.deployment.physical_name("DiagnoseQueue"))
+        self.admin("s3").create_bucket(Bucket=self.deployment.physical_name("SourcesBucket").lower())
         params = self.deployment.parameters
         secrets = self.admin("secretsmanager")
         for arn, value in (
@@ -536,6 +537,16 @@ def run_paths(harness: Harness) -> None:
             api_event("memory_delete.json", ids={"mem_01JD0000000000000000000000": doomed}),
         )
 
+    # Sources: a curator stores one (its text in the bucket, its metadata in the table), anyone of
+    # the tenant lists it, reads its metadata and its text a page at a time; a curator deletes it.
+    with harness.as_role("MemoryWriteFunction"):
+        stored = harness.invoke("MemoryWriteFunction", "memory_write", "POST /sources", api_event("source_create.json"))
+        source_ids = {"mem_01JD0000000000000000000001": json.loads(stored["body"])["source"]["id"]}
+        harness.invoke("MemoryWriteFunction", "memory_write", "GET /sources", api_event("source_list.json"))
+        harness.invoke("MemoryWriteFunction", "memory_write", "GET /sources/{id}", api_event("source_get.json", ids=source_ids))
+        harness.invoke("MemoryWriteFunction", "memory_write", "GET /sources/{id}/read", api_event("source_read.json", ids=source_ids))
+        harness.invoke("MemoryWriteFunction", "memory_write", "DELETE /sources/{id}", api_event("source_delete.json", ids=source_ids))
+
     # MaintenanceFlow's Tasks before any stream delivery, in the flow's order and with the payloads
     # its states build (Plan, each lifecycle step over each tenant, Reconcile, WriteReport):
     # Reconcile indexes the heads still pending, so the searches below find them.
@@ -701,6 +712,7 @@ def proof_environment(harness: Harness) -> Iterator[None]:
     botocore.handlers.BUILTIN_HANDLERS.extend(hooks)
     mp = harness.monkeypatch
     mp.setattr(access_control.IAMRequest, "check_action_permitted", lambda self, resource: log.moto_check(self, resource))
+    mp.setattr(access_control.S3IAMRequest, "check_action_permitted", lambda self, resource: log.moto_check(self, resource))
     try:
         from memtool.analysis.sandbox import e2b
         from memtool.analysis.sandbox.port import SandboxUnavailable
@@ -905,6 +917,11 @@ EXPECTED_OUTCOMES: dict[str, dict[str, Any]] = {
         "POST /maintenance/run": 202,  # a started MaintenanceFlow execution
         "GET /conflicts": 200,
         "GET /diagnoses": 200,
+        "POST /sources": 201,
+        "GET /sources": 200,
+        "GET /sources/{id}": 200,
+        "GET /sources/{id}/read": 200,
+        "DELETE /sources/{id}": 204,
     },
     "configured": {
         "PUT /model": 201,

@@ -71,6 +71,11 @@ EXPECTED_FUNCTIONS: dict[str, tuple[str, set[tuple[str, str]]]] = {
             ("put", "/model"),
             ("get", "/model/history"),
             ("get", "/knowledge/stale"),
+            ("post", "/sources"),
+            ("get", "/sources"),
+            ("get", "/sources/{id}"),
+            ("get", "/sources/{id}/read"),
+            ("delete", "/sources/{id}"),
         },
     ),
     "DiagnoseFunction": (

@@ -1,24 +1,24 @@
 """A knowledge memory that depends on a source, over HTTP: a read and the answer that cites it say
 when the source has moved on (docs/knowledge.md, Dependency chains).
 
-The source is stored through the source library on the runtime's own record store (its HTTP
-routes are the next slice); the memory, the reads and the asks go through the local API.
+The source, the memory, the reads and the asks all go through the local API.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from memtool.identity import Identity
-from memtool.knowledge.bodies import FileSourceBodies
-from memtool.knowledge.sources import SourceKind, SourceLibrary
-from memtool.runtime import container
+from typing import Any
 
 
-def test_a_definition_citing_a_source_is_stale_in_reads_and_answers_after_the_sources_version_2(api, drain, tmp_path: Path):
-    curator = Identity(tenant=api.tenant, user="mei", roles=frozenset({"curator"}))
-    library = SourceLibrary(container.memory_store(), FileSourceBodies(tmp_path / "sources"), container.clock())
-    policy = library.put(curator, "refunds-policy.md", SourceKind.DOCUMENT, "退款：30天内可全额退款。").source
+def post_policy(api, text: str) -> dict[str, Any]:
+    reply = api.call(
+        "POST", "/sources", {"name": "refunds-policy.md", "kind": "document", "text": text}, as_user=(api.tenant, "mei"), roles="curator"
+    )
+    assert reply.status in (200, 201), reply.body
+    return reply.json()["source"]
+
+
+def test_a_definition_citing_a_source_is_stale_in_reads_and_answers_after_the_sources_version_2(api, drain):
+    policy = post_policy(api, "退款：30天内可全额退款。")
 
     written = api.call(
         "POST",
@@ -28,14 +28,14 @@ def test_a_definition_citing_a_source_is_stale_in_reads_and_answers_after_the_so
             "scope": "tenant",
             "key": "metric.net_revenue",
             "content": "净收入 = 销售额 − 折扣 − 退款（退款口径见退款政策）",
-            "depends_on": [{"source_id": policy.id}],
+            "depends_on": [{"source_id": policy["id"]}],
         },
         as_user=(api.tenant, "mei"),
         roles="curator",
     )
     assert written.status == 201, written.body
     memory = written.json()["memory"]
-    assert memory["provenance"]["sources"] == [{"id": policy.id, "version": 1, "depends_on": "source"}]
+    assert memory["provenance"]["sources"] == [{"id": policy["id"], "version": 1, "depends_on": "source"}]
     drain.drain()
 
     read = api.call("GET", f"/memories/{memory['id']}").json()
@@ -45,12 +45,12 @@ def test_a_definition_citing_a_source_is_stale_in_reads_and_answers_after_the_so
     assert cited["stale"] is False and cited["depends_on"] == ["refunds-policy.md v1"]
     assert not any("stale" in note for note in first["notes"])
 
-    library.put(curator, "refunds-policy.md", SourceKind.DOCUMENT, "退款：14天内可全额退款。")
+    assert post_policy(api, "退款：14天内可全额退款。")["version"] == 2
 
     read = api.call("GET", f"/memories/{memory['id']}").json()
     assert read["stale"] is True
     assert read["dependencies"] == [
-        {"id": policy.id, "depends_on": "source", "version": 1, "latest_version": 2, "name": "refunds-policy.md", "state": "newer"}
+        {"id": policy["id"], "depends_on": "source", "version": 1, "latest_version": 2, "name": "refunds-policy.md", "state": "newer"}
     ]
     second = api.call("POST", "/ask", {"question": "净收入怎么算？"}).json()
     [cited] = [c for c in second["citations"] if c["source"] == f"memory:{memory['id']}@v1"]

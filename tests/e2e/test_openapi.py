@@ -11,7 +11,6 @@ import pytest
 
 from memtool.runtime.openapi import openapi_document, openapi_json
 from memtool.runtime.template import api_routes
-
 from tests.support import ROOT
 
 CHECKED_IN = ROOT / "openapi.json"
@@ -69,7 +68,8 @@ def test_every_operation_declares_its_errors_identity_headers_and_bodies():
             names = {parameters[p["$ref"].rsplit("/", 1)[1]]["name"] for p in op["parameters"] if "$ref" in p}
             assert {"X-Memtool-Tenant", "X-Memtool-User", "X-Memtool-Roles"} <= names, where
             # POST /ask too: a retry with the same key answers the first answer, never a second flow
-            writes = path.startswith(("/ask", "/memories", "/sessions", "/feedback", "/fewshots/", "/diagnose", "/lessons/")) and method != "get"
+            written = ("/ask", "/memories", "/sessions", "/feedback", "/fewshots/", "/diagnose", "/lessons/", "/sources")
+            writes = path.startswith(written) and method != "get"
             assert ("Idempotency-Key" in names) == writes, where
             if "{id}" in path:
                 assert any(p.get("in") == "path" and p["name"] == "id" for p in op["parameters"]), where

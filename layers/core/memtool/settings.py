@@ -231,6 +231,13 @@ class Settings(BaseSettings):
     diagnose_queue_path: Path | None = Field(None, description="SQLite diagnose queue; default <home>/state/diagnose-queue.sqlite3.")
     diagnose_max_attempts: int = Field(3, ge=1, le=100, description="Deliveries of one diagnose event before it is a dead letter.")
 
+    # Governed knowledge (memtool.knowledge): where the texts of sources live.
+    sources_bucket: str | None = Field(
+        None,
+        description="S3 bucket of source texts (template.yaml, SourcesBucket); unset: files under <home>/state/sources. "
+        "The metadata is always in the record store.",
+    )
+
     # Tools and analysis (memtool.tools, memtool.analysis).
     sandbox: Literal["local", "e2b"] = Field(
         "local", description="Code interpreter: 'e2b' (hosted, MEMTOOL_E2B_SECRET_ARN) or 'local' (a separate process with limits)."
@@ -312,6 +319,8 @@ class Settings(BaseSettings):
             local.append("MEMTOOL_VECTOR_INDEX=embedded (use opensearch, or none for the lexical fallback)")
         if self.diagnose_queue_kind == "sqlite":
             local.append("MEMTOOL_DIAGNOSE_QUEUE=sqlite (use sqs)")
+        if self.sources_bucket is None:
+            local.append("MEMTOOL_SOURCES_BUCKET unset (source texts would be local files; set the SourcesBucket)")
         if self.tenants_file is not None:
             local.append("MEMTOOL_TENANTS_FILE (a local file; in AWS each tenant's model is stored with PUT /model)")
         return local
@@ -333,6 +342,10 @@ class Settings(BaseSettings):
         if self.diagnose_queue is not None:
             return self.diagnose_queue
         return "sqs" if self.diagnose_queue_url else "none"
+
+    @property
+    def sources_folder(self) -> Path:
+        return self.home / "state" / "sources"
 
     @property
     def diagnose_queue_file(self) -> Path:

@@ -54,6 +54,13 @@ def body_limit(method: str, resource: str) -> int:
     (``expected_version``) and the spaces a client's JSON puts where the stored form has none. The
     model's own size check runs on the parsed document, so this limit only keeps bodies bounded.
     """
+    if method.upper() == "POST" and resource == "/sources":
+        # A source's text (2 MiB of UTF-8) may grow in JSON: a quote or a newline is two bytes as an
+        # escape, a CJK character three as UTF-8 and six as \uXXXX. Twice the text keeps the body
+        # under Lambda's 6 MB request limit.
+        from memtool.knowledge.sources import SOURCE_MAX_BYTES
+
+        return 2 * SOURCE_MAX_BYTES + MAX_BODY_BYTES
     if method.upper() == "PUT" and resource == "/model":
         # imported here: only this route pays for the semantic package at a cold start
         from memtool.semantic.validation import MODEL_MAX_BYTES

@@ -29,7 +29,8 @@ ERROR_DESCRIPTIONS = {
     "library and the SQL cache are admins' to read; some kinds and keys are written by their flows only",
     404: "not found, also for another tenant's or user's memory",
     409: "stale expected_version (retry with current_version), or the same Idempotency-Key still in flight",
-    413: f"payload_too_large: the body is over the route's limit ({MAX_BODY_BYTES // 1024} KiB; PUT /model's is larger: it holds a model)",
+    413: f"payload_too_large: the body is over the route's limit ({MAX_BODY_BYTES // 1024} KiB; PUT /model's and "
+    "POST /sources' are larger: they hold a model or a document)",
     422: "this Idempotency-Key was already used for a different request",
     503: "the deployment lacks a setting this request needs; `field` names the stack parameter to set",
     507: "insufficient_storage: the disk holding memtool's state is full; the message says what was stored (as a rule "

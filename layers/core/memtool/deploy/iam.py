@@ -475,6 +475,8 @@ class _Resolver:
             return self.get_att(name, "Arn")
         if kind == "AWS::ApiGateway::RestApi":
             return f"{name.lower()[:10]}"
+        if kind == "AWS::S3::Bucket":
+            return physical.lower()  # CloudFormation names buckets in lower case (S3 allows no other)
         return physical
 
     def get_att(self, name: str, attribute: str) -> Any:
@@ -495,6 +497,7 @@ class _Resolver:
             "AWS::Lambda::LayerVersion": f"{head}:lambda:{where}:layer:{physical}:1",
             "AWS::SNS::Topic": f"{head}:sns:{where}:{physical}",
             "AWS::SQS::QueuePolicy": physical,
+            "AWS::S3::Bucket": f"{head}:s3:::{physical.lower()}",
         }
         if attribute == "Arn":
             return arns.get(kind, f"{head}:cloudformation:{where}:resource/{physical}")

@@ -103,7 +103,11 @@ class S3SourceBodies:
         for page in paginator.paginate(Bucket=self._bucket, Prefix=prefix):
             keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
             if keys:
-                self._s3.delete_objects(Bucket=self._bucket, Delete={"Objects": keys, "Quiet": True})
+                answer = self._s3.delete_objects(Bucket=self._bucket, Delete={"Objects": keys, "Quiet": True})
+                failed = answer.get("Errors") or []
+                if failed:  # quiet mode lists only the objects S3 could not delete
+                    first = failed[0]
+                    raise RuntimeError(f"S3 kept {len(failed)} source text(s): {first.get('Code')}: {first.get('Message')}")
                 removed += len(keys)
         return removed
 

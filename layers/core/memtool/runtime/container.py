@@ -414,7 +414,7 @@ def _stored_model(tenant: str) -> ActiveModel | None:
 # ---- semantic models: the store of each tenant's model and its flow (PUT/GET /model) -------------
 
 
-class _ContainerClock:
+class ContainerClock:
     """The container's clock at each call (``use_clock`` may change it later)."""
 
     def now(self) -> datetime:
@@ -427,7 +427,7 @@ def model_store() -> ModelStore:
     from memtool.semantic.model_store import ModelStore
 
     store = memory_store()
-    return _per_key(("model-store", id(store)), lambda: ModelStore(store, _ContainerClock()))
+    return _per_key(("model-store", id(store)), lambda: ModelStore(store, ContainerClock()))
 
 
 def model_check_warehouse(tenant: str) -> Warehouse | None:
