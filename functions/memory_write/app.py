@@ -3,6 +3,7 @@ GET /memories/search: recall as the ask flow sees it, for debugging; GET/PUT /mo
 GET /model/history: the tenant's semantic model, stored as versioned knowledge (curators write it);
 GET /knowledge/stale: shared memories whose dependencies moved on (curators);
 POST/GET/DELETE /sources and GET /sources/{id}/read: versioned sources and their paged reads;
+POST/GET /proposals and POST /proposals/{id}/accept|reject|rebase: changes to shared definitions;
 POST /maintenance/run (admins) and GET /conflicts, POST /conflicts/{id}/resolve: the lifecycle."""
 
 # No `from __future__ import annotations`: Powertools reads the routes' parameter types at run
@@ -64,6 +65,22 @@ from memtool.api.model import (
     model_written,
 )
 from memtool.api.openapi import operation
+from memtool.api.proposals import (
+    AcceptProposalBody,
+    CreateProposalBody,
+    ProposalCursorParam,
+    ProposalDecided,
+    ProposalIdParam,
+    ProposalLimitParam,
+    ProposalsListing,
+    ProposalStatusParam,
+    ProposalView,
+    RebaseProposalBody,
+    RejectProposalBody,
+    proposal_decided,
+    proposal_view,
+    proposals_listing,
+)
 from memtool.api.resolver import caller, json_response, make_resolver
 from memtool.api.sources import (
     CreateSourceBody,
@@ -367,6 +384,128 @@ def delete_source(id: SourceIdParam):  # noqa: A002
         return {"status_code": 204, "body": None}
 
     return _write("delete_source", {"id": id}, perform)
+
+
+# ---- proposals: changes to shared definitions that curators review (docs/knowledge.md) ----------
+
+
+@app.post(
+    "/proposals",
+    **operation(
+        "Propose a change to a shared memory (a knowledge memory or a tenant correction), or propose your own correction",
+        tag="proposals",
+        ok={201: ProposalView},
+        errors=(404, 409, 422),
+        idempotent=True,
+        description="Anyone of the tenant proposes; curators accept or reject. With from_memory_id (one of your own "
+        "memories) and no target_id, the target is the shared memory of the same kind and key, and the change that "
+        "memory's content (and value).",
+    ),
+)
+@tracer.capture_method
+def create_proposal(body: Annotated[CreateProposalBody, Body()]):
+    def perform(who):
+        proposal = knowledge.proposal_service().propose(
+            who,
+            reason=body.reason,
+            target_id=body.target_id,
+            change=body.change.fields() if body.change is not None else None,
+            from_memory_id=body.from_memory_id,
+        )
+        metrics.add_metric(name="ProposalsMade", unit=MetricUnit.Count, value=1)
+        return {"status_code": 201, "body": proposal_view(proposal).model_dump(mode="json")}
+
+    return _write("create_proposal", body.model_dump(mode="json", exclude_unset=True), perform)
+
+
+@app.get(
+    "/proposals",
+    **operation("Proposals: a curator's view is the tenant's, a user's their own", tag="proposals", ok={200: ProposalsListing}),
+)
+@tracer.capture_method
+def list_proposals(status: ProposalStatusParam = None, cursor: ProposalCursorParam = None, limit: ProposalLimitParam = 20):
+    listing = knowledge.proposal_service().list(caller(app), status=status, cursor=cursor, limit=limit)
+    return json_response(200, proposals_listing(listing).model_dump(mode="json"))
+
+
+@app.get(
+    "/proposals/<id>",
+    **operation("A proposal (its proposer's or a curator's)", tag="proposals", ok={200: ProposalView}, errors=(404,)),
+)
+@tracer.capture_method
+def get_proposal(id: ProposalIdParam):  # noqa: A002
+    return json_response(200, proposal_view(knowledge.proposal_service().get(caller(app), id)).model_dump(mode="json"))
+
+
+def _decision_operation(summary: str, description: str) -> dict[str, Any]:
+    kwargs = operation(summary, tag="proposals", ok={200: ProposalDecided}, errors=(403, 404, 409, 422), idempotent=True,
+                       description=description)  # fmt: skip
+    kwargs["responses"][403] = {**kwargs["responses"][403], "description": "proposals are decided by curators (role curator or admin)"}
+    kwargs["responses"][409] = {
+        **kwargs["responses"][409],
+        "description": "proposal_outdated: the target moved past the proposal's base_version (rebase it); version_conflict: "
+        "the proposal was already decided; or the same Idempotency-Key still in flight",
+    }
+    return kwargs
+
+
+@app.post(
+    "/proposals/<id>/accept",
+    **_decision_operation(
+        "Accept a proposal: the target's next version, with the proposal in its provenance (curators)",
+        "The change as proposed, or the curator's edit of it (change), is written through the memory rules (sizes, PII, a "
+        "correction's term and meaning) as the target's next version; its provenance.proposal is {proposal_id, proposer, "
+        "reviewer}.",
+    ),
+)
+@tracer.capture_method
+def accept_proposal(id: ProposalIdParam, body: Annotated[AcceptProposalBody | None, Body(description="optional")] = None):  # noqa: A002
+    edit = body.change.fields() if body is not None and body.change is not None else None
+    reason = body.reason if body is not None else None
+
+    def perform(who):
+        decision = knowledge.proposal_service().accept(who, id, change=edit, reason=reason)
+        metrics.add_metric(name="ProposalsAccepted", unit=MetricUnit.Count, value=1)
+        return {"status_code": 200, "body": proposal_decided(decision).model_dump(mode="json")}
+
+    sent = None if body is None else body.model_dump(mode="json", exclude_unset=True)
+    return _write("accept_proposal", {"id": id, "body": sent}, perform)
+
+
+@app.post(
+    "/proposals/<id>/reject",
+    **_decision_operation("Reject a proposal with a reason (curators): nothing else changes", "The target stays as it is."),
+)
+@tracer.capture_method
+def reject_proposal(id: ProposalIdParam, body: Annotated[RejectProposalBody, Body()]):  # noqa: A002
+    def perform(who):
+        decision = knowledge.proposal_service().reject(who, id, reason=body.reason)
+        metrics.add_metric(name="ProposalsRejected", unit=MetricUnit.Count, value=1)
+        return {"status_code": 200, "body": proposal_decided(decision).model_dump(mode="json")}
+
+    return _write("reject_proposal", {"id": id, "body": body.model_dump(mode="json")}, perform)
+
+
+@app.post(
+    "/proposals/<id>/rebase",
+    **operation(
+        "Re-base an outdated proposal onto its target's version now, optionally with a new change (its proposer or a curator)",
+        tag="proposals",
+        ok={200: ProposalView},
+        errors=(403, 404, 409, 422),
+        idempotent=True,
+    ),
+)
+@tracer.capture_method
+def rebase_proposal(id: ProposalIdParam, body: Annotated[RebaseProposalBody | None, Body(description="optional")] = None):  # noqa: A002
+    change = body.change.fields() if body is not None and body.change is not None else None
+
+    def perform(who):
+        proposal = knowledge.proposal_service().rebase(who, id, change=change)
+        return {"status_code": 200, "body": proposal_view(proposal).model_dump(mode="json")}
+
+    sent = None if body is None else body.model_dump(mode="json", exclude_unset=True)
+    return _write("rebase_proposal", {"id": id, "body": sent}, perform)
 
 
 # ---- the semantic model ----------------------------------------------------------------------

@@ -76,6 +76,12 @@ EXPECTED_FUNCTIONS: dict[str, tuple[str, set[tuple[str, str]]]] = {
             ("get", "/sources/{id}"),
             ("get", "/sources/{id}/read"),
             ("delete", "/sources/{id}"),
+            ("post", "/proposals"),
+            ("get", "/proposals"),
+            ("get", "/proposals/{id}"),
+            ("post", "/proposals/{id}/accept"),
+            ("post", "/proposals/{id}/reject"),
+            ("post", "/proposals/{id}/rebase"),
         },
     ),
     "DiagnoseFunction": (

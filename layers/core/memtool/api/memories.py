@@ -262,7 +262,8 @@ class RecallCoverageView(_Answer):
     stale_refreshed: int
     dropped: dict[str, int] = Field(
         description="candidates left out, by reason (only reasons that occurred). Source checks: missing, "
-        "other_tenant, other_owner, expired, inactive, maintenance_record, stale_version. Relevance floor: below_floor (cosine "
+        "other_tenant, other_owner, expired, inactive, maintenance_record, governance_record (a source or a proposal: "
+        "read at /sources and /proposals), stale_version. Relevance floor: below_floor (cosine "
         "to the question under the kind's recall_min_cosine and no key term of the memory in the question), "
         "low_score (final score under the kind's recall_min_score), near_duplicate (same kind, identical "
         "normalised content or cosine at least recall_duplicate_cosine to a better-ranked kept memory), "

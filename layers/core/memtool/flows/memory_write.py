@@ -28,11 +28,12 @@ from memtool.memory.records import (
     MemoryRecord,
     MemoryScope,
     MemoryStatus,
+    ProposalProvenance,
     Provenance,
     SourceRef,
     Trigger,
 )
-from memtool.memory.slots import MAINTENANCE_KEY_PREFIX, check_slot_value, correction_term_key
+from memtool.memory.slots import MAINTENANCE_KEY_PREFIX, PROPOSAL_KEY_PREFIX, check_slot_value, correction_term_key
 from memtool.memory.store import TENANT_OWNER, ForgetOutcome, MemoryPage, MemoryStore, Partition, UndecodableRecord
 from memtool.semantic.model_store import MODEL_KEY
 from memtool.settings import Settings
@@ -115,8 +116,12 @@ class MemoryService:
         outcome = self._store.create(where, draft, self._clock.now())
         return MemoryWriteResult(outcome.record, outcome.created, outcome.superseded, outcome.unchanged, counts)
 
-    def revise(self, who: Identity, memory_id: str, edit: MemoryEdit, *, system: bool = False) -> MemoryWriteResult:
-        """Change a memory; ``system`` is memtool itself (the ask flow appending a session's turn)."""
+    def revise(
+        self, who: Identity, memory_id: str, edit: MemoryEdit, *, system: bool = False, proposal: ProposalProvenance | None = None
+    ) -> MemoryWriteResult:
+        """Change a memory; ``system`` is memtool itself (the ask flow appending a session's turn).
+        ``proposal``: the change is an accepted proposal, recorded in the new version's provenance
+        (its author is the reviewer; its dependencies stay as they were)."""
         where, current = self._locate(who, memory_id)
         self._require_write_access(who, current.scope)
         if not system:
@@ -139,6 +144,8 @@ class MemoryService:
         for name, scrubbed in (("content", content), ("source_text", source_text), ("value", value)):
             if name in fields:
                 fields[name] = scrubbed
+        if proposal is not None:
+            fields["provenance"] = current.provenance.model_copy(update={"author": who.user, "proposal": proposal})
         patch = MemoryPatch.model_validate({**fields, "redactions": counts})
         outcome = self._store.update(where, memory_id, patch, edit.expected_version, self._clock.now())
         return MemoryWriteResult(outcome.record, False, current, False, counts)
@@ -240,6 +247,7 @@ class MemoryService:
     def recall_one(self, who: Identity, memory_id: str, version: int | None = None) -> MemoryRecord:
         where, current = self._locate(who, memory_id)
         self._require_reviewer_for(who, current.kind)
+        self._hide_proposals(who, current)
         if version is None:
             return current
         return self._store.get(where, memory_id, self._clock.now(), version=version)
@@ -247,6 +255,7 @@ class MemoryService:
     def history(self, who: Identity, memory_id: str) -> list[MemoryRecord]:
         where, current = self._locate(who, memory_id)
         self._require_reviewer_for(who, current.kind)
+        self._hide_proposals(who, current)
         return self._store.history(where, memory_id, self._clock.now())
 
     def browse(self, who: Identity, query: MemoryPageRequest) -> MemoryPage:
@@ -259,6 +268,8 @@ class MemoryService:
         if not who.is_admin and any(r.kind in _ADMIN_READ for r in page.items):
             # The review queue and the SQL cache hold other users' questions: only admins read them.
             page = MemoryPage([r for r in page.items if r.kind not in _ADMIN_READ], page.next_cursor, page.skipped)
+        if not who.is_curator and any(_is_proposal(r) for r in page.items):
+            page = MemoryPage([r for r in page.items if not _is_proposal(r)], page.next_cursor, page.skipped)
         skipped = page.skipped
         if skipped:
             logger.warning(
@@ -365,6 +376,8 @@ class MemoryService:
             raise Forbidden("keys starting with 'maintenance.' hold MaintenanceFlow's report and state", field="key")
         if key is not None and key.startswith(SOURCE_KEY_PREFIX):
             raise Forbidden("keys starting with 'source.' hold sources, written at POST /sources", field="key")
+        if key is not None and key.startswith(PROPOSAL_KEY_PREFIX):
+            raise Forbidden("keys starting with 'proposal.' hold proposals, made at POST /proposals", field="key")
         if kind is MemoryKind.KNOWLEDGE and key == MODEL_KEY:
             raise Forbidden("the semantic model is written at PUT /model (memtool model push), where it is validated", field="key")
 
@@ -374,6 +387,12 @@ class MemoryService:
             raise Forbidden("the few-shot library is read by admins, at /fewshots", field="kind")
         if kind is MemoryKind.CACHE and not who.is_admin:
             raise Forbidden("the SQL cache holds the tenant's questions: admins read it", field="kind")
+
+    @staticmethod
+    def _hide_proposals(who: Identity, record: MemoryRecord) -> None:
+        """Proposals are read at /proposals, where a user sees only their own: not through /memories."""
+        if _is_proposal(record) and not who.is_curator:
+            raise NotFound(f"memory {record.id} not found", field="id")
 
     @staticmethod
     def _require_write_access(who: Identity, scope: MemoryScope) -> None:
@@ -393,3 +412,7 @@ class MemoryService:
     @staticmethod
     def _scrub(content: str | None, source_text: str | None, value: Any) -> tuple[str | None, str | None, Any, dict[str, int]]:
         return scrub_fields(content, source_text, value)
+
+
+def _is_proposal(record: MemoryRecord) -> bool:
+    return record.scope is MemoryScope.TENANT and bool(record.key and record.key.startswith(PROPOSAL_KEY_PREFIX))

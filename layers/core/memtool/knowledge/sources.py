@@ -34,9 +34,9 @@ from memtool.clock import Clock
 from memtool.errors import Forbidden, NotFound, ValidationFailed
 from memtool.identity import Identity
 from memtool.memory.records import MemoryDraft, MemoryKind, MemoryRecord, MemoryScope, MemoryStatus, Provenance, Trigger
+from memtool.memory.slots import SOURCE_KEY_PREFIX
 from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition, UndecodableRecord
 
-SOURCE_KEY_PREFIX = "source."
 SOURCE_TAG = "source"
 SOURCE_MAX_BYTES = 2 * 1024 * 1024  # a source's text as UTF-8
 READ_MAX_CHARS = 16_000  # one page of a paged read

@@ -6,9 +6,9 @@ import os
 import time
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal, Required, cast
+from typing import Annotated, Any, Literal, Required, cast
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, WithJsonSchema, model_serializer
 from typing_extensions import TypedDict
 
 
@@ -109,6 +109,34 @@ class SourceRef(BaseModel):
         return cast(SourceRefJson, data)
 
 
+class ProposalProvenance(BaseModel):
+    """A version written by accepting a proposal (POST /proposals/{id}/accept): who proposed the
+    change and which curator accepted it (memtool.flows.proposals)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    proposal_id: str
+    proposer: str
+    reviewer: str
+
+
+class ProposalProvenanceJson(TypedDict):
+    proposal_id: str
+    proposer: str
+    reviewer: str
+
+
+class ProvenanceJson(TypedDict, total=False):
+    """A Provenance as JSON: ``proposal`` only on a version a proposal wrote. The serializer's
+    output is already plain data, so the types here are the JSON ones (the enum named in the schema)."""
+
+    trigger: Required[Annotated[str, WithJsonSchema({"type": "string", "enum": [t.value for t in Trigger]})]]
+    author: str | None
+    episode_id: str | None
+    sources: list[SourceRefJson]
+    proposal: ProposalProvenanceJson
+
+
 class Provenance(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -116,6 +144,15 @@ class Provenance(BaseModel):
     author: str | None = None
     episode_id: str | None = None
     sources: list[SourceRef] = Field(default_factory=list)
+    proposal: ProposalProvenance | None = None
+
+    @model_serializer(mode="wrap")
+    def _no_proposal_unless_one(self, handler: SerializerFunctionWrapHandler) -> ProvenanceJson:
+        """Versions no proposal wrote keep the shape they had before proposals existed."""
+        data = handler(self)
+        if data.get("proposal") is None:
+            data.pop("proposal", None)
+        return cast(ProvenanceJson, data)
 
 
 class MemoryRecord(BaseModel):

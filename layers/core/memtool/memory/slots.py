@@ -136,6 +136,16 @@ def is_maintenance_record(key: str | None) -> bool:
     return key is not None and key.startswith(MAINTENANCE_KEY_PREFIX)
 
 
+# Governance records in the tenant's shared partition: sources (memtool.knowledge.sources) and
+# proposals (memtool.flows.proposals). They are read through their own routes, never recalled.
+SOURCE_KEY_PREFIX = "source."
+PROPOSAL_KEY_PREFIX = "proposal."
+
+
+def is_governance_record(key: str | None) -> bool:
+    return key is not None and key.startswith((SOURCE_KEY_PREFIX, PROPOSAL_KEY_PREFIX))
+
+
 def episode_key(episode_id: str) -> str:
     """The slot that finds an episode's memory by its episode id (feedback names episodes)."""
     return f"episode.{episode_id}"

@@ -51,7 +51,7 @@ from types import MappingProxyType
 from memtool.clock import Clock
 from memtool.errors import ValidationFailed
 from memtool.memory.records import MemoryKind, MemoryRecord, MemoryScope, MemoryStatus
-from memtool.memory.slots import is_maintenance_record
+from memtool.memory.slots import is_governance_record, is_maintenance_record
 from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition
 from memtool.retrieval.documents import memory_id_of, searchable_text, tools_used
 from memtool.retrieval.embedders import Embedder
@@ -393,6 +393,8 @@ class Recall:
             return "inactive"
         if is_maintenance_record(record.key):
             return "maintenance_record"
+        if is_governance_record(record.key):
+            return "governance_record"
         if record.version < hit.version:
             return "stale_version"
         return None

@@ -1,5 +1,6 @@
 """Builds the knowledge adapters the settings choose: where source texts live (S3 in AWS, files
-under the state folder locally) and the source library over them and the record store."""
+under the state folder locally), the source library over them and the record store, and the
+proposal service."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from memtool.runtime import container
 from memtool.settings import get_settings
 
 if TYPE_CHECKING:
+    from memtool.flows.proposals import ProposalService
     from memtool.knowledge.sources import SourceBodies, SourceLibrary
 
 
@@ -32,3 +34,10 @@ def source_library() -> SourceLibrary:
     from memtool.knowledge.sources import SourceLibrary
 
     return SourceLibrary(container.memory_store(), source_bodies(), container.ContainerClock())
+
+
+def proposal_service() -> ProposalService:
+    """Proposals over the process's record store; accepting one writes through the memory service."""
+    from memtool.flows.proposals import ProposalService
+
+    return ProposalService(container.memory_store(), container.memory_service(), container.clock())
