@@ -4,6 +4,7 @@ GET /model/history: the tenant's semantic model, stored as versioned knowledge (
 GET /knowledge/stale: shared memories whose dependencies moved on (curators);
 POST/GET/DELETE /sources and GET /sources/{id}/read: versioned sources and their paged reads;
 POST/GET /proposals and POST /proposals/{id}/accept|reject|rebase: changes to shared definitions;
+POST/GET /prefill, GET /suggestions, POST /suggestions/{id}/override|review: pre-fill suggestions;
 POST /maintenance/run (admins) and GET /conflicts, POST /conflicts/{id}/resolve: the lifecycle."""
 
 # No `from __future__ import annotations`: Powertools reads the routes' parameter types at run
@@ -65,6 +66,22 @@ from memtool.api.model import (
     model_written,
 )
 from memtool.api.openapi import operation
+from memtool.api.prefill import (
+    CreatePrefillBody,
+    OverrideBody,
+    PrefillIdParam,
+    PrefillTaskView,
+    ReviewBody,
+    ReviewStateParam,
+    SuggestionCursorParam,
+    SuggestionIdParam,
+    SuggestionLimitParam,
+    SuggestionsListing,
+    SuggestionView,
+    prefill_task_view,
+    suggestion_view,
+    suggestions_listing,
+)
 from memtool.api.proposals import (
     AcceptProposalBody,
     CreateProposalBody,
@@ -506,6 +523,112 @@ def rebase_proposal(id: ProposalIdParam, body: Annotated[RebaseProposalBody | No
 
     sent = None if body is None else body.model_dump(mode="json", exclude_unset=True)
     return _write("rebase_proposal", {"id": id, "body": sent}, perform)
+
+
+# ---- pre-fill: suggestions from DDL and ETL SQL, kept apart from human values ---------------------
+
+
+@app.post(
+    "/prefill",
+    **operation(
+        "Pre-fill definitions from sources (DDL, ETL SQL): freeze the input, and run it (curators)",
+        tag="prefill",
+        ok={201: PrefillTaskView},
+        errors=(403, 404, 409, 422),
+        idempotent=True,
+        description="The task freezes its input: the sources at their versions now, an input_fingerprint, and the version "
+        "of every suggestion it will write (expected_version). Run, it writes a suggestion only where that is still the "
+        "version; a suggestion whose target moved on (a human override) is superseded and nothing is overwritten.",
+    ),
+)
+@tracer.capture_method
+def create_prefill(body: Annotated[CreatePrefillBody, Body()]):
+    def perform(who):
+        service = knowledge.prefill_service()
+        task = service.plan(who, list(body.source_ids))
+        if body.run:
+            task = service.run(who, task.id)
+        metrics.add_metric(name="PrefillTasks", unit=MetricUnit.Count, value=1)
+        return {"status_code": 201, "body": prefill_task_view(task).model_dump(mode="json")}
+
+    return _write("create_prefill", body.model_dump(mode="json"), perform)
+
+
+@app.get(
+    "/prefill/<id>", **operation("A pre-fill task: its frozen input and outcomes", tag="prefill", ok={200: PrefillTaskView}, errors=(404,))
+)
+@tracer.capture_method
+def get_prefill(id: PrefillIdParam):  # noqa: A002
+    return json_response(200, prefill_task_view(knowledge.prefill_service().get(caller(app), id)).model_dump(mode="json"))
+
+
+@app.post(
+    "/prefill/<id>/run",
+    **operation(
+        "Run a planned pre-fill task on its frozen input (curators; once)",
+        tag="prefill",
+        ok={200: PrefillTaskView},
+        errors=(403, 404, 409, 422),
+        idempotent=True,
+    ),
+)
+@tracer.capture_method
+def run_prefill(id: PrefillIdParam):  # noqa: A002
+    def perform(who):
+        task = knowledge.prefill_service().run(who, id)
+        return {"status_code": 200, "body": prefill_task_view(task).model_dump(mode="json")}
+
+    return _write("run_prefill", {"id": id}, perform)
+
+
+@app.get(
+    "/suggestions",
+    **operation("The tenant's pre-fill suggestions, each with its human override and effective value", tag="prefill",
+                ok={200: SuggestionsListing}),  # fmt: skip
+)
+@tracer.capture_method
+def list_suggestions(review_state: ReviewStateParam = None, cursor: SuggestionCursorParam = None, limit: SuggestionLimitParam = 20):
+    listing = knowledge.prefill_service().suggestions(caller(app), review_state=review_state, cursor=cursor, limit=limit)
+    return json_response(200, suggestions_listing(listing).model_dump(mode="json"))
+
+
+@app.get("/suggestions/<id>", **operation("A suggestion", tag="prefill", ok={200: SuggestionView}, errors=(404,)))
+@tracer.capture_method
+def get_suggestion(id: SuggestionIdParam):  # noqa: A002
+    return json_response(200, suggestion_view(knowledge.prefill_service().suggestion(caller(app), id)).model_dump(mode="json"))
+
+
+@app.post(
+    "/suggestions/<id>/override",
+    **operation(
+        "Set the human value of a suggested definition: it stays in effect whatever is suggested later (curators)",
+        tag="prefill",
+        ok={200: SuggestionView},
+        errors=(403, 404, 409, 422),
+        idempotent=True,
+    ),
+)
+@tracer.capture_method
+def override_suggestion(id: SuggestionIdParam, body: Annotated[OverrideBody, Body()]):  # noqa: A002
+    def perform(who):
+        item = knowledge.prefill_service().override(who, id, text=body.text, expected_version=body.expected_version, reason=body.reason)
+        return {"status_code": 200, "body": suggestion_view(item).model_dump(mode="json")}
+
+    return _write("override_suggestion", {"id": id, "body": body.model_dump(mode="json")}, perform)
+
+
+@app.post(
+    "/suggestions/<id>/review",
+    **operation("Mark a suggestion reviewed as it is (curators)", tag="prefill", ok={200: SuggestionView}, errors=(403, 404, 409, 422),
+                idempotent=True),  # fmt: skip
+)
+@tracer.capture_method
+def review_suggestion(id: SuggestionIdParam, body: Annotated[ReviewBody, Body()]):  # noqa: A002
+    def perform(who):
+        item = knowledge.prefill_service().review(who, id, expected_version=body.expected_version)
+        return {"status_code": 200, "body": suggestion_view(item).model_dump(mode="json")}
+
+    return _write("review_suggestion", {"id": id, "body": body.model_dump(mode="json")}, perform)
 
 
 # ---- the semantic model ----------------------------------------------------------------------

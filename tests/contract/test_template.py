@@ -82,6 +82,13 @@ EXPECTED_FUNCTIONS: dict[str, tuple[str, set[tuple[str, str]]]] = {
             ("post", "/proposals/{id}/accept"),
             ("post", "/proposals/{id}/reject"),
             ("post", "/proposals/{id}/rebase"),
+            ("post", "/prefill"),
+            ("get", "/prefill/{id}"),
+            ("post", "/prefill/{id}/run"),
+            ("get", "/suggestions"),
+            ("get", "/suggestions/{id}"),
+            ("post", "/suggestions/{id}/override"),
+            ("post", "/suggestions/{id}/review"),
         },
     ),
     "DiagnoseFunction": (

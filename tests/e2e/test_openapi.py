@@ -68,7 +68,8 @@ def test_every_operation_declares_its_errors_identity_headers_and_bodies():
             names = {parameters[p["$ref"].rsplit("/", 1)[1]]["name"] for p in op["parameters"] if "$ref" in p}
             assert {"X-Memtool-Tenant", "X-Memtool-User", "X-Memtool-Roles"} <= names, where
             # POST /ask too: a retry with the same key answers the first answer, never a second flow
-            written = ("/ask", "/memories", "/sessions", "/feedback", "/fewshots/", "/diagnose", "/lessons/", "/sources", "/proposals")
+            written = ("/ask", "/memories", "/sessions", "/feedback", "/fewshots/", "/diagnose", "/lessons/")
+            written += ("/sources", "/proposals", "/prefill", "/suggestions/")
             writes = path.startswith(written) and method != "get"
             assert ("Idempotency-Key" in names) == writes, where
             if "{id}" in path:

@@ -279,6 +279,9 @@ def build_parser() -> argparse.ArgumentParser:
     from memtool.commands import maintain
 
     maintain.register(commands)
+    from memtool.commands import knowledge_remote
+
+    knowledge_remote.register(commands)
 
     return parser
 

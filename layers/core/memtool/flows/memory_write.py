@@ -33,7 +33,14 @@ from memtool.memory.records import (
     SourceRef,
     Trigger,
 )
-from memtool.memory.slots import MAINTENANCE_KEY_PREFIX, PROPOSAL_KEY_PREFIX, check_slot_value, correction_term_key
+from memtool.memory.slots import (
+    MAINTENANCE_KEY_PREFIX,
+    PREFILL_KEY_PREFIX,
+    PROPOSAL_KEY_PREFIX,
+    SUGGESTION_KEY_PREFIX,
+    check_slot_value,
+    correction_term_key,
+)
 from memtool.memory.store import TENANT_OWNER, ForgetOutcome, MemoryPage, MemoryStore, Partition, UndecodableRecord
 from memtool.semantic.model_store import MODEL_KEY
 from memtool.settings import Settings
@@ -378,6 +385,8 @@ class MemoryService:
             raise Forbidden("keys starting with 'source.' hold sources, written at POST /sources", field="key")
         if key is not None and key.startswith(PROPOSAL_KEY_PREFIX):
             raise Forbidden("keys starting with 'proposal.' hold proposals, made at POST /proposals", field="key")
+        if key is not None and key.startswith((PREFILL_KEY_PREFIX, SUGGESTION_KEY_PREFIX)):
+            raise Forbidden("keys starting with 'prefill.' or 'suggestion.' hold pre-fill tasks and suggestions (/prefill)", field="key")
         if kind is MemoryKind.KNOWLEDGE and key == MODEL_KEY:
             raise Forbidden("the semantic model is written at PUT /model (memtool model push), where it is validated", field="key")
 

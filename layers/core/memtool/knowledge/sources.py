@@ -264,6 +264,11 @@ class SourceLibrary:
             source=source,
         )
 
+    def text(self, who: Identity, source_id: str, version: int | None = None) -> tuple[SourceVersion, str]:
+        """A version's whole text (a pre-fill reads its frozen input with it)."""
+        source = self.version_of(who.tenant, source_id, version)
+        return source, self._text(who.tenant, source)
+
     # ---- inside ---------------------------------------------------------------------------
 
     def _head(self, where: Partition, name: str) -> MemoryRecord | None:

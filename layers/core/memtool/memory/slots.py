@@ -138,12 +138,17 @@ def is_maintenance_record(key: str | None) -> bool:
 
 # Governance records in the tenant's shared partition: sources (memtool.knowledge.sources) and
 # proposals (memtool.flows.proposals). They are read through their own routes, never recalled.
+# So are pre-fill tasks and the suggestions they write (memtool.flows.prefill): a suggestion is a
+# model's, not yet a human's, and is read at /suggestions.
 SOURCE_KEY_PREFIX = "source."
 PROPOSAL_KEY_PREFIX = "proposal."
+PREFILL_KEY_PREFIX = "prefill."
+SUGGESTION_KEY_PREFIX = "suggestion."
+GOVERNANCE_KEY_PREFIXES = (SOURCE_KEY_PREFIX, PROPOSAL_KEY_PREFIX, PREFILL_KEY_PREFIX, SUGGESTION_KEY_PREFIX)
 
 
 def is_governance_record(key: str | None) -> bool:
-    return key is not None and key.startswith((SOURCE_KEY_PREFIX, PROPOSAL_KEY_PREFIX))
+    return key is not None and key.startswith(GOVERNANCE_KEY_PREFIXES)
 
 
 def episode_key(episode_id: str) -> str:

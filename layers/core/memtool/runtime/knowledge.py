@@ -1,6 +1,6 @@
 """Builds the knowledge adapters the settings choose: where source texts live (S3 in AWS, files
 under the state folder locally), the source library over them and the record store, and the
-proposal service."""
+proposal and pre-fill services."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from memtool.runtime import container
 from memtool.settings import get_settings
 
 if TYPE_CHECKING:
+    from memtool.flows.prefill import PrefillService
     from memtool.flows.proposals import ProposalService
     from memtool.knowledge.sources import SourceBodies, SourceLibrary
 
@@ -41,3 +42,9 @@ def proposal_service() -> ProposalService:
     from memtool.flows.proposals import ProposalService
 
     return ProposalService(container.memory_store(), container.memory_service(), container.clock())
+
+
+def prefill_service() -> PrefillService:
+    from memtool.flows.prefill import PrefillService
+
+    return PrefillService(container.memory_store(), source_library(), container.clock())

@@ -1,0 +1,352 @@
+"""Pre-fill: definitions suggested from DDL and ETL SQL, each with the quotes it rests on.
+
+Rules only, no model (docs/knowledge.md, Pre-fill):
+
+- **DDL** (``CREATE TABLE``, ``COMMENT ON COLUMN``): every table's columns with their types,
+  primary keys, and comments (``-- …`` on the column's line, ``COMMENT '…'``, ``COMMENT ON``).
+- **ETL SQL** (``INSERT INTO t (cols) SELECT …``, ``CREATE TABLE t AS SELECT …``): for each
+  target column, the source columns that feed it (sqlglot's lineage, through CTEs and subqueries,
+  resolved to table names), its expression, and the filters the statement applies (its WHERE
+  conditions and its CTEs').
+
+Each suggestion carries ``facts``: lines of the source texts, verbatim, that say what the
+suggestion says (the projection's line, the WHERE lines, the column's DDL line). What the input
+does not cover is a ``gap``: a target column no source column feeds, a table read with no DDL
+among the sources, a column with neither comment nor lineage, a statement that does not parse.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from memtool.memory.slots import SUGGESTION_KEY_PREFIX
+
+MAX_SUGGESTIONS = 300  # per pre-fill task
+_DIALECT = "postgres"  # how DDL and ETL SQL are read and expressions written back (Redshift's family)
+_KEY_PART = re.compile(r"[^A-Za-z0-9_.-]+")
+_CLAUSE_END = re.compile(r"^\s*(GROUP\s+BY|ORDER\s+BY|HAVING|LIMIT|UNION|WINDOW|QUALIFY|\)|;)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SourceText:
+    """One frozen source version, as a pre-fill reads it."""
+
+    id: str
+    version: int
+    name: str
+    kind: str  # ddl | etl_sql | document
+    text: str
+
+
+@dataclass(frozen=True)
+class Fact:
+    source_id: str
+    version: int
+    quote: str
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    table: str
+    column: str
+    type: str
+    comment: str | None
+    primary_key: bool
+    fact: Fact | None  # the column's line in the DDL
+
+
+@dataclass(frozen=True)
+class ColumnLineage:
+    table: str
+    column: str
+    expression: str
+    inputs: tuple[str, ...]  # table.column, resolved through aliases and CTEs
+    filters: tuple[str, ...]
+    facts: tuple[Fact, ...]
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    key: str  # suggestion.<table>.<column>
+    target: str  # <table>.<column>
+    text: str
+    lineage: dict[str, Any]
+    facts: tuple[Fact, ...]
+    gaps: tuple[str, ...] = ()
+
+
+@dataclass
+class Reading:
+    columns: dict[str, ColumnInfo] = field(default_factory=dict)  # "table.column" -> info
+    tables: set[str] = field(default_factory=set)
+    lineage: list[ColumnLineage] = field(default_factory=list)
+    gaps: list[str] = field(default_factory=list)
+
+
+def suggestion_key(target: str) -> str:
+    return SUGGESTION_KEY_PREFIX + _KEY_PART.sub("_", target.lower())[:180]
+
+
+def quote_found(text: str, quote: str) -> bool:
+    """A fact holds only when its quote is in the cited version's text, verbatim."""
+    return bool(quote.strip()) and quote in text
+
+
+def suggest(sources: Sequence[SourceText]) -> tuple[list[Suggestion], list[str]]:
+    """Suggestions from every DDL and ETL SQL source, and what the input did not cover."""
+    reading = Reading()
+    for source in sources:
+        if source.kind == "ddl":
+            _read_ddl(source, reading)
+    for source in sources:
+        if source.kind == "etl_sql":
+            _read_etl(source, reading)
+        elif source.kind == "document":
+            reading.gaps.append(f"{source.name}: a document; pre-fill reads DDL and ETL SQL only")
+    suggestions: list[Suggestion] = []
+    fed: set[str] = set()
+    for item in reading.lineage:
+        target = f"{item.table}.{item.column}"
+        fed.add(target)
+        suggestions.append(_from_lineage(item, reading))
+    for target, info in reading.columns.items():
+        if target in fed:
+            continue
+        if info.comment:
+            suggestions.append(_from_comment(info))
+        elif not info.primary_key:
+            reading.gaps.append(f"{target}: no comment in its DDL and no ETL among the sources feeds it")
+    if len(suggestions) > MAX_SUGGESTIONS:
+        reading.gaps.append(f"{len(suggestions) - MAX_SUGGESTIONS} more suggestions were left out (at most {MAX_SUGGESTIONS} a task)")
+        suggestions = suggestions[:MAX_SUGGESTIONS]
+    return suggestions, _unique(reading.gaps)
+
+
+# ---- DDL ---------------------------------------------------------------------------------------
+
+
+def _read_ddl(source: SourceText, reading: Reading) -> None:
+    from sqlglot import exp
+
+    for statement in _statements(source, reading):
+        if isinstance(statement, exp.Create) and statement.kind == "TABLE" and isinstance(statement.this, exp.Schema):
+            _table_columns(source, statement.this, reading)
+        elif isinstance(statement, exp.Comment) and str(statement.args.get("kind", "")).upper() == "COLUMN":
+            column = statement.this
+            if isinstance(column, exp.Column) and column.table:
+                table = f"{column.db}.{column.table}" if column.db else column.table
+                key = f"{table}.{column.name}".lower()
+                text = statement.expression.name if isinstance(statement.expression, exp.Literal) else None
+                line = _line_with(source.text, rf"COMMENT\s+ON\s+COLUMN\s+[\w.\"]*{re.escape(column.name)}\b")
+                known = reading.columns.get(key)
+                if known is not None and text:
+                    fact = Fact(source.id, source.version, line) if line else known.fact
+                    reading.columns[key] = ColumnInfo(known.table, known.column, known.type, text, known.primary_key, fact)
+
+
+def _table_columns(source: SourceText, schema, reading: Reading) -> None:
+    from sqlglot import exp
+
+    table = _table_name(schema.this)
+    reading.tables.add(table)
+    keys: set[str] = set()
+    for item in schema.expressions:
+        if isinstance(item, exp.PrimaryKey):
+            keys.update(e.name.lower() for e in item.expressions)
+    for item in schema.expressions:
+        if not isinstance(item, exp.ColumnDef):
+            continue
+        name = item.name.lower()
+        constraints = item.args.get("constraints") or []
+        primary = name in keys or any(isinstance(c.kind, exp.PrimaryKeyColumnConstraint) for c in constraints)
+        comment = next(
+            (c.kind.this.name for c in constraints if isinstance(c.kind, exp.CommentColumnConstraint) and c.kind.this is not None),
+            None,
+        )
+        line = _line_with(_create_block(source.text, table), rf"^\s*\"?{re.escape(item.name)}\"?\s+\w")
+        if comment is None and line and "--" in line:
+            comment = line.split("--", 1)[1].strip() or None
+        kind = item.args.get("kind")
+        typed = kind.sql(dialect=_DIALECT) if kind is not None else ""
+        fact = Fact(source.id, source.version, line) if line else None
+        reading.columns[f"{table}.{name}"] = ColumnInfo(table, name, typed, comment, primary, fact)
+
+
+# ---- ETL SQL -----------------------------------------------------------------------------------
+
+
+def _read_etl(source: SourceText, reading: Reading) -> None:
+    from sqlglot import exp
+
+    for statement in _statements(source, reading):
+        target_columns: list[str] = []
+        if isinstance(statement, exp.Insert):
+            into = statement.this
+            if isinstance(into, exp.Schema):
+                target = _table_name(into.this)
+                target_columns = [c.name.lower() for c in into.expressions]
+            else:
+                target = _table_name(into)
+            query = statement.expression
+        elif isinstance(statement, exp.Create) and statement.kind in ("TABLE", "VIEW") and isinstance(statement.expression, exp.Query):
+            target, query = _table_name(statement.this), statement.expression
+        else:
+            continue
+        if not isinstance(query, exp.Select):
+            reading.gaps.append(f"{source.name}: the query loading {target} is not a plain SELECT; its lineage was not read")
+            continue
+        filters = tuple(_filters(query))
+        filter_facts = tuple(Fact(source.id, source.version, q) for q in _where_lines(source.text))
+        names = [p.alias_or_name.lower() for p in query.selects]
+        if target_columns and len(target_columns) != len(names):
+            reading.gaps.append(f"{source.name}: INSERT INTO {target} names {len(target_columns)} columns for {len(names)} values")
+            continue
+        for position, projection in enumerate(query.selects):
+            column = target_columns[position] if target_columns else names[position]
+            inputs = _inputs(query, projection.alias_or_name, source, reading)
+            line = _line_with(source.text, rf"\bAS\s+\"?{re.escape(projection.alias_or_name)}\"?\s*,?\s*(--.*)?$") or _line_with(
+                source.text, re.escape(projection.sql(dialect=_DIALECT)[:60])
+            )
+            facts = ((Fact(source.id, source.version, line),) if line else ()) + filter_facts
+            expression = (projection.unalias() if isinstance(projection, exp.Alias) else projection).sql(dialect=_DIALECT)
+            reading.lineage.append(ColumnLineage(target, column, expression, inputs, filters, facts))
+            if not inputs:
+                reading.gaps.append(f"{target}.{column}: no source column feeds it ({expression})")
+            for name in inputs:
+                table = name.rsplit(".", 1)[0]
+                if table not in reading.tables:
+                    reading.gaps.append(f"{table}: read by {source.name} but no DDL among the sources describes it")
+                elif name not in reading.columns:
+                    reading.gaps.append(f"{name}: read by {source.name} but not in {table}'s DDL")
+
+
+def _inputs(query, column: str, source: SourceText, reading: Reading) -> tuple[str, ...]:
+    from sqlglot import exp
+    from sqlglot.lineage import lineage
+
+    try:
+        node = lineage(column, query, schema={}, dialect=_DIALECT)
+    except Exception as error:  # noqa: BLE001 - sqlglot raises many kinds; each is a gap, not a failure
+        reading.gaps.append(f"{source.name}: the lineage of {column} could not be read ({type(error).__name__})")
+        return ()
+    found: list[str] = []
+    for item in node.walk():
+        if item.downstream or not isinstance(item.source, exp.Table):
+            continue
+        found.append(f"{_table_name(item.source)}.{item.name.rsplit('.', 1)[-1].lower()}")
+    return tuple(sorted(set(found)))  # sqlglot walks its lineage graph in no fixed order
+
+
+def _filters(query) -> Iterable[str]:
+    from sqlglot import exp
+
+    for select in query.find_all(exp.Select):
+        where = select.args.get("where")
+        if where is None:
+            continue
+        stack = [where.this]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, exp.And):
+                stack.extend([node.expression, node.this])
+            else:
+                yield node.sql(dialect=_DIALECT)
+
+
+def _where_lines(text: str) -> list[str]:
+    """The lines of every WHERE clause, verbatim (a clause ends at GROUP BY, ORDER BY, … or ';')."""
+    lines, inside = [], False
+    for raw in text.splitlines():
+        if re.search(r"\bWHERE\b", raw, re.IGNORECASE):
+            inside = True
+        elif inside and _CLAUSE_END.match(raw):
+            inside = False
+        if inside and raw.strip():
+            lines.append(raw.strip())
+        if inside and raw.rstrip().endswith(";"):
+            inside = False
+    return lines
+
+
+# ---- suggestions -------------------------------------------------------------------------------
+
+
+def _from_lineage(item: ColumnLineage, reading: Reading) -> Suggestion:
+    target = f"{item.table}.{item.column}"
+    text = f"{target} = {item.expression}"
+    if item.inputs:
+        text += f", from {', '.join(item.inputs)}"
+    if item.filters:
+        text += f"; rows where {' AND '.join(item.filters)}"
+    described = reading.columns.get(target)
+    facts = list(item.facts)
+    if described is not None and described.comment:
+        text += f" ({described.comment})"
+        if described.fact:
+            facts.append(described.fact)
+    lineage = {"inputs": list(item.inputs), "expression": item.expression, "filters": list(item.filters)}
+    gaps = () if item.inputs else (f"{target}: no source column feeds it",)
+    return Suggestion(suggestion_key(target), target, text, lineage, tuple(facts), gaps)
+
+
+def _from_comment(info: ColumnInfo) -> Suggestion:
+    target = f"{info.table}.{info.column}"
+    text = f"{target} ({info.type}): {info.comment}" if info.type else f"{target}: {info.comment}"
+    facts = (info.fact,) if info.fact else ()
+    return Suggestion(suggestion_key(target), target, text, {"inputs": [], "expression": None, "filters": []}, facts)
+
+
+# ---- helpers -----------------------------------------------------------------------------------
+
+
+def _statements(source: SourceText, reading: Reading) -> list:
+    import sqlglot
+    from sqlglot.errors import SqlglotError
+
+    try:
+        return [s for s in sqlglot.parse(source.text, read=_DIALECT) if s is not None]
+    except SqlglotError as error:
+        reading.gaps.append(f"{source.name}: does not parse as SQL ({str(error).splitlines()[0][:200]})")
+        return []
+
+
+def _table_name(table) -> str:
+    name = table.name.lower()
+    db = table.args.get("db")
+    return f"{db.name.lower()}.{name}" if db is not None and db.name else name
+
+
+def _line_with(text: str, pattern: str) -> str | None:
+    """The first line of ``text`` matching ``pattern``, stripped: a verbatim quote."""
+    compiled = re.compile(pattern, re.IGNORECASE)
+    for raw in text.splitlines():
+        if compiled.search(raw):
+            return raw.strip()
+    return None
+
+
+def _create_block(text: str, table: str) -> str:
+    """The lines of ``CREATE TABLE <table> (…);`` (its column lines are quoted from there only)."""
+    short = table.rsplit(".", 1)[-1]
+    lines = text.splitlines()
+    head = r"CREATE\s+(OR\s+REPLACE\s+)?(TEMP\w*\s+)?TABLE\s+(IF\s+NOT\s+EXISTS\s+)?[\w.\"]*\b"
+    start = re.compile(head + re.escape(short) + r"\b", re.IGNORECASE)
+    for index, raw in enumerate(lines):
+        if start.search(raw):
+            block = []
+            for line in lines[index:]:
+                block.append(line)
+                if line.rstrip().endswith(";"):
+                    break
+            return "\n".join(block)
+    return ""
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+__all__ = ["Fact", "SUGGESTION_KEY_PREFIX", "SourceText", "Suggestion", "quote_found", "suggest", "suggestion_key"]

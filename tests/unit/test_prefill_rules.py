@@ -1,0 +1,66 @@
+"""Pre-fill's rules on DDL and ETL SQL nobody wrote them for (TPC-H's tables and a CTAS rollup,
+tests/fixtures/knowledge), and on input they cannot read: every quote is a verbatim line of its
+source, and what is not covered is a gap (docs/knowledge.md, Pre-fill)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memtool.knowledge.prefill import SourceText, suggest, suggestion_key
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "knowledge"
+DDL = (FIXTURES / "tpch_ddl.sql").read_text(encoding="utf-8")
+ROLLUP = (FIXTURES / "monthly_sales.sql").read_text(encoding="utf-8")
+
+
+def run(*sources: tuple[str, str]):
+    texts = [SourceText(f"src{i}", 1, f"file{i}", kind, text) for i, (kind, text) in enumerate(sources)]
+    found, gaps = suggest(texts)
+    by_target = {s.target: s for s in found}
+    for item in found:
+        for fact in item.facts:
+            assert fact.quote in texts[int(fact.source_id[3:])].text, (item.target, fact.quote)  # verbatim
+    return by_target, gaps
+
+
+def test_a_ctas_rollup_gets_each_columns_inputs_expression_and_filters():
+    found, gaps = run(("ddl", DDL), ("etl_sql", ROLLUP))
+    revenue = found["analytics.monthly_sales.revenue"]
+    assert revenue.key == "suggestion.analytics.monthly_sales.revenue"
+    assert revenue.lineage == {
+        "inputs": ["public.lineitem.l_discount", "public.lineitem.l_extendedprice"],
+        "expression": "SUM(l.l_extendedprice * (1 - l.l_discount))",
+        "filters": ["o.o_orderstatus <> 'P'"],
+    }
+    assert [f.quote for f in revenue.facts] == ["SUM(l.l_extendedprice * (1 - l.l_discount)) AS revenue,", "WHERE o.o_orderstatus <> 'P'"]
+    assert found["analytics.monthly_sales.month"].lineage["expression"] == "DATE_TRUNC('MONTH', o.o_orderdate)"
+    assert found["analytics.monthly_sales.orders"].lineage["inputs"] == ["public.orders.o_orderkey"]
+    # DDL comments become definitions of their own, quoting the column's line in its own table
+    status = found["public.orders.o_orderstatus"]
+    assert status.text == "public.orders.o_orderstatus (CHAR(1)): F: fulfilled, O: open, P: partial"
+    assert [f.quote for f in status.facts] == ["o_orderstatus   CHAR(1) NOT NULL,          -- F: fulfilled, O: open, P: partial"]
+    assert "public.orders.o_totalprice: no comment in its DDL and no ETL among the sources feeds it" in gaps
+    assert not any("o_orderkey" in g for g in gaps)  # a primary key needs no definition
+
+
+def test_without_the_ddl_every_table_the_etl_reads_is_a_gap():
+    found, gaps = run(("etl_sql", ROLLUP))
+    assert set(found) == {f"analytics.monthly_sales.{c}" for c in ("month", "orders", "revenue", "returned_share")}
+    assert "public.orders: read by file0 but no DDL among the sources describes it" in gaps
+    assert "public.lineitem: read by file0 but no DDL among the sources describes it" in gaps
+
+
+def test_what_cannot_be_read_is_a_gap_never_a_guess():
+    broken = "INSERT INTO t (a, b) SELECT x FROM s;\nCREATE TABLE (;"
+    found, gaps = run(("etl_sql", broken), ("document", "退款政策：30天内全额退款"))
+    assert found == {}
+    assert any(g.startswith("file0: does not parse as SQL") for g in gaps), gaps
+    assert "file1: a document; pre-fill reads DDL and ETL SQL only" in gaps
+    mismatch, gaps = run(("etl_sql", "INSERT INTO t (a, b) SELECT x FROM s;"))
+    assert mismatch == {} and "file0: INSERT INTO t names 2 columns for 1 values" in gaps
+    constant, gaps = run(("etl_sql", "INSERT INTO t (a) SELECT 1 AS a;"))
+    assert constant["t.a"].lineage["inputs"] == [] and "t.a: no source column feeds it (1)" in gaps
+
+
+def test_keys_are_slot_safe():
+    assert suggestion_key('Sales Mart."Net Revenue"#1') == "suggestion.sales_mart._net_revenue_1"
