@@ -192,6 +192,14 @@ def bedrock_answer(operation: str, params: dict[str, Any]) -> dict[str, Any]:
         ).encode()
         return {"body": StreamingBody(io.BytesIO(data), len(data)), "contentType": "application/json"}
     if operation == "Converse":
+        read = _read_a_source(params)
+        if read is not None:  # the planner offers read_source: read the first source it lists, once
+            return {
+                "output": {"message": {"role": "assistant", "content": [{"toolUse": read}]}},
+                "stopReason": "tool_use",
+                "usage": {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15},
+                "metrics": {"latencyMs": 5},
+            }
         return {
             "output": {"message": {"role": "assistant", "content": [{"text": "I cannot plan this question."}]}},
             "stopReason": "end_turn",
@@ -199,6 +207,18 @@ def bedrock_answer(operation: str, params: dict[str, Any]) -> dict[str, Any]:
             "metrics": {"latencyMs": 5},
         }
     raise UnmappedCall(f"no scripted Bedrock answer for {operation}")
+
+
+def _read_a_source(params: dict[str, Any]) -> dict[str, Any] | None:
+    offered = [t.get("toolSpec", {}).get("name") for t in (params.get("toolConfig") or {}).get("tools", [])]
+    messages = params.get("messages") or []
+    if "read_source" not in offered or len(messages) != 1:
+        return None
+    first = "".join(block.get("text", "") for block in messages[0].get("content", []))
+    found = re.search(r'"source_id": "([^"]+)"', first)
+    if found is None:
+        return None
+    return {"toolUseId": "proof-read", "name": "read_source", "input": {"source_id": found.group(1), "limit": 200}}
 
 
 @dataclass

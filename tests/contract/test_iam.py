@@ -546,6 +546,8 @@ def run_paths(harness: Harness) -> None:
         harness.invoke("MemoryWriteFunction", "memory_write", "GET /sources/{id}", api_event("source_get.json", ids=source_ids))
         harness.invoke("MemoryWriteFunction", "memory_write", "GET /sources/{id}/read", api_event("source_read.json", ids=source_ids))
         harness.invoke("MemoryWriteFunction", "memory_write", "DELETE /sources/{id}", api_event("source_delete.json", ids=source_ids))
+        # One stays: the Bedrock planner lists it and reads a page of it (read_source) when POST /ask plans.
+        harness.invoke("MemoryWriteFunction", "memory_write", "POST /sources (for the planner)", api_event("source_create.json"))
 
     # MaintenanceFlow's Tasks before any stream delivery, in the flow's order and with the payloads
     # its states build (Plan, each lifecycle step over each tenant, Reconcile, WriteReport):

@@ -210,8 +210,12 @@ def test_in_a_lambda_function_no_adapter_may_read_a_local_file() -> None:
         Settings(AWS_LAMBDA_FUNCTION_NAME="memtool-ask", runtime="aws")
     with pytest.raises(ValueError, match="MEMTOOL_STORE=sqlite"):
         Settings(AWS_LAMBDA_FUNCTION_NAME="memtool-ask", runtime="aws", store="sqlite", warehouse="none", vector_index="none")
+    with pytest.raises(ValueError, match="MEMTOOL_SOURCES_BUCKET unset"):
+        Settings(AWS_LAMBDA_FUNCTION_NAME="memtool-ask", runtime="aws", warehouse="none", vector_index="none")
     # what the template gives a function with the default parameters (no Redshift, no OpenSearch)
-    deployed = Settings(AWS_LAMBDA_FUNCTION_NAME="memtool-ask", runtime="aws", warehouse="none", vector_index="none")
+    deployed = Settings(
+        AWS_LAMBDA_FUNCTION_NAME="memtool-ask", runtime="aws", warehouse="none", vector_index="none", sources_bucket="stack-sourcesbucket"
+    )
     assert deployed.local_path_adapters() == []
     # the local runtime and the tests are not in a Lambda function
     assert Settings(runtime="local").warehouse == "duckdb"

@@ -96,12 +96,14 @@ from memtool.planning.bedrock_prompt import (
     few_shot_from_memory,
     memory_ref,
     planning_prompt,
+    quote,
     short,
 )
 from memtool.planning.bedrock_tools import (
     TOOL_CLARIFY,
     TOOL_INTENT,
     TOOL_NOT_A_CORRECTION,
+    TOOL_READ_SOURCE,
     TOOL_SQL,
     TOOL_STATE_CORRECTION,
     ClarificationInput,
@@ -120,6 +122,7 @@ from memtool.planning.context import PlanContext, Unit, normalize_unit
 from memtool.planning.plan import AppliedMemory, Citation, Clarification, Plan, Route
 from memtool.planning.routes import classify_route, parse_forced_route
 from memtool.planning.rule_planner import RulePlanner, TodaySource, resolve_today
+from memtool.planning.sources import MAX_SOURCE_READS, SourceShelf, SourceShelves, listing, read_source
 from memtool.semantic.catalog import Catalog, Lang
 from memtool.semantic.compiler import CompileError, IntentCompiler
 from memtool.semantic.entities import EntityIndex
@@ -170,6 +173,8 @@ class _Request:
     prompt: Prompt
     corrections: list[TermMapping]
     notes: list[str] = field(default_factory=list)
+    shelf: SourceShelf | None = None  # the tenant's sources, when it has some: read_source is offered
+    reads: list[Citation] = field(default_factory=list)  # each page read, cited in the plan
 
 
 # ---- the planner ------------------------------------------------------------------------------
@@ -193,6 +198,7 @@ class BedrockPlanner:
         max_tokens: int = 1_024,
         few_shots: Sequence[FewShotSource] = (),
         prompt_budget: int | Mapping[str, int] | None = None,
+        sources: SourceShelves | None = None,
     ) -> None:
         """``max_attempts``, ``base_delay``, ``max_delay``, ``sleep`` and ``jitter`` are the retry
         policy (``memtool.bedrock.BedrockRetry``): ``jitter`` returns a float in [0, 1); the wait
@@ -200,7 +206,9 @@ class BedrockPlanner:
         ``cap = min(max_delay, base_delay * 2**(n-1))``.
         ``few_shots`` are examples for every question; ``plan(few_shots=)`` and
         ``context.fewshots`` add per-question ones. A memory record is taken only when approved.
-        ``prompt_budget`` is the characters of quoted data per route (an int for every route)."""
+        ``prompt_budget`` is the characters of quoted data per route (an int for every route).
+        ``sources`` gives the request's tenant its source shelf: with sources, the prompt lists
+        them and ``read_source`` reads one a page at a time (at most ``MAX_SOURCE_READS`` pages)."""
         if not model_id:
             raise ValueError("model_id must not be empty")
         self._retry = BedrockRetry(max_attempts, base_delay, max_delay, sleep, jitter)
@@ -225,7 +233,9 @@ class BedrockPlanner:
         else:
             self._budget = {**DEFAULT_PROMPT_BUDGET, **prompt_budget}
         self._tools = self._tool_config()
+        self._reading_tools = planning_tool_config(self.intent_schema(), read_source=True)
         self._correction_tools = correction_tool_config()
+        self._sources = sources
 
     @property
     def name(self) -> str:
@@ -273,8 +283,18 @@ class BedrockPlanner:
         # The examples searched for this question rank first, so the budget drops the generic ones.
         examples = [*(FewShot.from_example(e) for e in context.fewshots), *approved_few_shots(few_shots), *self._few_shots]
         prompt = self.prompt(question, route=chosen, context=context, today=today, corrections=corrections, few_shots=examples)
-        request = _Request(question, chosen, context, today, language_of(question), prompt, corrections, notes)
+        shelf, listed = self._shelf(context.tenant)
+        if listed:
+            lines = "\n".join(quote(entry) for entry in listed)
+            prompt = replace(prompt, user=f"<sources>\n{lines}\n</sources>\n{prompt.user}")
+        request = _Request(question, chosen, context, today, language_of(question), prompt, corrections, notes, shelf)
         return self._converse_and_plan(request)
+
+    def _shelf(self, tenant: str) -> tuple[SourceShelf | None, list[dict[str, Any]]]:
+        """The tenant's sources as the prompt lists them, or none (then read_source is not offered)."""
+        shelf = self._sources(tenant) if self._sources is not None else None
+        listed = listing(shelf) if shelf is not None else []
+        return (shelf, listed) if listed else (None, [])
 
     def _conversation_by_rules(self, question: str, context: PlanContext) -> str | None:
         """Why the rule planner answers this turn without a model call, or None.
@@ -302,9 +322,12 @@ class BedrockPlanner:
 
     def _converse_and_plan(self, request: _Request) -> Plan:
         messages: list[dict[str, Any]] = [{"role": "user", "content": [{"text": request.prompt.user}]}]
-        for round_number in (1, 2):
+        tools = self._reading_tools if request.shelf is not None else self._tools
+        round_number = reading_turns = 0
+        while round_number < 2:
+            round_number += 1
             try:
-                response = self._converse(request.prompt.system, messages, request.notes)
+                response = self._converse(request.prompt.system, messages, request.notes, tool_config=tools)
             except LlmUnavailable as error:
                 return self._fallback(
                     request.question,
@@ -320,8 +343,20 @@ class BedrockPlanner:
                     request.question, request.route, request.context,
                     f"LLM planner answered without a tool call (stopReason {stop_reason}); planned by the rule planner", request.notes,
                 )  # fmt: skip
+            reading = request.shelf is not None and reading_turns < MAX_SOURCE_READS
+            if reading and any(call.get("name") == TOOL_READ_SOURCE for call in calls):
+                reading_turns += 1
+                messages.append({"role": "assistant", "content": content})
+                assert request.shelf is not None
+                results = [read_source(request.shelf, call, request.reads, request.notes) for call in calls]
+                messages.append({"role": "user", "content": results})
+                if reading_turns >= MAX_SOURCE_READS or len(request.reads) >= MAX_SOURCE_READS:
+                    tools = self._tools  # the reading is over: the next answer must be a plan
+                round_number -= 1  # a page read is not a rejected proposal (and reads are bounded)
+                continue
             outcome = self._interpret(calls[0], request)
             if isinstance(outcome, Plan):
+                outcome.citations.extend(c for c in request.reads if c not in outcome.citations)
                 return outcome
             if round_number == 2:
                 return self._fallback(
@@ -332,6 +367,7 @@ class BedrockPlanner:
             messages.append({"role": "assistant", "content": content})
             messages.append({"role": "user", "content": tool_results(calls, outcome.message)})
         raise AssertionError("unreachable: the second round returns")
+
 
     def _converse(
         self,

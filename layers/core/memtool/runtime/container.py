@@ -525,6 +525,7 @@ def _build_planner(catalog: Catalog, open_warehouse: Callable[[], Warehouse]) ->
     if settings.planner == "bedrock":
         from memtool.planning.bedrock_planner import BedrockPlanner
         from memtool.runtime.aws import client
+        from memtool.runtime.knowledge import planner_sources
 
         return BedrockPlanner(
             guarded_aws_client("bedrock", client("bedrock-runtime", settings, max_attempts=1)),
@@ -533,6 +534,7 @@ def _build_planner(catalog: Catalog, open_warehouse: Callable[[], Warehouse]) ->
             entities=entities,
             today=today_source,
             fallback=rules,
+            sources=planner_sources,  # read_source: the request's tenant's sources
         )
     return rules
 
