@@ -43,6 +43,7 @@ from memtool.api.memories import (
     ScopeParam,
     SearchTextParam,
     SessionIdParam,
+    StaleDefinition,
     StaleItem,
     StaleListing,
     StatusParam,
@@ -117,6 +118,7 @@ from memtool.api.sources import (
     source_written,
     sources_listing,
 )
+from memtool.errors import MemtoolError
 from memtool.knowledge.sources import source_digest
 from memtool.memory.records import MemoryScope
 from memtool.observability import instrumented, metrics, tracer
@@ -234,12 +236,22 @@ def get_memory(
 )
 @tracer.capture_method
 def list_stale_knowledge():
-    found = container.memory_service().stale_knowledge(caller(app))
+    who, service = caller(app), container.memory_service()
+    found = service.stale_knowledge(who)
+    try:
+        catalog = container.tenant_model(who.tenant).catalog
+    except MemtoolError:  # no model for the tenant (yet): no definitions to check
+        catalog = None
+    definitions = service.stale_definitions(who, catalog) if catalog is not None else []
     listing = StaleListing(
         items=[
             StaleItem(memory=record, dependencies=[DependencyView.model_validate(d.as_dict()) for d in states])
             for record, states in found
-        ]
+        ],
+        definitions=[
+            StaleDefinition(kind=kind, name=name, dependencies=[DependencyView.model_validate(d.as_dict()) for d in states])
+            for kind, name, states in definitions
+        ],
     )
     return json_response(200, listing.model_dump(mode="json"))
 

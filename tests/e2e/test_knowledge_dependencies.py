@@ -77,4 +77,46 @@ def test_a_dependency_that_is_not_there_is_a_422_naming_it_and_nothing_is_writte
     assert both.status == 400 and both.json()["field"] == "depends_on.0", both.body
     listing = api.call("GET", "/memories", query={"kind": "knowledge", "scope": "tenant"}).json()
     assert listing["items"] == []
-    assert api.call("GET", "/knowledge/stale", roles="curator").json() == {"items": []}
+    assert api.call("GET", "/knowledge/stale", roles="curator").json() == {"items": [], "definitions": []}
+
+
+def demo_model() -> dict[str, Any]:
+    import json
+
+    from tests.support import load_event
+
+    return json.loads(load_event("model_put.json")["body"])["model"]
+
+
+def test_a_metric_that_depends_on_a_source_is_cited_stale_after_the_sources_version_2(api):
+    post_policy(api, "退款：30天内可全额退款。")
+    model = demo_model()
+    [net] = [m for m in model["metrics"] if m["name"] == "net_revenue"]
+    net["depends_on"] = [{"source": "refunds-policy.md"}]
+    [region] = [d for d in model["dimensions"] if d["name"] == "region"]
+    region["depends_on"] = [{"source": "no-such-policy.md"}]
+    refused = api.call("PUT", "/model", {"model": model, "expected_version": None}, as_user=(api.tenant, "mei"), roles="curator")
+    assert refused.status == 422, refused.body
+    [problem] = refused.json()["problems"]
+    assert problem["path"].endswith("depends_on[0].source") and "no source named 'no-such-policy.md'" in problem["message"]
+
+    region["depends_on"] = []
+    stored = api.call("PUT", "/model", {"model": model, "expected_version": None}, as_user=(api.tenant, "mei"), roles="curator")
+    assert stored.status == 201, stored.body
+    pulled = api.call("GET", "/model").json()["model"]
+    [kept] = [m for m in pulled["metrics"] if m["name"] == "net_revenue"]
+    assert kept["depends_on"] == [{"source": "refunds-policy.md", "version": 1}]  # pinned when stored
+
+    first = api.call("POST", "/ask", {"question": "上个月净收入"}).json()
+    [cited] = [c for c in first["citations"] if c["source"].startswith("catalog:metric/net_revenue@")]
+    assert cited["depends_on"] == ["refunds-policy.md v1"] and cited["stale"] is False, first["citations"]
+
+    assert post_policy(api, "退款：14天内可全额退款。")["version"] == 2
+    second = api.call("POST", "/ask", {"question": "上个月各大区净收入"}).json()
+    [cited] = [c for c in second["citations"] if c["source"].startswith("catalog:metric/net_revenue@")]
+    assert cited["stale"] is True and cited["depends_on"] == ["refunds-policy.md v1; v2 exists"]
+    assert "net revenue's definition depends on refunds-policy.md v1; v2 exists (stale)" in second["notes"]
+    stale = api.call("GET", "/knowledge/stale", roles="curator").json()
+    assert [(d["kind"], d["name"], [x["state"] for x in d["dependencies"]]) for d in stale["definitions"]] == [
+        ("metric", "net_revenue", ["newer"])
+    ]

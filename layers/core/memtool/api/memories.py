@@ -223,10 +223,18 @@ class StaleItem(_Answer):
     dependencies: list[DependencyView] = Field(description="every dependency of the memory, as it is now")
 
 
+class StaleDefinition(_Answer):
+    kind: str = Field(description="metric or dimension of the tenant's semantic model")
+    name: str
+    dependencies: list[DependencyView] = Field(description="every source the definition declared (depends_on), as it is now")
+
+
 class StaleListing(_Answer):
-    """GET /knowledge/stale: the tenant's shared memories with a dependency that moved on or is gone."""
+    """GET /knowledge/stale: the tenant's shared memories, and its model's definitions, with a
+    dependency that moved on or is gone."""
 
     items: list[StaleItem]
+    definitions: list[StaleDefinition] = Field(default_factory=list, description="metrics and dimensions of the model")
 
 
 class MemoryRead(BaseModel):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -225,6 +225,24 @@ class MemoryService:
     def dependencies(self, record: MemoryRecord) -> list[Dependency]:
         """What ``record`` depends on, as it is now (docs/knowledge.md, Dependency chains)."""
         return self._dependencies.states(record)
+
+    def source_dependencies(self, tenant: str, declared: Sequence[tuple[str, int | None]]) -> list[Dependency]:
+        """A semantic model definition's dependencies, (source name, pinned version) each, as they are now."""
+        return [self._dependencies.source_named(tenant, name, version) for name, version in declared]
+
+    def stale_definitions(self, who: Identity, catalog: Any) -> list[tuple[str, str, list[Dependency]]]:
+        """The tenant model's metrics and dimensions with a declared source that moved on or is
+        gone: (``metric`` or ``dimension``, name, every dependency's state). Curators only."""
+        if not who.is_curator:
+            raise Forbidden("the stale knowledge of a tenant is listed for curators (role curator or admin)", field="roles")
+        found = []
+        for kind, items in (("metric", catalog.metrics), ("dimension", catalog.dimensions)):
+            for item in items:
+                if item.depends_on:
+                    states = self.source_dependencies(who.tenant, [(d.source, d.version) for d in item.depends_on])
+                    if any(d.stale for d in states):
+                        found.append((kind, item.name, states))
+        return found
 
     def stale_knowledge(self, who: Identity, limit: int = 2000) -> list[tuple[MemoryRecord, list[Dependency]]]:
         """The tenant's shared memories with a dependency that moved on or is gone (curators)."""

@@ -7,15 +7,23 @@ its dimensions); without one only the structure is checked, and the answer says 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memtool.identity import Identity
+from memtool.knowledge.dependencies import DependencyChecker
 from memtool.semantic.catalog import Catalog
 from memtool.semantic.model_store import ActiveModel, ModelStore, ModelVersionInfo
 from memtool.semantic.reach import reach_problems
-from memtool.semantic.validation import WAREHOUSE_CHECK_SECONDS, WAREHOUSE_QUERY_SECONDS, ModelProblem, warehouse_problems
+from memtool.semantic.validation import (
+    WAREHOUSE_CHECK_SECONDS,
+    WAREHOUSE_QUERY_SECONDS,
+    ModelProblem,
+    ModelRejected,
+    warehouse_problems,
+)
 
 if TYPE_CHECKING:
     from memtool.sql.warehouse import Warehouse
@@ -82,5 +90,32 @@ class ModelFlow:
                 model, warehouse, query_seconds=self._query_seconds, budget_seconds=self._budget_seconds
             )
 
+        if who.is_curator:  # a non-curator is refused by the store, before anything is looked up
+            document = self._pinned(who.tenant, document)
         stored = self._models.put(who.tenant, document, actor=who, expected_version=expected_version, validate=validate)
         return ModelPut(stored, warehouse_checked=warehouse is not None)
+
+    def _pinned(self, tenant: str, document: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The document with each metric's and dimension's ``depends_on`` pinned to a version of a
+        source that exists (docs/knowledge.md); ``ModelRejected`` with every one that does not.
+        Entries of the wrong shape are left for the structural check to report."""
+        checker = DependencyChecker(self._models.store, self._models.clock)
+        pinned = copy.deepcopy(dict(document))
+        problems: list[ModelProblem] = []
+        for section in ("metrics", "dimensions"):
+            items = pinned.get(section)
+            for i, item in enumerate(items if isinstance(items, list) else []):
+                declared = item.get("depends_on") if isinstance(item, dict) else None
+                for j, entry in enumerate(declared if isinstance(declared, list) else []):
+                    if not (isinstance(entry, dict) and isinstance(entry.get("source"), str)):
+                        continue
+                    version = entry.get("version")
+                    if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 1):
+                        continue
+                    try:
+                        entry["version"] = checker.pin_source(tenant, entry["source"], version)
+                    except ValueError as missing:
+                        problems.append(ModelProblem(f"{section}[{i}].depends_on[{j}].source", str(missing)))
+        if problems:
+            raise ModelRejected(problems)
+        return pinned

@@ -21,7 +21,7 @@ from typing import Literal
 from memtool.clock import Clock
 from memtool.errors import NotFound, ValidationFailed
 from memtool.knowledge.sources import SOURCE_KEY_PREFIX, is_source
-from memtool.memory.records import MemoryRecord, SourceRef
+from memtool.memory.records import MemoryKind, MemoryRecord, SourceRef
 from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition, UndecodableRecord
 
 MAX_DEPENDENCIES = 20
@@ -101,7 +101,32 @@ class DependencyChecker:
         others = [ref for ref in refs if ref.depends_on is None]
         return [*others, *pinned]
 
+    def source_named(self, tenant: str, name: str, version: int | None) -> Dependency:
+        """A semantic model's dependency: the tenant's source ``name`` at ``version``, as it is now."""
+        head = self._source_head(tenant, name)
+        pinned = version or 1
+        if head is None:
+            return Dependency(name, "source", pinned, None, name)
+        return Dependency(head.id, "source", pinned, head.version, name)
+
+    def pin_source(self, tenant: str, name: str, version: int | None) -> int:
+        """The version a model's dependency on ``name`` is pinned to (the newest when none is given);
+        ``ValueError`` with what is wrong when the source or that version does not exist."""
+        head = self._source_head(tenant, name)
+        if head is None:
+            raise ValueError(f"the tenant has no source named {name!r} (store it with POST /sources)")
+        if version is not None and version > head.version:
+            raise ValueError(f"source {name} has no version {version} (it is at {head.version})")
+        return version or head.version
+
     # ---- inside ---------------------------------------------------------------------------
+
+    def _source_head(self, tenant: str, name: str) -> MemoryRecord | None:
+        try:
+            head = self._store.get_slot(Partition(tenant, TENANT_OWNER), MemoryKind.KNOWLEDGE, SOURCE_KEY_PREFIX + name, self._clock.now())
+        except UndecodableRecord:
+            return None
+        return head if head is not None and is_source(head) else None
 
     def _state(self, tenant: str, owner: str, ref: SourceRef) -> Dependency:
         assert ref.depends_on is not None

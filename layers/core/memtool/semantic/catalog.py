@@ -135,6 +135,16 @@ class DetailSplit(BaseModel):
     denominator: str | None = Field(None, description="the source column summed as the ratio's denominator")
 
 
+class ModelDependency(BaseModel):
+    """A source (POST /sources) a definition rests on, at a version: a newer version, or its
+    deletion, makes the definition stale in answers that cite it (docs/knowledge.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str = Field(min_length=1, max_length=120, description="the source's name, as POST /sources stored it")
+    version: int | None = Field(None, ge=1, description="the version depended on; left out, PUT /model pins the newest")
+
+
 class MetricSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -161,6 +171,7 @@ class MetricSpec(BaseModel):
     definition_zh: str = ""
     definition_en: str = ""
     model_version: str = "1"
+    depends_on: tuple[ModelDependency, ...] = Field((), max_length=20, description="sources the definition rests on")
 
     def label(self, lang: Lang) -> str:
         return self.zh if lang == "zh" else self.en
@@ -210,6 +221,7 @@ class DimensionSpec(BaseModel):
     definition_zh: str = ""
     definition_en: str = ""
     model_version: str = "1"
+    depends_on: tuple[ModelDependency, ...] = Field((), max_length=20, description="sources the definition rests on")
 
     @model_validator(mode="after")
     def _complete(self) -> DimensionSpec:

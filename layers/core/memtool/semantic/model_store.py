@@ -81,6 +81,14 @@ class ModelStore:
         self._parsed: OrderedDict[tuple[str, int], Catalog] = OrderedDict()
         self._lock = threading.Lock()
 
+    @property
+    def store(self) -> MemoryStore:
+        return self._store
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
     # ---- reads ----------------------------------------------------------------------------
 
     def active(self, tenant: str) -> ActiveModel | None:

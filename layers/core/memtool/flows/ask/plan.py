@@ -126,9 +126,10 @@ class PlanSteps(StepsBase):
         return state
 
     def _check_cited_dependencies(self, state: AskState, plan: Plan) -> None:
-        """A cited memory whose dependency moved on or is gone is cited as stale, and the notes
-        say what changed (docs/knowledge.md, Dependency chains)."""
+        """A cited memory or model definition whose dependency moved on or is gone is cited as
+        stale, and the notes say what changed (docs/knowledge.md, Dependency chains)."""
         cited = {c.source: c for c in plan.citations}
+        self._check_cited_definitions(state, plan)
         for recalled in state.recalled:
             citation = cited.get(f"memory:{recalled.get('id')}@v{recalled.get('version')}")
             sources = (recalled.get("provenance") or {}).get("sources") or []
@@ -146,6 +147,40 @@ class PlanSteps(StepsBase):
                 citation.stale = True
                 subject = recalled.get("key") or citation.source
                 plan.notes.append(f"{subject} depends on " + "; and on ".join(d.describe() for d in moved) + " (stale)")
+
+    def _check_cited_definitions(self, state: AskState, plan: Plan) -> None:
+        """``catalog:metric/<name>@…`` citations: the metric's (and its dimensions') declared sources."""
+        if self._model is None:
+            return
+        catalog = None
+        for citation in plan.citations:
+            if not citation.source.startswith("catalog:metric/"):
+                continue
+            catalog = catalog or self._model(state.caller.tenant).catalog
+            name = citation.source[len("catalog:metric/") :].split("@", 1)[0]
+            try:
+                metric = catalog.metric(name)
+            except KeyError:
+                continue
+            intent = plan.intent
+            used = [*intent.dimensions, *(f.dimension for f in intent.filters)] if intent is not None else []
+            definitions = [(metric.en, metric.depends_on)]
+            known = {d.name: d for d in catalog.dimensions}
+            definitions += [(known[n].en, known[n].depends_on) for n in dict.fromkeys(used) if n in known]
+            for label, depends_on in definitions:
+                if not depends_on:
+                    continue
+                try:
+                    states = self._memories.source_dependencies(state.caller.tenant, [(d.source, d.version) for d in depends_on])
+                except Exception:  # a check that cannot run is said, never fatal
+                    logger.warning("episode %s: dependencies of %s not checked", state.episode_id, citation.source, exc_info=True)
+                    plan.notes.append(f"the dependencies of {label}'s definition could not be checked")
+                    continue
+                citation.depends_on += [d.describe() for d in states]
+                moved = [d for d in states if d.stale]
+                if moved:
+                    citation.stale = True
+                    plan.notes.append(f"{label}'s definition depends on " + "; and on ".join(d.describe() for d in moved) + " (stale)")
 
     def _apply_lessons(self, state: AskState) -> None:
         """Verified lessons from earlier diagnoses, applied before the SQL is guarded and run."""
