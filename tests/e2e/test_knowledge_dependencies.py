@@ -89,7 +89,7 @@ def demo_model() -> dict[str, Any]:
 
 
 def test_a_metric_that_depends_on_a_source_is_cited_stale_after_the_sources_version_2(api):
-    post_policy(api, "退款：30天内可全额退款。")
+    policy = post_policy(api, "退款：30天内可全额退款。")
     model = demo_model()
     [net] = [m for m in model["metrics"] if m["name"] == "net_revenue"]
     net["depends_on"] = [{"source": "refunds-policy.md"}]
@@ -120,3 +120,9 @@ def test_a_metric_that_depends_on_a_source_is_cited_stale_after_the_sources_vers
     assert [(d["kind"], d["name"], [x["state"] for x in d["dependencies"]]) for d in stale["definitions"]] == [
         ("metric", "net_revenue", ["newer"])
     ]
+    # A definition question quotes the source the definition rests on, at its newest version
+    explained = api.call("POST", "/ask", {"question": "净收入怎么算？"}).json()
+    assert explained["status"] == "answered", explained
+    assert "refunds-policy.md v2: “退款：14天内可全额退款。”" in explained["answer"]
+    [quote] = [c for c in explained["citations"] if c["source"] == f"source:{policy['id']}@v2"]
+    assert quote["text"] == "退款：14天内可全额退款。"

@@ -264,6 +264,14 @@ class SourceLibrary:
             source=source,
         )
 
+    def text_named(self, who: Identity, name: str) -> tuple[SourceVersion, str]:
+        """The newest version of the source ``name`` and its whole text; ``NotFound`` naming ``name``."""
+        head = self._head(_partition(who.tenant), check_name(name))
+        if head is None or not is_source(head):
+            raise NotFound(f"the tenant has no source named {name!r}", field="name")
+        source = self._version_of(head, head.version)
+        return source, self._text(who.tenant, source)
+
     def text(self, who: Identity, source_id: str, version: int | None = None) -> tuple[SourceVersion, str]:
         """A version's whole text (a pre-fill reads its frozen input with it)."""
         source = self.version_of(who.tenant, source_id, version)

@@ -411,9 +411,6 @@ def _stored_model(tenant: str) -> ActiveModel | None:
     return model_store().active(tenant)
 
 
-# ---- semantic models: the store of each tenant's model and its flow (PUT/GET /model) -------------
-
-
 class ContainerClock:
     """The container's clock at each call (``use_clock`` may change it later)."""
 
@@ -557,6 +554,7 @@ def ask_steps() -> AskSteps:
     read the warehouse, recall builds the embedder and the index): each is built by the first step
     that needs it, so Record and Visualize start without them."""
     from memtool.flows.ask.steps import AskSteps
+    from memtool.runtime.knowledge import source_library
 
     return AskSteps(
         settings=get_settings(),
@@ -574,6 +572,7 @@ def ask_steps() -> AskSteps:
         model=tenant_model,
         foreign_tables=foreign_tables,
         granted_tables=granted_tables,
+        sources=source_library,
     )
 
 

@@ -31,6 +31,7 @@ from memtool.sql.warehouse import Warehouse
 if TYPE_CHECKING:
     from memtool.cache.sql_cache import SqlCache
     from memtool.flows.diagnose import DiagnosisService
+    from memtool.knowledge.sources import SourceLibrary
     from memtool.semantic.catalog import TenantModel
     from memtool.semantic.compiler import IntentCompiler
 
@@ -65,6 +66,7 @@ class StepsBase:
         model: Callable[[str], TenantModel] | None = None,  # (tenant) -> the semantic model in force and its label
         foreign_tables: Callable[[str], frozenset[str]] | None = None,  # (tenant) -> other tenants' tables, never allowed
         granted_tables: Callable[[str], tuple[str, ...] | None] | None = None,  # (tenant) -> what the operator granted
+        sources: Callable[[], SourceLibrary] | None = None,  # business_knowledge_qa quotes the sources definitions rest on
     ) -> None:
         self._settings = settings
         self._clock = clock
@@ -82,6 +84,7 @@ class StepsBase:
         self._model = model
         self._foreign_tables = foreign_tables
         self._granted_tables = granted_tables
+        self._sources = sources
         self._data_spans: dict[tuple[str, str, str, str | None], tuple[float, tuple[date, date] | None]] = {}
 
     def _time_left(self, state: AskState, wanted: float) -> float:

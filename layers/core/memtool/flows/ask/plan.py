@@ -101,6 +101,8 @@ class PlanSteps(StepsBase):
                 last = model.catalog.as_of - timedelta(days=1)
                 plan.notes.append(f"the data set ends on {last.isoformat()}: {window.label} has no data")
         self._check_cited_dependencies(state, plan)
+        if plan.route == "business_knowledge_qa" and plan.status == "answered":
+            self._quote_sources(state, plan)
         state.plan = plan
         state.plan_status = plan.status if plan.status in ("needs_clarification", "remembered") else "ready"
         state.sql = plan.sql
@@ -182,6 +184,33 @@ class PlanSteps(StepsBase):
                     citation.stale = True
                     plan.notes.append(f"{label}'s definition depends on " + "; and on ".join(d.describe() for d in moved) + " (stale)")
 
+    def _quote_sources(self, state: AskState, plan: Plan) -> None:
+        """A definition answer quotes the sources its cited definitions rest on, each at its newest
+        version (docs/knowledge.md): the lines that name the metric, else the text's start."""
+        if self._sources is None or self._model is None:
+            return
+        catalog = self._model(state.caller.tenant).catalog
+        known = {m.name: m for m in catalog.metrics}
+        quoted: set[str] = set()
+        for citation in list(plan.citations):
+            if not citation.source.startswith("catalog:metric/"):
+                continue
+            metric = known.get(citation.source[len("catalog:metric/") :].split("@", 1)[0])
+            for dependency in metric.depends_on if metric is not None else ():
+                if dependency.source in quoted:
+                    continue
+                quoted.add(dependency.source)
+                try:
+                    source, text = self._sources().text_named(self._who(state), dependency.source)
+                except Exception:  # a quote helps; a source that cannot be read is said, never fatal
+                    logger.warning("episode %s: source %s not quoted", state.episode_id, dependency.source, exc_info=True)
+                    plan.notes.append(f"{dependency.source} could not be quoted")
+                    continue
+                excerpt = source_excerpt(text, metric.terms if metric is not None else ())
+                plan.citations.append(Citation(source=source.cite(), text=excerpt, stale=False))
+                label = f"{source.name} v{source.version}"
+                plan.answer = (plan.answer or "") + f"\n\n{label}: “{excerpt}” [{len(plan.citations)}]"
+
     def _apply_lessons(self, state: AskState) -> None:
         """Verified lessons from earlier diagnoses, applied before the SQL is guarded and run."""
         if self._diagnosis is None or self._compiler is None:
@@ -254,3 +283,11 @@ class PlanSteps(StepsBase):
 
 def _memories(n: int) -> str:
     return f"{n} memory" if n == 1 else f"{n} memories"
+
+
+def source_excerpt(text: str, terms: tuple[str, ...], limit: int = 400) -> str:
+    """The lines of ``text`` that name one of ``terms`` (at most ``limit`` characters), else its start."""
+    lowered = [t.lower() for t in terms if t]
+    lines = [line.strip() for line in text.splitlines() if line.strip() and any(t in line.lower() for t in lowered)]
+    excerpt = " / ".join(lines) if lines else " ".join(text.split())
+    return excerpt if len(excerpt) <= limit else excerpt[: limit - 1] + "…"
