@@ -67,6 +67,7 @@ class FrozenSource(_Value):
     name: str
     kind: str
     sha256: str
+    statements: int | None = Field(None, description="statements of it the task read (a large file may be read in part)")
 
 
 class FactView(_Value):
@@ -167,7 +168,8 @@ class PrefillService:
             frozen.append(
                 FrozenSource(id=source.id, version=source.version, name=source.name, kind=source.kind.value, sha256=source.sha256)
             )
-        suggestions, gaps = suggest(self._texts(who, frozen))
+        suggestions, gaps, read = suggest(self._texts(who, frozen))
+        frozen = [f.model_copy(update={"statements": read.get(f.id, 0)}) for f in frozen]
         where = _shared(who.tenant)
         targets = [
             TaskResult(key=s.key, target=s.target, expected_version=self._version_now(where, s.key)) for s in suggestions
@@ -196,7 +198,8 @@ class PrefillService:
         record, task = self._load_task(who, task_id)
         if task.state is TaskState.DONE:
             raise VersionConflict(f"pre-fill task {task_id} already ran (by {task.ran_by}); plan a new one")
-        suggestions, _ = suggest(self._texts(who, task.sources))
+        # Exactly the statements planning read: the run suggests what the plan froze, however long it takes.
+        suggestions, _, _ = suggest(self._texts(who, task.sources), statements={s.id: s.statements or 0 for s in task.sources})
         by_key = {s.key: s for s in suggestions}
         where = _shared(who.tenant)
         results = []

@@ -18,13 +18,15 @@ among the sources, a column with neither comment nor lineage, a statement that d
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from memtool.memory.slots import SUGGESTION_KEY_PREFIX
 
 MAX_SUGGESTIONS = 300  # per pre-fill task
+READ_SECONDS = 6.0  # reading the sources, per suggest() (POST /prefill reads them twice: planning and running; Lambda: 28 s)
 _DIALECT = "postgres"  # how DDL and ETL SQL are read and expressions written back (Redshift's family)
 _KEY_PART = re.compile(r"[^A-Za-z0-9_.-]+")
 _CLAUSE_END = re.compile(r"^\s*(GROUP\s+BY|ORDER\s+BY|HAVING|LIMIT|UNION|WINDOW|QUALIFY|\)|;)", re.IGNORECASE)
@@ -80,6 +82,9 @@ class Suggestion:
 
 @dataclass
 class Reading:
+    deadline: float  # time.monotonic() past which no more statements are read (without limits)
+    limits: dict[str, int] | None = None  # source id -> statements to read, exactly
+    read: dict[str, int] = field(default_factory=dict)  # source id -> statements read
     columns: dict[str, ColumnInfo] = field(default_factory=dict)  # "table.column" -> info
     tables: set[str] = field(default_factory=set)
     lineage: list[ColumnLineage] = field(default_factory=list)
@@ -95,9 +100,15 @@ def quote_found(text: str, quote: str) -> bool:
     return bool(quote.strip()) and quote in text
 
 
-def suggest(sources: Sequence[SourceText]) -> tuple[list[Suggestion], list[str]]:
-    """Suggestions from every DDL and ETL SQL source, and what the input did not cover."""
-    reading = Reading()
+def suggest(
+    sources: Sequence[SourceText], *, seconds: float = READ_SECONDS, statements: Mapping[str, int] | None = None
+) -> tuple[list[Suggestion], list[str], dict[str, int]]:
+    """Suggestions from every DDL and ETL SQL source, what the input did not cover, and how many
+    statements of each source were read. Statements are read for at most ``seconds`` (sqlglot's
+    lineage is about 10 ms a statement), and what is left is a gap, so a task fits a request;
+    given ``statements`` (source id -> count, as a first reading returned), exactly that many are
+    read, so running a task suggests what planning it did, however long it takes."""
+    reading = Reading(deadline=time.monotonic() + seconds, limits=dict(statements) if statements is not None else None)
     for source in sources:
         if source.kind == "ddl":
             _read_ddl(source, reading)
@@ -122,7 +133,7 @@ def suggest(sources: Sequence[SourceText]) -> tuple[list[Suggestion], list[str]]
     if len(suggestions) > MAX_SUGGESTIONS:
         reading.gaps.append(f"{len(suggestions) - MAX_SUGGESTIONS} more suggestions were left out (at most {MAX_SUGGESTIONS} a task)")
         suggestions = suggestions[:MAX_SUGGESTIONS]
-    return suggestions, _unique(reading.gaps)
+    return suggestions, _unique(reading.gaps), dict(reading.read)
 
 
 # ---- DDL ---------------------------------------------------------------------------------------
@@ -131,7 +142,7 @@ def suggest(sources: Sequence[SourceText]) -> tuple[list[Suggestion], list[str]]
 def _read_ddl(source: SourceText, reading: Reading) -> None:
     from sqlglot import exp
 
-    for statement in _statements(source, reading):
+    for statement, _ in _statements(source, reading):
         if isinstance(statement, exp.Create) and statement.kind == "TABLE" and isinstance(statement.this, exp.Schema):
             _table_columns(source, statement.this, reading)
         elif isinstance(statement, exp.Comment) and str(statement.args.get("kind", "")).upper() == "COLUMN":
@@ -181,7 +192,10 @@ def _table_columns(source: SourceText, schema, reading: Reading) -> None:
 def _read_etl(source: SourceText, reading: Reading) -> None:
     from sqlglot import exp
 
-    for statement in _statements(source, reading):
+    for statement, text in _statements(source, reading):
+        if len(reading.lineage) >= MAX_SUGGESTIONS:
+            reading.gaps.append(f"{source.name}: not read to its end ({MAX_SUGGESTIONS} suggestions is a task's limit)")
+            return
         target_columns: list[str] = []
         if isinstance(statement, exp.Insert):
             into = statement.this
@@ -198,17 +212,18 @@ def _read_etl(source: SourceText, reading: Reading) -> None:
         if not isinstance(query, exp.Select):
             reading.gaps.append(f"{source.name}: the query loading {target} is not a plain SELECT; its lineage was not read")
             continue
-        filters = tuple(_filters(query))
-        filter_facts = tuple(Fact(source.id, source.version, q) for q in _where_lines(source.text))
         names = [p.alias_or_name.lower() for p in query.selects]
         if target_columns and len(target_columns) != len(names):
             reading.gaps.append(f"{source.name}: INSERT INTO {target} names {len(target_columns)} columns for {len(names)} values")
             continue
+        filters = tuple(_filters(query))
+        filter_facts = tuple(Fact(source.id, source.version, q) for q in _where_lines(text))
+        graph = _lineage(query, source, reading)
         for position, projection in enumerate(query.selects):
             column = target_columns[position] if target_columns else names[position]
-            inputs = _inputs(query, projection.alias_or_name, source, reading)
-            line = _line_with(source.text, rf"\bAS\s+\"?{re.escape(projection.alias_or_name)}\"?\s*,?\s*(--.*)?$") or _line_with(
-                source.text, re.escape(projection.sql(dialect=_DIALECT)[:60])
+            inputs = graph.get(projection.alias_or_name, ())
+            line = _line_with(text, rf"\bAS\s+\"?{re.escape(projection.alias_or_name)}\"?\s*,?\s*(--.*)?$") or _line_with(
+                text, re.escape(projection.sql(dialect=_DIALECT)[:60])
             )
             facts = ((Fact(source.id, source.version, line),) if line else ()) + filter_facts
             expression = (projection.unalias() if isinstance(projection, exp.Alias) else projection).sql(dialect=_DIALECT)
@@ -223,21 +238,38 @@ def _read_etl(source: SourceText, reading: Reading) -> None:
                     reading.gaps.append(f"{name}: read by {source.name} but not in {table}'s DDL")
 
 
-def _inputs(query, column: str, source: SourceText, reading: Reading) -> tuple[str, ...]:
+def _lineage(query, source: SourceText, reading: Reading) -> dict[str, tuple[str, ...]]:
+    """Each projection's source columns (table.column), from one lineage walk of the statement."""
     from sqlglot import exp
     from sqlglot.lineage import lineage
 
     try:
-        node = lineage(column, query, schema={}, dialect=_DIALECT)
+        nodes = lineage(None, query, schema={}, dialect=_DIALECT)
     except Exception as error:  # noqa: BLE001 - sqlglot raises many kinds; each is a gap, not a failure
-        reading.gaps.append(f"{source.name}: the lineage of {column} could not be read ({type(error).__name__})")
-        return ()
-    found: list[str] = []
-    for item in node.walk():
-        if item.downstream or not isinstance(item.source, exp.Table):
-            continue
-        found.append(f"{_table_name(item.source)}.{item.name.rsplit('.', 1)[-1].lower()}")
-    return tuple(sorted(set(found)))  # sqlglot walks its lineage graph in no fixed order
+        reading.gaps.append(f"{source.name}: the lineage of a statement could not be read ({type(error).__name__})")
+        return {}
+    graph: dict[str, tuple[str, ...]] = {}
+    for column, node in nodes.items():
+        found = {
+            f"{_table_name(item.source)}.{item.name.rsplit('.', 1)[-1].lower()}"
+            for item in node.walk()
+            if not item.downstream and isinstance(item.source, exp.Table)
+        }
+        graph[column] = tuple(sorted(found))  # sqlglot walks its lineage graph in no fixed order
+    return graph
+
+
+def _statement_texts(text: str) -> list[str]:
+    """The text split after each line that ends with ';': a statement each, as SQL files are written."""
+    pieces, current = [], []
+    for line in text.splitlines():
+        current.append(line)
+        if line.rstrip().endswith(";"):
+            pieces.append("\n".join(current))
+            current = []
+    if any(line.strip() and not line.strip().startswith("--") for line in current):
+        pieces.append("\n".join(current))
+    return pieces
 
 
 def _filters(query) -> Iterable[str]:
@@ -302,15 +334,29 @@ def _from_comment(info: ColumnInfo) -> Suggestion:
 # ---- helpers -----------------------------------------------------------------------------------
 
 
-def _statements(source: SourceText, reading: Reading) -> list:
+def _statements(source: SourceText, reading: Reading) -> Iterator[tuple[Any, str]]:
+    """Each statement with the text it was parsed from (its quotes come from there), piece by
+    piece, until the task's reading time is spent (then a gap says how far it got)."""
     import sqlglot
     from sqlglot.errors import SqlglotError
 
-    try:
-        return [s for s in sqlglot.parse(source.text, read=_DIALECT) if s is not None]
-    except SqlglotError as error:
-        reading.gaps.append(f"{source.name}: does not parse as SQL ({str(error).splitlines()[0][:200]})")
-        return []
+    pieces = _statement_texts(source.text)
+    limit = reading.limits.get(source.id, len(pieces)) if reading.limits is not None else None
+    for index, piece in enumerate(pieces):
+        reading.read[source.id] = index
+        if (limit is not None and index >= limit) or (limit is None and time.monotonic() > reading.deadline):
+            reading.gaps.append(f"{source.name}: read {index} of its {len(pieces)} statements (a task's reading time is spent)")
+            return
+        try:
+            parsed = [s for s in sqlglot.parse(piece, read=_DIALECT) if s is not None]
+        except SqlglotError as error:
+            line = source.text[: source.text.find(piece)].count("\n") + 1 if piece in source.text else None
+            where = f" at line {line}" if line else ""
+            reading.gaps.append(f"{source.name}: a statement{where} does not parse as SQL ({str(error).splitlines()[0][:160]})")
+            continue
+        for statement in parsed:
+            yield statement, piece
+    reading.read[source.id] = len(pieces)
 
 
 def _table_name(table) -> str:
