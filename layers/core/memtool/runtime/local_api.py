@@ -340,6 +340,11 @@ class _Handler(BaseHTTPRequestHandler):
         special = self.server.special_routes.get((self.command, url.path))
         if special is not None:
             return ApiResponse(200, {"Content-Type": "application/json"}, json.dumps(special(), ensure_ascii=False))
+        from memtool.runtime.console import console_response  # the console's files (docs/console.md)
+
+        page = console_response(self.command, url.path)
+        if page is not None:
+            return page
         try:
             return self.server.gateway.invoke(
                 self.command,

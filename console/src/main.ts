@@ -1,0 +1,308 @@
+// memtool's console: sign in, ask (table, chart, notes, clarifications, feedback and corrections,
+// follow-ups in one session), and review few-shots. Plain TypeScript over the HTTP API; ECharts
+// draws the charts the API proposes (canvas renderer). docs/console.md says what each page does.
+
+import "./style.css";
+import { Api, type AskAnswer, type FewshotView, type Identity, describeError, storedIdentity, storeIdentity } from "./api";
+import { renderChart } from "./chart";
+
+const app = document.getElementById("app") as HTMLElement;
+const nav = document.getElementById("nav") as HTMLElement;
+const who = document.getElementById("who") as HTMLElement;
+const signout = document.getElementById("signout") as HTMLButtonElement;
+
+let session = newSessionId();
+
+function newSessionId(): string {
+  const random = crypto.getRandomValues(new Uint32Array(2));
+  return `console-${Date.now().toString(36)}-${random[0].toString(36)}${random[1].toString(36)}`;
+}
+
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attributes: Record<string, string> = {},
+  ...children: (Node | string | null | undefined)[]
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
+  for (const child of children) if (child !== null && child !== undefined) node.append(child);
+  return node;
+}
+
+function showError(where: HTMLElement, error: unknown): void {
+  where.replaceChildren(el("p", { class: "error", role: "alert", "data-testid": "error" }, describeError(error)));
+}
+
+// ---- routing ------------------------------------------------------------------------------------
+
+function route(): void {
+  const identity = storedIdentity();
+  nav.hidden = identity === null;
+  signout.hidden = identity === null;
+  who.textContent = identity ? `${identity.user} @ ${identity.tenant}${identity.roles ? ` (${identity.roles})` : ""}` : "";
+  if (identity === null) return signInPage();
+  const page = window.location.hash.replace(/^#\//, "") || "ask";
+  for (const link of nav.querySelectorAll("a")) link.toggleAttribute("aria-current", link.getAttribute("href") === `#/${page}`);
+  if (page === "review") return reviewPage(new Api(identity), identity);
+  return askPage(new Api(identity));
+}
+
+signout.addEventListener("click", () => {
+  storeIdentity(null);
+  session = newSessionId();
+  window.location.hash = "#/signin";
+  route();
+});
+window.addEventListener("hashchange", route);
+
+// ---- sign in ------------------------------------------------------------------------------------
+
+function signInPage(): void {
+  const tenant = el("input", { id: "signin-tenant", name: "tenant", "data-testid": "signin-tenant", required: "", value: "demo", autocomplete: "organization" });
+  const user = el("input", { id: "signin-user", name: "user", "data-testid": "signin-user", required: "", autocomplete: "username" });
+  const roles = el("input", { id: "signin-roles", name: "roles", "data-testid": "signin-roles", placeholder: "curator, admin (optional)" });
+  const form = el(
+    "form",
+    { class: "card signin", "aria-labelledby": "signin-title" },
+    el("h1", { id: "signin-title" }, "Sign in"),
+    el("p", { class: "hint" }, "The local runtime takes who you are from these: tenant, user and roles."),
+    el("label", { for: "signin-tenant" }, "Tenant"),
+    tenant,
+    el("label", { for: "signin-user" }, "User"),
+    user,
+    el("label", { for: "signin-roles" }, "Roles"),
+    roles,
+    el("button", { type: "submit", "data-testid": "signin-submit" }, "Sign in"),
+  );
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const pattern = /^[A-Za-z0-9_.:@-]{1,128}$/;
+    if (!pattern.test(tenant.value.trim()) || !pattern.test(user.value.trim())) {
+      showError(status, { status: 400, error: "validation_error", message: "tenant and user are 1-128 letters, digits or _.:@-" });
+      return;
+    }
+    storeIdentity({ tenant: tenant.value.trim(), user: user.value.trim(), roles: roles.value.replace(/\s+/g, "") });
+    session = newSessionId();
+    window.location.hash = "#/ask";
+    route();
+  });
+  const status = el("div", { "aria-live": "polite" });
+  app.replaceChildren(form, status);
+  user.focus();
+}
+
+// ---- ask ----------------------------------------------------------------------------------------
+
+function askPage(api: Api): void {
+  const question = el("textarea", { id: "question", "data-testid": "question", rows: "2", placeholder: "上个月各大区净收入 / net revenue by region last month" });
+  const ask = el("button", { type: "submit", "data-testid": "ask" }, "Ask");
+  const fresh = el("button", { type: "button", class: "secondary" }, "New session");
+  const result = el("section", { class: "result", "aria-live": "polite" });
+  const form = el(
+    "form",
+    { class: "card ask" },
+    el("label", { for: "question" }, "Your question"),
+    question,
+    el("div", { class: "row" }, ask, fresh),
+  );
+  fresh.addEventListener("click", () => {
+    session = newSessionId();
+    result.replaceChildren(el("p", { class: "hint" }, "A new session: the next question is not a follow-up."));
+  });
+  const send = async (text: string) => {
+    if (!text.trim()) return;
+    ask.disabled = true;
+    result.replaceChildren(el("p", { class: "loading", "data-testid": "loading" }, "Asking…"));
+    try {
+      const answer = await api.call<AskAnswer>("POST", "/ask", { question: text, session_id: session });
+      showAnswer(api, result, answer, send);
+    } catch (error) {
+      showError(result, error);
+    } finally {
+      ask.disabled = false;
+    }
+  };
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    void send(question.value);
+  });
+  question.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+      event.preventDefault();
+      void send(question.value);
+    }
+  });
+  app.replaceChildren(form, result);
+  question.focus();
+}
+
+function showAnswer(api: Api, where: HTMLElement, answer: AskAnswer, send: (text: string) => Promise<void>): void {
+  const parts: Node[] = [
+    el("p", { class: "status" }, "Status: ", el("strong", { "data-testid": "answer-status", class: `status-${answer.status}` }, answer.status)),
+  ];
+  if (answer.error) parts.push(el("p", { class: "error", role: "alert" }, `${answer.error.error}: ${answer.error.message}`));
+  if (answer.answer) parts.push(el("p", { class: "answer-text" }, answer.answer));
+  if (answer.clarification) parts.push(clarification(answer, send));
+  if (answer.columns.length) parts.push(table(answer));
+  if (answer.chart && answer.chart.option && answer.chart.type !== "table") {
+    const holder = el("div", { class: "chart", "data-testid": "chart", role: "img", "aria-label": `${answer.chart.type} chart` });
+    parts.push(holder);
+    parts.push(candidates(answer, holder));
+    queueMicrotask(() => renderChart(holder, answer.chart!.option!, answer.chart!.type));
+  }
+  if (answer.notes.length) parts.push(el("details", {}, el("summary", {}, `Notes (${answer.notes.length})`), list(answer.notes)));
+  if (answer.memories_used.length) {
+    parts.push(
+      el(
+        "details",
+        {},
+        el("summary", {}, `Memories applied (${answer.memories_used.length})`),
+        list(answer.memories_used.map((m) => `${m.kind} ${m.id} v${m.version}${m.content ? `: ${m.content}` : ""}`)),
+      ),
+    );
+  }
+  if (answer.sql) parts.push(el("details", {}, el("summary", {}, "SQL"), el("pre", { "data-testid": "sql" }, answer.sql)));
+  parts.push(feedback(api, answer));
+  where.replaceChildren(...parts);
+}
+
+function clarification(answer: AskAnswer, send: (text: string) => Promise<void>): HTMLElement {
+  const box = el("div", { class: "clarification", role: "group", "aria-label": "clarification" }, el("p", {}, answer.clarification!.question));
+  for (const option of answer.clarification!.options) {
+    const button = el("button", { type: "button", "data-testid": "clarification-option" }, option);
+    button.addEventListener("click", () => void send(option));
+    box.append(button);
+  }
+  return box;
+}
+
+function table(answer: AskAnswer): HTMLElement {
+  const head = el("tr", {}, ...answer.columns.map((c) => el("th", { scope: "col" }, c)));
+  const body = answer.rows.map((row) => el("tr", {}, ...row.map((cell) => el("td", { class: typeof cell === "number" ? "num" : "" }, format(cell)))));
+  const caption = answer.truncated ? `${answer.rows.length} of ${answer.row_count} rows` : `${answer.row_count} rows`;
+  return el("table", { "data-testid": "answer-table" }, el("caption", {}, caption), el("thead", {}, head), el("tbody", {}, ...body));
+}
+
+function format(cell: unknown): string {
+  if (cell === null || cell === undefined) return "—";
+  if (typeof cell === "number") return cell.toLocaleString(undefined, { maximumFractionDigits: Number.isInteger(cell) ? 0 : 2 });
+  return String(cell);
+}
+
+function candidates(answer: AskAnswer, holder: HTMLElement): HTMLElement {
+  const chart = answer.chart!;
+  const box = el("div", { class: "candidates", role: "group", "aria-label": "chart candidates" });
+  box.append(el("span", { class: "hint" }, chart.checkpoint_status === "needs_review" ? "Pick the chart that fits: " : "Other charts: "));
+  for (const candidate of chart.candidates) {
+    const button = el(
+      "button",
+      { type: "button", class: "secondary", "data-testid": "chart-candidate", "data-type": candidate.type, title: candidate.reason ?? "" },
+      `${candidate.type} (${Math.round(candidate.confidence * 100)}%)`,
+    );
+    button.toggleAttribute("aria-pressed", candidate.type === chart.type);
+    button.addEventListener("click", () => {
+      for (const other of box.querySelectorAll("button")) other.toggleAttribute("aria-pressed", other === button);
+      holder.hidden = candidate.type === "table"; // the table above is that candidate
+      if (!holder.hidden) renderChart(holder, chart.option!, candidate.type);
+    });
+    box.append(button);
+  }
+  return box;
+}
+
+function feedback(api: Api, answer: AskAnswer): HTMLElement {
+  const said = el("p", { class: "hint", "aria-live": "polite", "data-testid": "feedback-status" });
+  const rate = (rating: number) => async () => {
+    try {
+      await api.call("POST", "/feedback", { episode_id: answer.episode_id, rating });
+      said.textContent = rating > 0 ? "Thanks: marked right." : "Thanks: marked wrong; memtool will look into it.";
+    } catch (error) {
+      showError(said, error);
+    }
+  };
+  const up = el("button", { type: "button", "data-testid": "thumbs-up", "aria-label": "thumbs up: the answer is right" }, "Right");
+  const down = el("button", { type: "button", "data-testid": "thumbs-down", "aria-label": "thumbs down: the answer is wrong" }, "Wrong");
+  up.addEventListener("click", rate(1));
+  down.addEventListener("click", rate(-1));
+  const correction = el("input", { id: `correction-${answer.episode_id}`, "data-testid": "correction", placeholder: "单子数就是订单数 / by takings I mean net revenue" });
+  const teach = el("button", { type: "submit", "data-testid": "teach" }, "Teach");
+  const form = el(
+    "form",
+    { class: "correction" },
+    el("label", { for: `correction-${answer.episode_id}` }, "Correct a word"),
+    correction,
+    teach,
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (!correction.value.trim()) return;
+    try {
+      const taught = await api.call<{ correction: { content?: string } | null }>("POST", "/feedback", {
+        episode_id: answer.episode_id,
+        rating: -1,
+        correction: correction.value.trim(),
+      });
+      said.textContent = taught.correction ? `Learned: ${taught.correction.content ?? correction.value}` : "Noted.";
+      correction.value = "";
+    } catch (error) {
+      showError(said, error);
+    }
+  });
+  return el("div", { class: "feedback" }, el("div", { class: "row" }, up, down), form, said);
+}
+
+function list(items: string[]): HTMLElement {
+  return el("ul", {}, ...items.map((item) => el("li", {}, item)));
+}
+
+// ---- review -------------------------------------------------------------------------------------
+
+function reviewPage(api: Api, identity: Identity): void {
+  const section = el("section", { class: "card" }, el("h1", {}, "Review"));
+  const fewshots = el("div", { "aria-live": "polite" }, el("p", { class: "loading" }, "Loading few-shots…"));
+  section.append(el("h2", {}, "Few-shots waiting for review"), fewshots);
+  app.replaceChildren(section);
+  if (!identity.roles.split(",").includes("admin")) {
+    fewshots.replaceChildren(el("p", { class: "hint" }, "The few-shot library is reviewed by admins: sign in with the admin role."));
+    return;
+  }
+  const load = async () => {
+    try {
+      const listing = await api.call<{ items: FewshotView[] }>("GET", "/fewshots");
+      if (!listing.items.length) {
+        fewshots.replaceChildren(el("p", { class: "hint", "data-testid": "fewshots-empty" }, "Nothing waits for review."));
+        return;
+      }
+      fewshots.replaceChildren(...listing.items.map((item) => fewshotItem(api, item, load)));
+    } catch (error) {
+      showError(fewshots, error);
+    }
+  };
+  void load();
+}
+
+function fewshotItem(api: Api, item: FewshotView, reload: () => Promise<void>): HTMLElement {
+  const said = el("p", { class: "hint", "aria-live": "polite" });
+  const decide = (verdict: "approve" | "reject") => async () => {
+    try {
+      await api.call("POST", `/fewshots/${encodeURIComponent(item.id)}/${verdict}`, {});
+      await reload();
+    } catch (error) {
+      showError(said, error);
+    }
+  };
+  const approve = el("button", { type: "button", "data-testid": "approve" }, "Approve");
+  const reject = el("button", { type: "button", class: "secondary", "data-testid": "reject" }, "Reject");
+  approve.addEventListener("click", decide("approve"));
+  reject.addEventListener("click", decide("reject"));
+  return el(
+    "article",
+    { class: "fewshot", "data-testid": "fewshot-item", "data-id": item.id },
+    el("p", {}, el("strong", {}, item.question), ` — by ${item.author ?? "?"}`),
+    el("pre", {}, item.sql),
+    el("div", { class: "row" }, approve, reject),
+    said,
+  );
+}
+
+route();

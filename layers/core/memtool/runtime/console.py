@@ -1,0 +1,59 @@
+"""The console's built files (console/, built into runtime/console_files/), served by the local runtime at
+/console/ (docs/console.md). Only GET and HEAD, only files inside that folder; any other path
+under /console/ is the page itself (its routes are in the URL's fragment)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memtool.runtime.local_api import ApiResponse
+
+CONSOLE_DIR = Path(__file__).resolve().parent / "console_files"
+PREFIX = "/console"
+_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".json": "application/json",
+}
+# The page calls the same origin's API only; ECharts sets element styles from script.
+_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+)
+
+
+def console_response(method: str, path: str) -> ApiResponse | None:
+    """The answer for a console path, or None when ``path`` is not the console's."""
+    if path != PREFIX and not path.startswith(PREFIX + "/"):
+        return None
+    if method not in ("GET", "HEAD"):
+        return _plain(405, "the console is read with GET", {"Allow": "GET, HEAD"})
+    if path == PREFIX:
+        return ApiResponse(308, {"Location": PREFIX + "/", "Content-Type": "text/plain; charset=utf-8"}, "")
+    index = CONSOLE_DIR / "index.html"
+    if not index.is_file():
+        return _plain(503, "the console is not built: run `npm ci && npm run build` in console/ (docs/console.md)")
+    wanted = path[len(PREFIX) + 1 :]
+    target = (CONSOLE_DIR / wanted).resolve() if wanted else index
+    if not target.is_relative_to(CONSOLE_DIR) or not target.is_file():
+        if wanted.startswith("assets/"):
+            return _plain(404, f"no console file {wanted}")
+        target = index  # a page of the console: the page itself
+    kind = _TYPES.get(target.suffix)
+    if kind is None:
+        return _plain(404, f"no console file {wanted}")
+    headers = {
+        "Content-Type": kind,
+        "Content-Security-Policy": _POLICY,
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        # Built assets carry their content hash in the name; the page itself is always fetched anew.
+        "Cache-Control": "public, max-age=31536000, immutable" if target.parent.name == "assets" else "no-cache",
+    }
+    return ApiResponse(200, headers, target.read_text(encoding="utf-8"))
+
+
+def _plain(status: int, message: str, extra: dict[str, str] | None = None) -> ApiResponse:
+    return ApiResponse(status, {"Content-Type": "text/plain; charset=utf-8", **(extra or {})}, message)

@@ -1,0 +1,176 @@
+"""The console in a real browser: Debian's headless Chromium driven by Playwright against the local
+runtime's /console/ (docs/console.md). A new user signs in, asks and sees a table and a chart
+whose canvas has drawn pixels, answers a clarification by clicking an option, asks a follow-up,
+teaches a correction, gives a thumbs-up; then an admin approves the resulting few-shot in Review.
+No request is made by the test itself except to read back what the clicks stored.
+
+Chromium is Debian's (``apt-get install chromium``; .ci/run installs it, as it installs
+PostgreSQL), never a browser downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memtool.demo import ApiClient
+from memtool.runtime.local import LocalRuntime
+from memtool.settings import use_settings
+from tests.support import ROOT
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# As the machine's notes say: no background networking (this machine's network is closed).
+CHROMIUM_ARGS = [
+    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+]  # fmt: skip
+TIMEOUT_MS = 60_000  # an ask on a loaded 2-core machine
+
+
+@pytest.fixture(scope="module")
+def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRuntime]:
+    served = LocalRuntime(home=tmp_path_factory.mktemp("console") / "home", port=0, root=ROOT, warehouse_scale=0.02).start()
+    try:
+        yield served
+    finally:
+        use_settings(served.settings)
+        served.stop()
+
+
+@pytest.fixture(autouse=True)
+def _runtime_settings(runtime: LocalRuntime) -> None:
+    use_settings(runtime.settings)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Chromium is not installed: apt-get install chromium (.ci/run does it); the console's browser tests need it")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page(browser, runtime: LocalRuntime) -> Iterator[object]:
+    context = browser.new_context(viewport={"width": 1200, "height": 900}, locale="zh-CN")
+    opened = context.new_page()
+    opened.set_default_timeout(TIMEOUT_MS)
+    errors: list[str] = []
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    opened.goto(f"{runtime.api_url}/console/")
+    yield opened
+    context.close()
+    assert errors == [], f"the page raised: {errors}"
+
+
+def sign_in(page, user: str, roles: str = "", tenant: str = "demo") -> None:
+    page.get_by_test_id("signin-tenant").fill(tenant)
+    page.get_by_test_id("signin-user").fill(user)
+    page.get_by_test_id("signin-roles").fill(roles)
+    page.get_by_test_id("signin-submit").click()
+    page.get_by_test_id("question").wait_for()
+
+
+def ask(page, question: str) -> str:
+    page.get_by_test_id("question").fill(question)
+    page.get_by_test_id("ask").click()
+    return answer_status(page)
+
+
+def answer_status(page) -> str:
+    status = page.get_by_test_id("answer-status")
+    status.wait_for()
+    return status.inner_text()
+
+
+def drawn_pixels(page) -> int:
+    """Pixels the chart's canvas has drawn on (alpha > 0), read back from the canvas itself."""
+    page.get_by_test_id("chart").locator("canvas").first.wait_for()
+    return page.evaluate(
+        """() => {
+            const canvas = document.querySelector('[data-testid="chart"] canvas');
+            const context = canvas.getContext('2d');
+            const { data } = context.getImageData(0, 0, canvas.width, canvas.height);
+            let drawn = 0;
+            for (let i = 3; i < data.length; i += 4) if (data[i] > 0) drawn++;
+            return drawn;
+        }"""
+    )
+
+
+def table_rows(page) -> list[list[str]]:
+    rows = page.get_by_test_id("answer-table").locator("tbody tr")
+    return [row.locator("td").all_inner_texts() for row in rows.all()]
+
+
+def test_without_a_stored_sign_in_the_console_opens_on_the_sign_in_form(page) -> None:
+    assert page.get_by_test_id("signin-submit").is_visible()
+    assert page.get_by_label("Tenant").input_value() == "demo"  # labelled inputs
+    assert page.get_by_test_id("nav-ask").is_hidden()
+
+
+def test_a_new_user_asks_sees_a_table_and_a_chart_answers_a_clarification_and_follows_up(page) -> None:
+    sign_in(page, "ana")
+    assert ask(page, "上个月各大区净收入") == "answered"
+    rows = table_rows(page)
+    assert len(rows) == 5 and {r[0] for r in rows} == {"华东", "华南", "华北", "西南", "华中"}
+    assert drawn_pixels(page) > 2_000
+    page.get_by_test_id("chart-candidate").and_(page.locator('[data-type="bar"]')).click()  # another candidate: redrawn
+    assert drawn_pixels(page) > 2_000
+
+    assert ask(page, "上个月收入") == "needs_clarification"
+    options = page.get_by_test_id("clarification-option")
+    assert options.all_inner_texts() == ["销售额", "净收入"]
+    options.filter(has_text="净收入").click()
+    page.get_by_test_id("answer-status").filter(has_text="answered").wait_for()
+    assert len(table_rows(page)) == 1
+
+    assert ask(page, "按渠道呢") == "answered"  # a follow-up in the same session
+    rows = table_rows(page)
+    assert {r[0] for r in rows} >= {"医院", "电商"}, rows
+
+
+def test_a_taught_correction_is_used_and_an_admin_approves_the_thumbs_up_few_shot(page, runtime: LocalRuntime) -> None:
+    sign_in(page, "bo")
+    assert ask(page, "上个月各渠道单子数") in ("needs_clarification", "answered", "failed")
+    page.get_by_test_id("correction").fill("单子数就是订单数")
+    page.get_by_test_id("teach").click()
+    page.get_by_test_id("feedback-status").filter(has_text="Learned").wait_for()
+
+    assert ask(page, "上个月各渠道单子数") == "answered"
+    assert page.get_by_test_id("answer-table").locator("th").all_inner_texts() == ["channel", "order_count"]
+    page.get_by_test_id("thumbs-up").click()
+    page.get_by_test_id("feedback-status").filter(has_text="marked right").wait_for()
+
+    page.get_by_role("button", name="Sign out").click()
+    sign_in(page, "root", roles="admin")
+    page.get_by_test_id("nav-review").click()
+    item = page.get_by_test_id("fewshot-item").filter(has_text="上个月各渠道单子数")
+    item.wait_for()
+    item.get_by_test_id("approve").click()
+    item.wait_for(state="detached")
+
+    admin = ApiClient(runtime.api_url or "", "demo", "root")
+    admin.headers["X-Memtool-Roles"] = "admin"
+    approved = admin.call("GET", "/fewshots?status=approved")
+    assert [i["question"] for i in approved.body["items"]] == ["上个月各渠道单子数"], approved.body
+    assert approved.body["items"][0]["author"] == "bo" and approved.body["items"][0]["reviewed_by"] == "root"
+
+
+def test_an_error_is_shown_with_its_message_and_the_page_stays_usable(page) -> None:
+    sign_in(page, "cy")
+    page.get_by_test_id("question").fill("x" * 2001)  # over the API's 2,000 characters
+    page.get_by_test_id("ask").click()
+    error = page.get_by_test_id("error")
+    error.wait_for()
+    assert "400" in error.inner_text() and "question" in error.inner_text()
+    assert ask(page, "上个月净收入") == "answered"
