@@ -147,8 +147,18 @@ function showAnswer(api: Api, where: HTMLElement, answer: AskAnswer, send: (text
   if (answer.chart && answer.chart.option && answer.chart.type !== "table") {
     const holder = el("div", { class: "chart", "data-testid": "chart", role: "img", "aria-label": `${answer.chart.type} chart` });
     parts.push(holder);
-    parts.push(candidates(answer, holder));
+    parts.push(candidates(api, answer, holder));
     queueMicrotask(() => renderChart(holder, answer.chart!.option!, answer.chart!.type));
+  }
+  if (answer.citations.length) {
+    parts.push(
+      el(
+        "details",
+        { "data-testid": "citations" },
+        el("summary", {}, `Sources (${answer.citations.length})`),
+        list(answer.citations.map((c) => `${c.source}${c.stale ? " (stale)" : ""}: ${c.text}`)),
+      ),
+    );
   }
   if (answer.notes.length) parts.push(el("details", {}, el("summary", {}, `Notes (${answer.notes.length})`), list(answer.notes)));
   if (answer.memories_used.length) {
@@ -189,9 +199,10 @@ function format(cell: unknown): string {
   return String(cell);
 }
 
-function candidates(answer: AskAnswer, holder: HTMLElement): HTMLElement {
+function candidates(api: Api, answer: AskAnswer, holder: HTMLElement): HTMLElement {
   const chart = answer.chart!;
   const box = el("div", { class: "candidates", role: "group", "aria-label": "chart candidates" });
+  const said = el("span", { class: "hint", "aria-live": "polite", "data-testid": "chart-choice-status" });
   box.append(el("span", { class: "hint" }, chart.checkpoint_status === "needs_review" ? "Pick the chart that fits: " : "Other charts: "));
   for (const candidate of chart.candidates) {
     const button = el(
@@ -204,9 +215,15 @@ function candidates(answer: AskAnswer, holder: HTMLElement): HTMLElement {
       for (const other of box.querySelectorAll("button")) other.toggleAttribute("aria-pressed", other === button);
       holder.hidden = candidate.type === "table"; // the table above is that candidate
       if (!holder.hidden) renderChart(holder, chart.option!, candidate.type);
+      // Kept for this shape of data: the next answer of the same shape draws it and cites it.
+      api
+        .call<{ shape: string; chart_type: string }>("POST", "/charts/choice", { episode_id: answer.episode_id, chart_type: candidate.type })
+        .then((kept) => (said.textContent = `Kept: ${kept.chart_type} for every ${kept.shape.replace("_", " ")} from now on.`))
+        .catch((error) => showError(said, error));
     });
     box.append(button);
   }
+  box.append(said);
   return box;
 }
 

@@ -1,5 +1,6 @@
 """POST /feedback, GET /fewshots, POST /fewshots/{id}/approve|reject: learning from what follows
-an answer, and the review of the few-shot candidates it makes."""
+an answer, and the review of the few-shot candidates it makes; POST /charts/choice: the chart a
+user picked for an answer's shape of data."""
 
 # No `from __future__ import annotations`: Powertools reads the routes' parameter types at run time.
 from collections.abc import Callable
@@ -10,6 +11,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.logging import correlation_paths
 
 from memtool.api.budget import answer_rate_limits, budgeted
+from memtool.api.charts import ChartChoiceAnswer, ChartChoiceBody
 from memtool.api.feedback import FeedbackAnswer, FeedbackBody, feedback_command
 from memtool.api.fewshots import (
     FewshotListing,
@@ -56,6 +58,34 @@ def feedback(body: Annotated[FeedbackBody, Body()]):
         return {"status_code": 200, "body": FeedbackAnswer.model_validate(outcome.as_dict()).model_dump(mode="json")}
 
     return _write("feedback", body.model_dump(mode="json"), perform, who=caller(app))
+
+
+@app.post(
+    "/charts/choice",
+    **operation(
+        "Keep the chart picked among an answer's candidates for that shape of data: the next answer of that shape uses it",
+        tag="learning",
+        ok={200: ChartChoiceAnswer},
+        errors=(404, 409, 422),
+        idempotent=True,
+        description="Written as the caller's profile memory display.chart_for.<shape> (a new version replaces the last); "
+        "the next answer whose data has that shape draws it and cites the memory. 400 on chart_type when that chart cannot "
+        "draw the shape.",
+    ),
+)
+def choose_chart(body: Annotated[ChartChoiceBody, Body()]):
+    def perform(who: Identity) -> dict[str, Any]:
+        chosen = chart_choices().choose(who, body.episode_id, body.chart_type.value)
+        answer = ChartChoiceAnswer(memory=chosen.memory, shape=chosen.shape, chart_type=chosen.chart_type, replaced=chosen.replaced)
+        return {"status_code": 200, "body": answer.model_dump(mode="json")}
+
+    return _write("chart_choice", body.model_dump(mode="json"), perform, who=caller(app))
+
+
+def chart_choices():  # -> ChartChoiceService, built per request over the process's adapters
+    from memtool.flows.chart_choice import ChartChoiceService
+
+    return ChartChoiceService(container.memory_store(), container.memory_service(), container.clock())
 
 
 def _reviewer() -> Identity:

@@ -21,8 +21,6 @@ from typing import Any
 import boto3
 import pytest
 from cfnlint.api import lint_file
-from memtool.runtime.local_flows import enable_execution_in_moto
-from memtool.runtime.template import load_template as load_cfn_template
 from moto import mock_aws
 from moto.stepfunctions.parser.asl.component.state.exec.state_task import (
     lambda_eval_utils,
@@ -31,6 +29,9 @@ from moto.stepfunctions.parser.asl.parse.asl_parser import (
     AmazonStateLanguageParser,
     ASLParserException,
 )
+
+from memtool.runtime.local_flows import enable_execution_in_moto
+from memtool.runtime.template import load_template as load_cfn_template
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE_PATH = ROOT / "template.yaml"
@@ -52,7 +53,8 @@ EXPECTED_FUNCTIONS: dict[str, tuple[str, set[tuple[str, str]]]] = {
     "AskFunction": ("functions/ask/", {("post", "/ask")}),
     "FeedbackFunction": (
         "functions/feedback/",
-        {("post", "/feedback"), ("get", "/fewshots"), ("post", "/fewshots/{id}/approve"), ("post", "/fewshots/{id}/reject")},
+        {("post", "/feedback"), ("get", "/fewshots"), ("post", "/fewshots/{id}/approve"), ("post", "/fewshots/{id}/reject"),
+         ("post", "/charts/choice")},
     ),
     "MemoryWriteFunction": (
         "functions/memory_write/",
@@ -781,7 +783,7 @@ def definition_problems(definition: dict[str, Any]) -> list[str]:
         kind = state["Type"]
         if kind == "Task":
             retried = {e for retrier in state.get("Retry", []) for e in retrier["ErrorEquals"]}
-            if not LAMBDA_SERVICE_ERRORS <= retried:
+            if not retried >= LAMBDA_SERVICE_ERRORS:
                 problems.append(f"{name}: Retry misses {sorted(LAMBDA_SERVICE_ERRORS - retried)}")
             catch_all = [c for c in state.get("Catch", []) if "States.ALL" in c["ErrorEquals"]]
             if not catch_all:

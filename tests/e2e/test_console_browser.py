@@ -174,3 +174,18 @@ def test_an_error_is_shown_with_its_message_and_the_page_stays_usable(page) -> N
     error.wait_for()
     assert "400" in error.inner_text() and "question" in error.inner_text()
     assert ask(page, "上个月净收入") == "answered"
+
+
+def test_a_chart_picked_in_the_console_is_used_and_cited_by_the_next_answer_of_that_shape(page) -> None:
+    sign_in(page, "dee")
+    assert ask(page, "上个月各大区净收入") == "answered"
+    pressed = page.get_by_test_id("chart-candidate").and_(page.locator("[aria-pressed]"))
+    assert pressed.get_attribute("data-type") == "horizontal_bar"
+    page.get_by_test_id("chart-candidate").and_(page.locator('[data-type="bar"]')).click()
+    page.get_by_test_id("chart-choice-status").filter(has_text="Kept: bar for every ranking").wait_for()
+
+    assert ask(page, "上个月各渠道净收入") == "answered"  # another ranking
+    assert pressed.get_attribute("data-type") == "bar"
+    assert drawn_pixels(page) > 2_000
+    page.get_by_test_id("citations").locator("summary").click()
+    assert any("chart for a ranking: bar" in text for text in page.get_by_test_id("citations").locator("li").all_inner_texts())

@@ -69,7 +69,7 @@ def test_every_operation_declares_its_errors_identity_headers_and_bodies():
             assert {"X-Memtool-Tenant", "X-Memtool-User", "X-Memtool-Roles"} <= names, where
             # POST /ask too: a retry with the same key answers the first answer, never a second flow
             written = ("/ask", "/memories", "/sessions", "/feedback", "/fewshots/", "/diagnose", "/lessons/")
-            written += ("/sources", "/proposals", "/prefill", "/suggestions/")
+            written += ("/sources", "/proposals", "/prefill", "/suggestions/", "/charts/")
             writes = path.startswith(written) and method != "get"
             assert ("Idempotency-Key" in names) == writes, where
             if "{id}" in path:

@@ -127,6 +127,15 @@ def _show(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+# A user's chart for one shape of data (display.chart_for.<shape kind>): chosen among an answer's
+# chart candidates (POST /charts/choice), then used and cited by the next answer of that shape.
+CHART_FOR_KEY_PREFIX = "display.chart_for."
+
+
+def chart_for_key(shape_kind: str) -> str:
+    return CHART_FOR_KEY_PREFIX + shape_kind
+
+
 # MaintenanceFlow's own records (its report, a tenant's maintenance state): never recalled, never
 # written through /memories.
 MAINTENANCE_KEY_PREFIX = "maintenance."

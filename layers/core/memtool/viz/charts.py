@@ -311,6 +311,14 @@ def _resolve_preferred(preferred: str, shape: DataShape) -> str:
     return str(resolved)
 
 
+def fits_kind(chart: str, kind: str) -> bool:
+    """Whether ``chart`` can draw a ``kind`` shape at all (a chosen chart is kept per shape kind)."""
+    try:
+        return chart in _COMPATIBLE[ShapeKind(kind)]
+    except ValueError:
+        return False
+
+
 def _preferred_fits(chart: str, shape: DataShape) -> tuple[bool, str]:
     if chart not in _COMPATIBLE[shape.kind]:
         if chart == ChartType.PIE and shape.kind is ShapeKind.TIME_SERIES:

@@ -109,6 +109,8 @@ class RecordSteps(StepsBase):
             "carried_over": list(plan.carried_over) if plan else [],
             "guard": state.guard.model_dump(mode="json") if state.guard is not None else None,
             "chart": (state.chart or {}).get("type"),
+            "chart_shape": (state.chart or {}).get("shape"),  # POST /charts/choice keeps a chart per shape
+            "chart_candidates": [c.get("type") for c in (state.chart or {}).get("candidates") or []],
             # Recalled and applied kept apart: feedback credits only what shaped the plan.
             "memories_recalled": [{"id": m.id, "version": m.version, "kind": m.kind} for m in state.memories_recalled],
             "memories_used": [{"id": m.id, "version": m.version, "kind": m.kind} for m in state.memories_used],

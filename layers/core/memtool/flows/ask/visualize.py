@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from memtool.flows.ask.base import StepsBase, crash_reason, is_zh
+from memtool.flows.ask.base import StepsBase, crash_reason, is_zh, logger
 from memtool.flows.ask.state import AnalysisReport, AskState, QueryRows
-from memtool.planning.plan import Plan
+from memtool.memory.records import MemoryKind
+from memtool.memory.slots import chart_for_key
+from memtool.memory.store import Partition
+from memtool.planning.plan import Citation, Plan
 
 
 class VisualizeSteps(StepsBase):
@@ -85,13 +88,20 @@ class VisualizeSteps(StepsBase):
         result = state.result or QueryRows()
         intent = state.plan.intent if state.plan is not None else None
         buckets = partial_buckets(intent, self._today_for(state.caller.tenant)) if intent else []
-        chart = recommend_chart(
-            result.columns,
-            result.rows,
-            hints=_shape_hints(state.plan, state.input.question),
-            preferred=state.input.conditions.get("chart") or state.profile.get("chart"),
-            partial=[b.label for b in buckets],
-        )
+        condition = state.input.conditions.get("chart")
+        hints = _shape_hints(state.plan, state.input.question)
+        partial = [b.label for b in buckets]
+        preferred = condition or state.profile.get("chart")
+        chart = recommend_chart(result.columns, result.rows, hints=hints, preferred=preferred, partial=partial)
+        choice = None if condition else self._chart_choice(state, str(chart.shape.kind))
+        if choice is not None:  # the user's chart for this shape of data beats their general preference
+            chosen, source = choice
+            if chosen != chart.chart_type:
+                chart = recommend_chart(result.columns, result.rows, hints=hints, preferred=chosen, partial=partial)
+            if chart.chart_type == chosen:
+                state.note(f"the chart is {chosen}: your choice for a {chart.shape.kind} ({source})")
+                if state.plan is not None:
+                    state.plan.citations.append(Citation(source=source, text=f"chart for a {chart.shape.kind}: {chosen}"))
         note = partial_note(buckets)
         if note:
             state.note(note)
@@ -99,8 +109,29 @@ class VisualizeSteps(StepsBase):
         return state
 
 
+    def _chart_choice(self, state: AskState, kind: str) -> tuple[str, str] | None:
+        """The chart the caller chose for ``kind`` (display.chart_for.<kind>) and its citation, when
+        it is a chart that can draw that kind; a stored value is read as hostile input."""
+        from memtool.viz.charts import fits_kind
+
+        try:
+            mine = Partition(state.caller.tenant, state.caller.user)
+            record = self._store.get_slot(mine, MemoryKind.PROFILE, chart_for_key(kind), self._clock.now())
+        except Exception:  # noqa: BLE001 - a preference helps; a store that cannot read it never fails the answer
+            logger.warning("episode %s: the chart choice for %s was not read", state.episode_id, kind, exc_info=True)
+            return None
+        if record is None:
+            return None
+        chosen = record.value.get("chart") if isinstance(record.value, dict) else None
+        if not isinstance(chosen, str) or not fits_kind(chosen, kind):
+            state.note(f"the chart choice {record.id} was ignored: it names no chart that can draw a {kind}")
+            return None
+        return chosen, f"memory:{record.id}@v{record.version}"
+
+
 def _chart_state(chart: Any) -> dict[str, Any]:
     return {
+        "shape": str(chart.shape.kind),
         "type": chart.chart_type,
         "confidence": chart.confidence,
         "checkpoint_status": chart.checkpoint_status,
