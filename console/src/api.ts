@@ -96,6 +96,8 @@ export interface ChartCandidate {
 }
 
 export interface Chart {
+  shape?: string;
+  source?: string; // "llm": the model's option, checked against the whitelist
   type: string;
   confidence: number;
   checkpoint_status: string;

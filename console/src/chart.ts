@@ -14,10 +14,12 @@ type Option = Record<string, unknown>;
 type Axis = { type?: string; data?: unknown[]; name?: string; [key: string]: unknown };
 type Series = { name?: string; type?: string; data?: unknown[]; [key: string]: unknown };
 
-export function renderChart(holder: HTMLElement, option: Option, type: string): void {
+/** Draw ``option`` as ``type``; ``asProposed``: the option as the API gave it (its own chart). */
+export function renderChart(holder: HTMLElement, option: Option, type: string, asProposed = false): void {
   const existing = echarts.getInstanceByDom(holder);
   const chart = existing ?? echarts.init(holder, undefined, { renderer: "canvas" });
-  chart.setOption({ ...as(option, type), textStyle: { fontFamily: FONT }, animation: false }, { notMerge: true });
+  const drawn = asProposed ? option : as(option, type);
+  chart.setOption({ ...drawn, textStyle: { fontFamily: FONT }, animation: false }, { notMerge: true });
   chart.resize(); // the holder may have been hidden (a table picked) when the chart was first drawn
   if (!existing) window.addEventListener("resize", () => chart.resize());
 }

@@ -148,7 +148,7 @@ function showAnswer(api: Api, where: HTMLElement, answer: AskAnswer, send: (text
     const holder = el("div", { class: "chart", "data-testid": "chart", role: "img", "aria-label": `${answer.chart.type} chart` });
     parts.push(holder);
     parts.push(candidates(api, answer, holder));
-    queueMicrotask(() => renderChart(holder, answer.chart!.option!, answer.chart!.type));
+    queueMicrotask(() => renderChart(holder, answer.chart!.option!, answer.chart!.type, true));
   }
   if (answer.citations.length) {
     parts.push(
@@ -203,7 +203,8 @@ function candidates(api: Api, answer: AskAnswer, holder: HTMLElement): HTMLEleme
   const chart = answer.chart!;
   const box = el("div", { class: "candidates", role: "group", "aria-label": "chart candidates" });
   const said = el("span", { class: "hint", "aria-live": "polite", "data-testid": "chart-choice-status" });
-  box.append(el("span", { class: "hint" }, chart.checkpoint_status === "needs_review" ? "Pick the chart that fits: " : "Other charts: "));
+  const source = chart.source === "llm" ? " (drawn by the model, checked)" : "";
+  box.append(el("span", { class: "hint" }, chart.checkpoint_status === "needs_review" ? `Pick the chart that fits${source}: ` : "Other charts: "));
   for (const candidate of chart.candidates) {
     const button = el(
       "button",
@@ -214,7 +215,7 @@ function candidates(api: Api, answer: AskAnswer, holder: HTMLElement): HTMLEleme
     button.addEventListener("click", () => {
       for (const other of box.querySelectorAll("button")) other.toggleAttribute("aria-pressed", other === button);
       holder.hidden = candidate.type === "table"; // the table above is that candidate
-      if (!holder.hidden) renderChart(holder, chart.option!, candidate.type);
+      if (!holder.hidden) renderChart(holder, chart.option!, candidate.type, candidate.type === chart.type);
       // Kept for this shape of data: the next answer of the same shape draws it and cites it.
       api
         .call<{ shape: string; chart_type: string }>("POST", "/charts/choice", { episode_id: answer.episode_id, chart_type: candidate.type })

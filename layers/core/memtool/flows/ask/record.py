@@ -108,9 +108,7 @@ class RecordSteps(StepsBase):
             "planner": plan.planner if plan else None,
             "carried_over": list(plan.carried_over) if plan else [],
             "guard": state.guard.model_dump(mode="json") if state.guard is not None else None,
-            "chart": (state.chart or {}).get("type"),
-            "chart_shape": (state.chart or {}).get("shape"),  # POST /charts/choice keeps a chart per shape
-            "chart_candidates": [c.get("type") for c in (state.chart or {}).get("candidates") or []],
+            **_chart_fields(state.chart),
             # Recalled and applied kept apart: feedback credits only what shaped the plan.
             "memories_recalled": [{"id": m.id, "version": m.version, "kind": m.kind} for m in state.memories_recalled],
             "memories_used": [{"id": m.id, "version": m.version, "kind": m.kind} for m in state.memories_used],
@@ -384,3 +382,14 @@ def tools_of(state: AskState) -> list[str]:
         used.append(CHART_TOOL)
     used.extend(str(call["tool"]) for call in state.tool_calls if isinstance(call, dict) and call.get("tool"))
     return list(dict.fromkeys(used))
+
+
+def _chart_fields(chart: dict[str, Any] | None) -> dict[str, Any]:
+    """The episode's chart: its type, its shape of data (POST /charts/choice keeps a chart per
+    shape) and the candidates it was chosen among."""
+    chart = chart or {}
+    return {
+        "chart": chart.get("type"),
+        "chart_shape": chart.get("shape"),
+        "chart_candidates": [c.get("type") for c in chart.get("candidates") or []],
+    }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from memtool.flows.ask.base import StepsBase, crash_reason, is_zh, logger
 from memtool.flows.ask.state import AnalysisReport, AskState, QueryRows
@@ -106,7 +106,28 @@ class VisualizeSteps(StepsBase):
         if note:
             state.note(note)
         state.chart = _chart_state(chart)
+        # The rules are not sure: below their confidence floor (0.3), or no chart rule fits numbers
+        # they found (a table of three dimensions and a measure). With no data there is nothing to draw.
+        no_rule = chart.chart_type == "table" and chart.shape.kind == "table" and bool(chart.shape.measures)
+        unsure = chart.checkpoint_status == "blocked" or no_rule
+        if unsure and not condition and chart.shape.kind != "empty":
+            self._llm_chart(state, str(chart.shape.kind))
         return state
+
+    def _llm_chart(self, state: AskState, kind: str) -> None:
+        """Below the rules' confidence floor: the Bedrock planner's ECharts option, when it passes
+        the whitelist (memtool.viz.llm_chart); the rules' chart stays otherwise, with a note."""
+        from memtool.viz.llm_chart import ChartWriter, llm_fallback
+
+        planner = self._planner(state.caller.tenant)
+        if not hasattr(planner, "write_chart_option"):
+            return  # the rule planner has no model to ask
+        result = state.result or QueryRows()
+        fallback = llm_fallback(cast(ChartWriter, planner), state.input.question, result.columns, result.rows, kind)
+        state.note(fallback.note)
+        if fallback.used and state.chart is not None:
+            drawn = {"type": fallback.chart_type, "option": fallback.option, "source": "llm", "checkpoint_status": "needs_review"}
+            state.chart = {**state.chart, **drawn}
 
 
     def _chart_choice(self, state: AskState, kind: str) -> tuple[str, str] | None:
