@@ -102,7 +102,7 @@ def test_a_prefill_over_ddl_and_etl_suggests_lineage_definitions_quoted_from_the
         for fact in item["source_facts"]:
             assert fact["version"] == 1 and fact["quote"] in texts[fact["source_id"]], (item["target"], fact)
     assert found["mart.daily_revenue.region"]["suggestion"]["lineage"]["inputs"] == ["dim_region.region_name"]
-    assert found["fact_order_line.discount_amount"]["effective_value"] == "fact_order_line.discount_amount (DECIMAL(12, 2)): 渠道折扣"
+    assert found["fact_order_line.discount_amount"]["effective_value"] == "fact_order_line.discount_amount (DECIMAL(12,2)): 渠道折扣"
     assert found["dim_region.region_name"]["effective_value"].endswith("大区名称")  # from COMMENT ON COLUMN
     assert "fact_order_line.region_id: no comment in its DDL and no ETL among the sources feeds it" in task["gaps"]
 
@@ -135,7 +135,8 @@ def test_a_human_override_made_before_a_late_suggestion_survives_and_the_late_on
     assert curator(api, "POST", f"/prefill/{late['id']}/run").status == 409  # a task runs once
 
     # A task planned after the override (a changed ETL) refreshes the suggestion beside it; the override stays.
-    etl2 = source(api, "etl/daily_revenue.sql", "etl_sql", ETL.replace("WHERE ol.is_test = FALSE", "WHERE ol.is_test = FALSE AND ol.qty > 0"))
+    changed = ETL.replace("WHERE ol.is_test = FALSE", "WHERE ol.is_test = FALSE AND ol.qty > 0")
+    etl2 = source(api, "etl/daily_revenue.sql", "etl_sql", changed)
     assert etl2["version"] == 2
     newer = curator(api, "POST", "/prefill", {"source_ids": [ddl["id"], etl["id"]]}).json()
     assert {(s["id"], s["version"]) for s in newer["sources"]} == {(ddl["id"], 1), (etl["id"], 2)}
@@ -171,3 +172,18 @@ def test_prefill_is_for_curators_inside_their_tenant_and_bad_input_names_its_fie
     assert stale.status == 409, stale.body
     forged = curator(api, "PATCH", f"/memories/{item['id']}", {"expected_version": 1, "content": "forged"})
     assert forged.status == 403 and forged.json()["field"] == "key", forged.body
+
+
+def test_an_override_is_redacted_and_suggestions_and_tasks_cannot_be_deleted_through_memories(api):
+    ddl = source(api, "ddl/warehouse.sql", "ddl", DDL)
+    task = curator(api, "POST", "/prefill", {"source_ids": [ddl["id"]]}).json()
+    item = next(iter(suggestions(api).values()))
+    overridden = curator(api, "POST", f"/suggestions/{item['id']}/override", {"text": "ask 13812345678", "expected_version": 1})
+    assert overridden.status == 200 and "13812345678" not in overridden.body
+    for record in (item["id"], task["id"]):
+        refused = curator(api, "DELETE", f"/memories/{record}")
+        assert refused.status == 403 and refused.json()["field"] == "id", refused.body
+    assert api.call("GET", f"/suggestions/{item['id']}").json()["human_override"]["text"] == "ask [PHONE]"
+    for body, field in (({"source_ids": [ddl["id"]], "run": "yes"}, "run"),):
+        reply = curator(api, "POST", "/prefill", body)
+        assert reply.status == 400 and reply.json()["field"] == field

@@ -171,3 +171,27 @@ def test_the_proposal_events_run_through_the_handler_as_aws_sends_them(aws):
     target = json.loads(reply["body"])["target"]
     assert target["version"] == 2 and target["value"] == net
     assert target["provenance"]["proposal"] == {"proposal_id": proposal["id"], "proposer": user, "reviewer": user}
+
+
+def test_review_records_cannot_be_deleted_or_depended_on_and_pii_is_redacted_on_every_path(api):
+    """Found by a review: curators deleted proposals through /memories, a user probed another's
+    proposal through depends_on, and rebase, accept reasons and overrides kept phone numbers."""
+    shared = shared_gmv(api)
+    made = api.call("POST", "/proposals", {"target_id": shared["id"], "change": {"content": "GMV = 含税"}, "reason": "r"}).json()
+    gone = as_curator(api, "DELETE", f"/memories/{made['id']}")
+    assert gone.status == 403 and gone.json()["field"] == "id", gone.body
+    assert api.call("GET", f"/proposals/{made['id']}").status == 200  # still there
+
+    probe = api.call(
+        "POST", "/memories", {"kind": "profile", "content": "x", "depends_on": [{"memory_id": made["id"]}]}, as_user=(api.tenant, "eve")
+    )
+    assert probe.status == 400 and probe.json()["field"] == "depends_on.0" and "proposal." not in probe.body
+    body = {"target_id": made["id"], "change": {"content": "x"}, "reason": "r"}
+    aimed = api.call("POST", "/proposals", body, as_user=(api.tenant, "eve"))
+    assert aimed.status == 404 and "proposal." not in aimed.body
+
+    rebased = api.call("POST", f"/proposals/{made['id']}/rebase", {"change": {"content": "GMV call me 13812345678"}})
+    assert rebased.status == 200 and "13812345678" not in rebased.body, rebased.body
+    accepted = as_curator(api, "POST", f"/proposals/{made['id']}/accept", {"reason": "ping 13987654321"})
+    assert accepted.status == 200 and "13987654321" not in accepted.body
+    assert "13812345678" not in api.call("GET", f"/memories/{shared['id']}").body

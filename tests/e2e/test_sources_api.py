@@ -112,6 +112,10 @@ def test_only_curators_write_and_delete_and_another_tenant_sees_nothing(api):
     [
         ({"name": "../../etc/passwd", "kind": "ddl", "text": "x"}, "name"),
         ({"name": "a b", "kind": "ddl", "text": "x"}, "name"),
+        ({"name": "a/../../b", "kind": "ddl", "text": "x"}, "name"),
+        ({"name": "a//b", "kind": "ddl", "text": "x"}, "name"),
+        ({"name": "a/", "kind": "ddl", "text": "x"}, "name"),
+        ({"name": "ok.sql", "kind": "ddl", "text": "  \n\t "}, "text"),
         ({"name": "ok.sql", "kind": "spreadsheet", "text": "x"}, "kind"),
         ({"name": "ok.sql", "kind": "ddl", "text": ""}, "text"),
         ({"name": "ok.sql", "kind": "ddl", "text": "nul \u0000 inside"}, "text"),

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from memtool.api.limits import PlainText
 from memtool.api.memories import ID_PATTERN, MAX_VERSION, Identifier
@@ -31,7 +31,7 @@ class _Body(BaseModel):
 
 class CreatePrefillBody(_Body):
     source_ids: list[Identifier] = Field(min_length=1, max_length=MAX_TASK_SOURCES, description="sources (POST /sources) to read")
-    run: bool = Field(True, description="run at once; false: only freeze the input (run it with POST /prefill/{id}/run)")
+    run: StrictBool = Field(True, description="run at once; false: only freeze the input (run it with POST /prefill/{id}/run)")
 
 
 class OverrideBody(_Body):

@@ -40,6 +40,7 @@ from memtool.memory.slots import (
     SUGGESTION_KEY_PREFIX,
     check_slot_value,
     correction_term_key,
+    is_governance_record,
 )
 from memtool.memory.store import TENANT_OWNER, ForgetOutcome, MemoryPage, MemoryStore, Partition, UndecodableRecord
 from memtool.semantic.model_store import MODEL_KEY
@@ -171,6 +172,9 @@ class MemoryService:
         self._require_reviewer_for(who, current.kind)
         if current.key is not None and current.key.startswith(SOURCE_KEY_PREFIX):
             raise Forbidden("a source is deleted at DELETE /sources/{id}, with its texts", field="id")
+        if current.scope is MemoryScope.TENANT and is_governance_record(current.key):
+            # Proposals, pre-fill tasks and suggestions (with their human overrides) are the review's record.
+            raise Forbidden("proposals, pre-fill tasks and suggestions are kept as the record of their review", field="id")
         return self._store.forget(where, memory_id)
 
     def end_session(self, who: Identity, session_id: str) -> ForgetOutcome:

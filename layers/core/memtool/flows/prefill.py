@@ -31,6 +31,7 @@ from memtool.errors import Forbidden, NotFound, ValidationFailed, VersionConflic
 from memtool.identity import Identity
 from memtool.knowledge.prefill import Fact, SourceText, Suggestion, quote_found, suggest
 from memtool.knowledge.sources import SourceLibrary
+from memtool.memory.pii import scrub_fields
 from memtool.memory.records import MemoryDraft, MemoryKind, MemoryPatch, MemoryRecord, MemoryScope, MemoryStatus, Provenance, Trigger
 from memtool.memory.slots import PREFILL_KEY_PREFIX, SUGGESTION_KEY_PREFIX
 from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition, UndecodableRecord
@@ -240,11 +241,12 @@ class PrefillService:
         """A curator's value for the item: it wins over every suggestion, now and later."""
         _require_curator(who)
         record, value = self._load_suggestion(who, suggestion_id)
-        human = HumanOverride(text=text, by=who.user, at=self._clock.now(), reason=reason)
+        scrubbed, reason_text, _, _ = scrub_fields(text, reason, None)  # PII redacted, as every memory write
+        human = HumanOverride(text=scrubbed or "", by=who.user, at=self._clock.now(), reason=reason_text)
         changed = value.model_copy(
-            update={"human_override": human, "effective_value": text, "review_state": ReviewState.REVIEWED, "reviewed_by": who.user}
+            update={"human_override": human, "effective_value": human.text, "review_state": ReviewState.REVIEWED, "reviewed_by": who.user}
         )
-        return self._save(record, changed, expected_version, content=text)
+        return self._save(record, changed, expected_version, content=human.text)
 
     def review(self, who: Identity, suggestion_id: str, *, expected_version: int) -> SuggestionItem:
         """A curator checked the item as it is: its effective value is reviewed."""

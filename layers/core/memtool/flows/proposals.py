@@ -144,10 +144,8 @@ class ProposalService:
             change = {"content": source.content}
             if source.kind is target.kind and source.value is not None:
                 change["value"] = source.value
-        change = _checked_change(change, target)
-        content, _, value, _ = scrub_fields(change.get("content"), None, change.get("value"))
-        scrubbed = {**change, **({"content": content} if "content" in change else {}), **({"value": value} if "value" in change else {})}
-        reason_text = scrub_fields(reason, None, None)[0] or ""
+        scrubbed = _scrubbed(_checked_change(change, target))
+        reason_text = _scrubbed_text(reason) or ""
         proposal = ProposalValue(
             target_id=target.id,
             target_kind=target.kind,
@@ -210,18 +208,21 @@ class ProposalService:
         else:
             if target is None or target.version != value.base_version:
                 raise _outdated(value, target)
-            final = _checked_change(change, target) if change is not None else value.change
+            final = _scrubbed(_checked_change(change, target)) if change is not None else value.change
             edit = MemoryEdit.model_validate({"expected_version": value.base_version, **final})
             try:
                 written = self._memories.revise(who, value.target_id, edit, proposal=proposal).record
             except VersionConflict:
-                raise _outdated(value, self._target_head(who.tenant, value.target_id)) from None
+                now = self._target_head(who.tenant, value.target_id)
+                if now is not None and now.provenance.proposal is not None and now.provenance.proposal.proposal_id == record.id:
+                    raise VersionConflict(f"the proposal was just accepted by {now.provenance.proposal.reviewer}") from None
+                raise _outdated(value, now) from None
             value = value.model_copy(update={"change": final})
         decided = value.model_copy(
             update={
                 "state": ProposalState.ACCEPTED,
                 "reviewer": who.user,
-                "decision_reason": reason,
+                "decision_reason": _scrubbed_text(reason),
                 "decided_at": self._clock.now(),
                 "result_version": written.version,
             }
@@ -233,7 +234,12 @@ class ProposalService:
         record, value = self._load(who, proposal_id)
         _require_open(value)
         decided = value.model_copy(
-            update={"state": ProposalState.REJECTED, "reviewer": who.user, "decision_reason": reason, "decided_at": self._clock.now()}
+            update={
+                "state": ProposalState.REJECTED,
+                "reviewer": who.user,
+                "decision_reason": _scrubbed_text(reason),
+                "decided_at": self._clock.now(),
+            }
         )
         return Decision(self._save(record, decided), None)
 
@@ -247,7 +253,7 @@ class ProposalService:
         target = self._target_head(who.tenant, value.target_id)
         if target is None:
             raise NotFound(f"the target {value.target_id} of proposal {proposal_id} is gone: nothing to re-base onto", field="target_id")
-        final = _checked_change(change if change is not None else value.change, target)
+        final = _scrubbed(_checked_change(change if change is not None else value.change, target))
         return self._save(record, value.model_copy(update={"base_version": target.version, "change": final}))
 
     # ---- inside -------------------------------------------------------------------------
@@ -278,6 +284,9 @@ class ProposalService:
                     field="target_id",
                 )
             target = found
+        if is_governance_record(target.key) or target.key == MODEL_KEY:
+            # another user's proposal, a suggestion, a task or the model: not a definition to propose to
+            raise NotFound(f"no shared memory {target.id} in this tenant takes proposals", field="target_id")
         problem = _not_proposable(target)
         if problem:
             raise ValidationFailed(problem, field="target_id")
@@ -360,6 +369,16 @@ def _checked_change(change: dict[str, Any], target: MemoryRecord) -> dict[str, A
     if all(getattr(target, name) == new for name, new in change.items()):
         raise ValidationFailed(f"memory {target.id} v{target.version} already says this: nothing to change", field="change")
     return dict(change)
+
+
+def _scrubbed(change: dict[str, Any]) -> dict[str, Any]:
+    """A change with PII redacted, as every memory write redacts it (memtool.memory.pii)."""
+    content, _, value, _ = scrub_fields(change.get("content"), None, change.get("value"))
+    return {**change, **({"content": content} if "content" in change else {}), **({"value": value} if "value" in change else {})}
+
+
+def _scrubbed_text(text: str | None) -> str | None:
+    return None if text is None else scrub_fields(text, None, None)[0]
 
 
 def _require_curator(who: Identity, verb: str) -> None:

@@ -91,6 +91,8 @@ class DependencyChecker:
         for index, ref in enumerate(checked):
             head = self._head(tenant, owner, ref.id)
             field = f"depends_on.{index}"
+            if head is not None and ref.depends_on == "memory" and _not_dependable(head):
+                head = None  # a proposal, a pre-fill record or the model is no definition to depend on: not found
             if head is None or is_source(head) != (ref.depends_on == "source"):
                 raise ValidationFailed(f"{ref.depends_on} {ref.id} not found (for this caller)", field=field)
             if ref.version is not None and ref.version > head.version:
@@ -162,6 +164,15 @@ class DependencyChecker:
                 if head is not None:
                     frontier.append(head)
         return False
+
+
+def _not_dependable(record: MemoryRecord) -> bool:
+    from memtool.memory.slots import PREFILL_KEY_PREFIX, PROPOSAL_KEY_PREFIX, SUGGESTION_KEY_PREFIX, is_maintenance_record
+    from memtool.semantic.model_store import MODEL_KEY
+
+    key = record.key or ""
+    governance = key.startswith((PROPOSAL_KEY_PREFIX, PREFILL_KEY_PREFIX, SUGGESTION_KEY_PREFIX))
+    return governance or key == MODEL_KEY or is_maintenance_record(key)
 
 
 def _name_of(record: MemoryRecord) -> str:

@@ -26,6 +26,7 @@ from typing import Any
 from memtool.memory.slots import SUGGESTION_KEY_PREFIX
 
 MAX_SUGGESTIONS = 300  # per pre-fill task
+MAX_STATEMENT_CHARS = 20_000  # one statement read at most (a 300-line ETL INSERT is about 15,000)
 READ_SECONDS = 6.0  # reading the sources, per suggest() (POST /prefill reads them twice: planning and running; Lambda: 28 s)
 _DIALECT = "postgres"  # how DDL and ETL SQL are read and expressions written back (Redshift's family)
 _KEY_PART = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -66,8 +67,9 @@ class ColumnLineage:
     column: str
     expression: str
     inputs: tuple[str, ...]  # table.column, resolved through aliases and CTEs
-    filters: tuple[str, ...]
+    filters: tuple[str, ...]  # the outer query's WHERE conditions
     facts: tuple[Fact, ...]
+    groups: tuple[str, ...] = ()  # its HAVING conditions
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,10 @@ def suggest(
             suggestions.append(_from_comment(info))
         elif not info.primary_key:
             reading.gaps.append(f"{target}: no comment in its DDL and no ETL among the sources feeds it")
+    suggestions = _distinct_keys(suggestions)
+    for made in suggestions:
+        if not made.facts:
+            reading.gaps.append(f"{made.target}: no line of the sources could be quoted for it")
     if len(suggestions) > MAX_SUGGESTIONS:
         reading.gaps.append(f"{len(suggestions) - MAX_SUGGESTIONS} more suggestions were left out (at most {MAX_SUGGESTIONS} a task)")
         suggestions = suggestions[:MAX_SUGGESTIONS]
@@ -142,23 +148,25 @@ def suggest(
 def _read_ddl(source: SourceText, reading: Reading) -> None:
     from sqlglot import exp
 
-    for statement, _ in _statements(source, reading):
+    for statement, piece in _statements(source, reading):
         if isinstance(statement, exp.Create) and statement.kind == "TABLE" and isinstance(statement.this, exp.Schema):
-            _table_columns(source, statement.this, reading)
+            _table_columns(source, statement.this, reading, piece)
         elif isinstance(statement, exp.Comment) and str(statement.args.get("kind", "")).upper() == "COLUMN":
             column = statement.this
             if isinstance(column, exp.Column) and column.table:
                 table = f"{column.db}.{column.table}" if column.db else column.table
                 key = f"{table}.{column.name}".lower()
                 text = statement.expression.name if isinstance(statement.expression, exp.Literal) else None
-                line = _line_with(source.text, rf"COMMENT\s+ON\s+COLUMN\s+[\w.\"]*{re.escape(column.name)}\b")
+                line = _line_with(piece, rf"COMMENT\s+ON\s+COLUMN\s+[\w.\"]*{re.escape(column.name)}\b")
                 known = reading.columns.get(key)
                 if known is not None and text:
                     fact = Fact(source.id, source.version, line) if line else known.fact
                     reading.columns[key] = ColumnInfo(known.table, known.column, known.type, text, known.primary_key, fact)
 
 
-def _table_columns(source: SourceText, schema, reading: Reading) -> None:
+def _table_columns(source: SourceText, schema, reading: Reading, piece: str) -> None:
+    """A CREATE TABLE's columns, each quoted from its own line of this statement: a line that
+    defines two columns gives neither its comment (whose would it be?), and says so."""
     from sqlglot import exp
 
     table = _table_name(schema.this)
@@ -166,24 +174,57 @@ def _table_columns(source: SourceText, schema, reading: Reading) -> None:
     keys: set[str] = set()
     for item in schema.expressions:
         if isinstance(item, exp.PrimaryKey):
-            keys.update(e.name.lower() for e in item.expressions)
-    for item in schema.expressions:
-        if not isinstance(item, exp.ColumnDef):
-            continue
-        name = item.name.lower()
+            keys.update(_identifier(e) for e in item.expressions)
+    columns = [item for item in schema.expressions if isinstance(item, exp.ColumnDef)]
+    lines = [line for line in piece.splitlines() if line.strip()]
+    for item in columns:
+        name = _identifier(item)
         constraints = item.args.get("constraints") or []
         primary = name in keys or any(isinstance(c.kind, exp.PrimaryKeyColumnConstraint) for c in constraints)
         comment = next(
             (c.kind.this.name for c in constraints if isinstance(c.kind, exp.CommentColumnConstraint) and c.kind.this is not None),
             None,
         )
-        line = _line_with(_create_block(source.text, table), rf"^\s*\"?{re.escape(item.name)}\"?\s+\w")
-        if comment is None and line and "--" in line:
+        line = next((raw.strip() for raw in lines if _defines(raw, item.name)), None)
+        shared = line is not None and sum(_defines(line, other.name) for other in columns) > 1
+        if line is not None and shared:
+            if comment is None and "--" in line:
+                reading.gaps.append(f"{table}.{name}: its line defines several columns; the line's comment is not taken for it")
+            line = None if comment is None else line
+        elif comment is None and line and "--" in line:
             comment = line.split("--", 1)[1].strip() or None
         kind = item.args.get("kind")
-        typed = kind.sql(dialect=_DIALECT) if kind is not None else ""
+        typed = _written_type(line, item.name) or (kind.sql(dialect=_DIALECT) if kind is not None else "")
         fact = Fact(source.id, source.version, line) if line else None
         reading.columns[f"{table}.{name}"] = ColumnInfo(table, name, typed, comment, primary, fact)
+
+
+def _identifier(node) -> str:
+    """A column's name: as written when quoted ("Full Name", "ID"), else folded to lower case."""
+    this = node.this if hasattr(node, "this") else None
+    quoted = bool(getattr(this, "args", {}).get("quoted")) if this is not None else False
+    return node.name if quoted else node.name.lower()
+
+
+def _defines(line: str, name: str) -> bool:
+    """Whether ``line`` (its code, before a ``--`` comment) defines the column ``name``."""
+    code = line.split("--", 1)[0]
+    return re.search(rf'(?:^|,|\()\s*"?{re.escape(name)}"?\s+[A-Za-z]', code, re.IGNORECASE if name == name.lower() else 0) is not None
+
+
+_CONSTRAINT = r"(?:NOT\s+NULL|NULL|PRIMARY\s+KEY|REFERENCES|DEFAULT|COMMENT|CONSTRAINT|UNIQUE|CHECK|GENERATED|IDENTITY)\b"
+
+
+def _written_type(line: str | None, name: str) -> str | None:
+    """The column's type as the DDL writes it (NUMBER(38,0), TIMESTAMP_NTZ), from its own line."""
+    if not line:
+        return None
+    code = line.split("--", 1)[0]
+    found = re.search(rf'(?:^|,|\()\s*"?{re.escape(name)}"?\s+(.+?)\s*(?:{_CONSTRAINT}.*)?,?\s*$', code, re.IGNORECASE)
+    if found is None:
+        return None
+    written = found.group(1).strip().rstrip(",").strip()
+    return written if written and "," not in written.replace(" ", "").split(")")[-1] else None
 
 
 # ---- ETL SQL -----------------------------------------------------------------------------------
@@ -217,17 +258,19 @@ def _read_etl(source: SourceText, reading: Reading) -> None:
             reading.gaps.append(f"{source.name}: INSERT INTO {target} names {len(target_columns)} columns for {len(names)} values")
             continue
         filters = tuple(_filters(query))
+        groups = tuple(_filters(query, "having"))
         filter_facts = tuple(Fact(source.id, source.version, q) for q in _where_lines(text))
+        outer = "\n".join(raw for raw, depth in _outer_lines(text) if depth == 0)
         graph = _lineage(query, source, reading)
         for position, projection in enumerate(query.selects):
             column = target_columns[position] if target_columns else names[position]
             inputs = graph.get(projection.alias_or_name, ())
-            line = _line_with(text, rf"\bAS\s+\"?{re.escape(projection.alias_or_name)}\"?\s*,?\s*(--.*)?$") or _line_with(
-                text, re.escape(projection.sql(dialect=_DIALECT)[:60])
+            line = _line_with(outer, rf"\bAS\s+\"?{re.escape(projection.alias_or_name)}\"?\s*,?\s*(--.*)?$") or _line_with(
+                outer, re.escape(projection.sql(dialect=_DIALECT)[:60])
             )
             facts = ((Fact(source.id, source.version, line),) if line else ()) + filter_facts
             expression = (projection.unalias() if isinstance(projection, exp.Alias) else projection).sql(dialect=_DIALECT)
-            reading.lineage.append(ColumnLineage(target, column, expression, inputs, filters, facts))
+            reading.lineage.append(ColumnLineage(target, column, expression, inputs, filters, facts, groups))
             if not inputs:
                 reading.gaps.append(f"{target}.{column}: no source column feeds it ({expression})")
             for name in inputs:
@@ -272,33 +315,60 @@ def _statement_texts(text: str) -> list[str]:
     return pieces
 
 
-def _filters(query) -> Iterable[str]:
+def _filters(query, clause: str = "where") -> Iterable[str]:
+    """The outer query's own conditions (its WHERE, or HAVING), split at its top-level ANDs: the
+    conditions of a subquery (NOT EXISTS …) or a CTE are that query's, not the target rows'."""
     from sqlglot import exp
 
-    for select in query.find_all(exp.Select):
-        where = select.args.get("where")
-        if where is None:
-            continue
-        stack = [where.this]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, exp.And):
-                stack.extend([node.expression, node.this])
-            else:
-                yield node.sql(dialect=_DIALECT)
+    found = query.args.get(clause)
+    if found is None:
+        return
+    stack = [found.this]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, exp.And):
+            stack.extend([node.expression, node.this])
+        else:
+            yield node.sql(dialect=_DIALECT)
+
+
+def _outer_lines(text: str) -> list[tuple[str, int]]:
+    """Each line of a statement with the parenthesis depth at its start (strings and ``--``
+    comments skipped): the outer query's lines are at depth 0, a CTE's or a subquery's deeper."""
+    depth, out, quote = 0, [], None
+    for raw in text.splitlines():
+        out.append((raw, depth))
+        i = 0
+        while i < len(raw):
+            char = raw[i]
+            if quote:
+                if char == quote:
+                    quote = None
+            elif char in "'\"":
+                quote = char
+            elif raw.startswith("--", i):
+                break
+            elif char == "(":
+                depth += 1
+            elif char == ")":
+                depth = max(0, depth - 1)
+            i += 1
+    return out
 
 
 def _where_lines(text: str) -> list[str]:
-    """The lines of every WHERE clause, verbatim (a clause ends at GROUP BY, ORDER BY, … or ';')."""
+    """The lines of the outer query's WHERE clause, verbatim: from the depth-0 line whose code
+    says WHERE to the clause's end (GROUP BY, ORDER BY, HAVING, LIMIT, ';' or a deeper line's end)."""
     lines, inside = [], False
-    for raw in text.splitlines():
-        if re.search(r"\bWHERE\b", raw, re.IGNORECASE):
+    for raw, depth in _outer_lines(text):
+        code = raw.split("--", 1)[0]
+        if depth == 0 and re.search(r"\bWHERE\b", code, re.IGNORECASE):
             inside = True
-        elif inside and _CLAUSE_END.match(raw):
+        elif inside and depth == 0 and _CLAUSE_END.match(code):
             inside = False
-        if inside and raw.strip():
+        if inside and raw.strip() and depth == 0:
             lines.append(raw.strip())
-        if inside and raw.rstrip().endswith(";"):
+        if inside and code.rstrip().endswith(";"):
             inside = False
     return lines
 
@@ -313,13 +383,15 @@ def _from_lineage(item: ColumnLineage, reading: Reading) -> Suggestion:
         text += f", from {', '.join(item.inputs)}"
     if item.filters:
         text += f"; rows where {' AND '.join(item.filters)}"
+    if item.groups:
+        text += f"; groups where {' AND '.join(item.groups)}"
     described = reading.columns.get(target)
     facts = list(item.facts)
     if described is not None and described.comment:
         text += f" ({described.comment})"
         if described.fact:
             facts.append(described.fact)
-    lineage = {"inputs": list(item.inputs), "expression": item.expression, "filters": list(item.filters)}
+    lineage = {"inputs": list(item.inputs), "expression": item.expression, "filters": list(item.filters), "having": list(item.groups)}
     gaps = () if item.inputs else (f"{target}: no source column feeds it",)
     return Suggestion(suggestion_key(target), target, text, lineage, tuple(facts), gaps)
 
@@ -328,7 +400,7 @@ def _from_comment(info: ColumnInfo) -> Suggestion:
     target = f"{info.table}.{info.column}"
     text = f"{target} ({info.type}): {info.comment}" if info.type else f"{target}: {info.comment}"
     facts = (info.fact,) if info.fact else ()
-    return Suggestion(suggestion_key(target), target, text, {"inputs": [], "expression": None, "filters": []}, facts)
+    return Suggestion(suggestion_key(target), target, text, {"inputs": [], "expression": None, "filters": [], "having": []}, facts)
 
 
 # ---- helpers -----------------------------------------------------------------------------------
@@ -347,12 +419,16 @@ def _statements(source: SourceText, reading: Reading) -> Iterator[tuple[Any, str
         if (limit is not None and index >= limit) or (limit is None and time.monotonic() > reading.deadline):
             reading.gaps.append(f"{source.name}: read {index} of its {len(pieces)} statements (a task's reading time is spent)")
             return
+        line = source.text[: source.text.find(piece)].count("\n") + 1 if piece in source.text else None
+        where = f" at line {line}" if line else ""
+        if len(piece) > MAX_STATEMENT_CHARS:  # sqlglot's time grows with one statement's size: not read
+            reading.gaps.append(f"{source.name}: a statement{where} is longer than {MAX_STATEMENT_CHARS:,} characters; not read")
+            continue
         try:
             parsed = [s for s in sqlglot.parse(piece, read=_DIALECT) if s is not None]
-        except SqlglotError as error:
-            line = source.text[: source.text.find(piece)].count("\n") + 1 if piece in source.text else None
-            where = f" at line {line}" if line else ""
-            reading.gaps.append(f"{source.name}: a statement{where} does not parse as SQL ({str(error).splitlines()[0][:160]})")
+        except (SqlglotError, RecursionError, ValueError) as error:  # nesting too deep is a RecursionError
+            reason = str(error).splitlines()[0][:160] if str(error) else type(error).__name__
+            reading.gaps.append(f"{source.name}: a statement{where} does not parse as SQL ({reason})")
             continue
         for statement in parsed:
             yield statement, piece
@@ -374,21 +450,18 @@ def _line_with(text: str, pattern: str) -> str | None:
     return None
 
 
-def _create_block(text: str, table: str) -> str:
-    """The lines of ``CREATE TABLE <table> (…);`` (its column lines are quoted from there only)."""
-    short = table.rsplit(".", 1)[-1]
-    lines = text.splitlines()
-    head = r"CREATE\s+(OR\s+REPLACE\s+)?(TEMP\w*\s+)?TABLE\s+(IF\s+NOT\s+EXISTS\s+)?[\w.\"]*\b"
-    start = re.compile(head + re.escape(short) + r"\b", re.IGNORECASE)
-    for index, raw in enumerate(lines):
-        if start.search(raw):
-            block = []
-            for line in lines[index:]:
-                block.append(line)
-                if line.rstrip().endswith(";"):
-                    break
-            return "\n".join(block)
-    return ""
+def _distinct_keys(suggestions: list[Suggestion]) -> list[Suggestion]:
+    """Targets whose slot keys collide ("Full Name" and full_name) get a key each, by a digest of
+    the exact target, so no suggestion overwrites another's."""
+    import hashlib
+    from collections import Counter
+    from dataclasses import replace
+
+    seen = Counter(s.key for s in suggestions)
+    return [
+        replace(s, key=f"{s.key[:170]}~{hashlib.sha256(s.target.encode('utf-8')).hexdigest()[:8]}") if seen[s.key] > 1 else s
+        for s in suggestions
+    ]
 
 
 def _unique(items: Iterable[str]) -> list[str]:

@@ -161,6 +161,8 @@ class SourceLibrary:
         if not who.is_curator:
             raise Forbidden("sources are written by curators (role curator or admin)", field="roles")
         check_name(name)
+        if not text.strip():
+            raise ValidationFailed("the text is blank", field="text")
         body = text.encode("utf-8")
         if len(body) > SOURCE_MAX_BYTES:
             raise ValidationFailed(f"a source holds at most {SOURCE_MAX_BYTES:,} bytes of UTF-8; this text has {len(body):,}", field="text")
@@ -334,6 +336,8 @@ def check_name(name: str) -> str:
         raise ValidationFailed(
             "a source name is 1-120 letters, digits, '.', '_', '/' or '-', starting with a letter or digit", field="name"
         )
+    if any(part in ("", ".", "..") for part in name.split("/")):
+        raise ValidationFailed("a source name's parts between '/' are not empty, '.' or '..'", field="name")
     return name
 
 
