@@ -178,25 +178,30 @@ def _table_columns(source: SourceText, schema, reading: Reading, piece: str) -> 
     columns = [item for item in schema.expressions if isinstance(item, exp.ColumnDef)]
     lines = [line for line in piece.splitlines() if line.strip()]
     for item in columns:
-        name = _identifier(item)
-        constraints = item.args.get("constraints") or []
-        primary = name in keys or any(isinstance(c.kind, exp.PrimaryKeyColumnConstraint) for c in constraints)
-        comment = next(
-            (c.kind.this.name for c in constraints if isinstance(c.kind, exp.CommentColumnConstraint) and c.kind.this is not None),
-            None,
-        )
-        line = next((raw.strip() for raw in lines if _defines(raw, item.name)), None)
-        shared = line is not None and sum(_defines(line, other.name) for other in columns) > 1
-        if line is not None and shared:
-            if comment is None and "--" in line:
-                reading.gaps.append(f"{table}.{name}: its line defines several columns; the line's comment is not taken for it")
-            line = None if comment is None else line
-        elif comment is None and line and "--" in line:
-            comment = line.split("--", 1)[1].strip() or None
-        kind = item.args.get("kind")
-        typed = _written_type(line, item.name) or (kind.sql(dialect=_DIALECT) if kind is not None else "")
-        fact = Fact(source.id, source.version, line) if line else None
-        reading.columns[f"{table}.{name}"] = ColumnInfo(table, name, typed, comment, primary, fact)
+        info = _column_info(source, table, item, columns, lines, keys, reading)
+        reading.columns[f"{table}.{info.column}"] = info
+
+
+def _column_info(source: SourceText, table: str, item, columns: list, lines: list[str], keys: set[str], reading: Reading) -> ColumnInfo:
+    from sqlglot import exp
+
+    name = _identifier(item)
+    constraints = item.args.get("constraints") or []
+    primary = name in keys or any(isinstance(c.kind, exp.PrimaryKeyColumnConstraint) for c in constraints)
+    comment = next(
+        (c.kind.this.name for c in constraints if isinstance(c.kind, exp.CommentColumnConstraint) and c.kind.this is not None),
+        None,
+    )
+    line = next((raw.strip() for raw in lines if _defines(raw, item.name)), None)
+    if line is not None and sum(_defines(line, other.name) for other in columns) > 1:
+        if comment is None and "--" in line:
+            reading.gaps.append(f"{table}.{name}: its line defines several columns; the line's comment is not taken for it")
+        line = None if comment is None else line
+    elif comment is None and line and "--" in line:
+        comment = line.split("--", 1)[1].strip() or None
+    kind = item.args.get("kind")
+    typed = _written_type(line, item.name) or (kind.sql(dialect=_DIALECT) if kind is not None else "")
+    return ColumnInfo(table, name, typed, comment, primary, Fact(source.id, source.version, line) if line else None)
 
 
 def _identifier(node) -> str:
