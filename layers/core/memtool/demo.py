@@ -224,5 +224,5 @@ def run_demo(home: Path, url: str | None = None, port: int = 0) -> int:
         print(f"    API at {runtime.api_url}, state in {runtime.state_dir.resolve()}")
         scenario(ApiClient(runtime.api_url or "", TENANT, user))
     print(f"\nDone. State saved under {runtime.state_dir.resolve()}.")
-    print("Next: `memtool serve` and call the API yourself (docs/memory.md: The memory API).")
+    print("Next: `memtool serve`, then open http://127.0.0.1:3000/console/ (docs/console.md) or call the API yourself (docs/memory.md).")
     return 0
