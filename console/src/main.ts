@@ -44,6 +44,7 @@ function route(): void {
   const page = window.location.hash.replace(/^#\//, "") || "ask";
   for (const link of nav.querySelectorAll("a")) link.toggleAttribute("aria-current", link.getAttribute("href") === `#/${page}`);
   if (page === "review") return reviewPage(new Api(identity), identity);
+  if (page === "memories") return memoriesPage(new Api(identity));
   return askPage(new Api(identity));
 }
 
@@ -271,6 +272,96 @@ function feedback(api: Api, answer: AskAnswer): HTMLElement {
 
 function list(items: string[]): HTMLElement {
   return el("ul", {}, ...items.map((item) => el("li", {}, item)));
+}
+
+// ---- memories -----------------------------------------------------------------------------------
+
+interface MemoryRecord {
+  id: string;
+  kind: string;
+  key: string | null;
+  content: string;
+  scope: string;
+  status: string;
+  version: number;
+  updated_at: string;
+}
+
+const KINDS = ["", "profile", "correction", "knowledge", "episodic", "causal", "working"];
+const STATUSES = ["", "active", "pending_review", "approved", "rejected", "superseded", "archived"];
+
+function select(id: string, label: string, options: string[]): [HTMLLabelElement, HTMLSelectElement] {
+  const box = el("select", { id, "data-testid": id }, ...options.map((o) => el("option", { value: o }, o || "any")));
+  return [el("label", { for: id }, label), box];
+}
+
+function memoriesPage(api: Api): void {
+  const [kindLabel, kind] = select("memories-kind", "Kind", KINDS);
+  const [statusLabel, status] = select("memories-status", "Status", STATUSES);
+  const [scopeLabel, scope] = select("memories-scope", "Scope", ["user", "tenant"]);
+  const listing = el("div", { "aria-live": "polite" });
+  const filters = el("form", { class: "card filters" }, el("h1", {}, "Memories"), el("div", { class: "row" }, kindLabel, kind, statusLabel, status, scopeLabel, scope));
+  const load = async () => {
+    listing.replaceChildren(el("p", { class: "loading" }, "Loading…"));
+    const query = new URLSearchParams({ scope: scope.value, limit: "50" });
+    if (kind.value) query.set("kind", kind.value);
+    if (status.value) query.set("status", status.value);
+    try {
+      const page = await api.call<{ items: MemoryRecord[] }>("GET", `/memories?${query}`);
+      listing.replaceChildren(
+        page.items.length ? el("div", {}, ...page.items.map((m) => memoryItem(api, m, load))) : el("p", { class: "hint", "data-testid": "memories-empty" }, "No memories here."),
+      );
+    } catch (error) {
+      showError(listing, error);
+    }
+  };
+  for (const box of [kind, status, scope]) box.addEventListener("change", () => void load());
+  app.replaceChildren(filters, listing);
+  void load();
+}
+
+function memoryItem(api: Api, memory: MemoryRecord, reload: () => Promise<void>): HTMLElement {
+  const said = el("p", { class: "hint", "aria-live": "polite" });
+  const content = el("textarea", { rows: "2", "data-testid": "memory-content", "aria-label": `content of ${memory.id}` });
+  content.value = memory.content;
+  const save = el("button", { type: "button", "data-testid": "memory-save" }, "Save");
+  const forget = el("button", { type: "button", class: "secondary", "data-testid": "memory-forget" }, "Forget");
+  const history = el("details", {}, el("summary", { "data-testid": "memory-history" }, "History"));
+  save.addEventListener("click", async () => {
+    try {
+      await api.call("PATCH", `/memories/${encodeURIComponent(memory.id)}`, { expected_version: memory.version, content: content.value });
+      await reload();
+    } catch (error) {
+      showError(said, error);
+    }
+  });
+  forget.addEventListener("click", async () => {
+    if (!window.confirm(`Forget ${memory.key ?? memory.id} and every version of it?`)) return;
+    try {
+      await api.call("DELETE", `/memories/${encodeURIComponent(memory.id)}`);
+      await reload();
+    } catch (error) {
+      showError(said, error);
+    }
+  });
+  history.addEventListener("toggle", async () => {
+    if (!history.open || history.querySelector("ol")) return;
+    try {
+      const read = await api.call<{ history: MemoryRecord[] }>("GET", `/memories/${encodeURIComponent(memory.id)}?history=true`);
+      history.append(el("ol", { "data-testid": "memory-versions" }, ...read.history.map((v) => el("li", {}, `v${v.version} (${v.status}): ${v.content}`))));
+    } catch (error) {
+      showError(said, error);
+    }
+  });
+  return el(
+    "article",
+    { class: "memory", "data-testid": "memory-item", "data-id": memory.id },
+    el("p", {}, el("strong", {}, `${memory.kind}`), ` ${memory.key ?? ""} · v${memory.version} · ${memory.status} · ${memory.scope}`),
+    content,
+    el("div", { class: "row" }, save, forget),
+    history,
+    said,
+  );
 }
 
 // ---- review -------------------------------------------------------------------------------------

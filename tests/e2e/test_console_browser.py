@@ -196,3 +196,29 @@ def test_a_chart_picked_in_the_console_is_used_and_cited_by_the_next_answer_of_t
     assert drawn_pixels(page) > 2_000
     page.get_by_test_id("citations").locator("summary").click()
     assert any("chart for a ranking: bar" in text for text in page.get_by_test_id("citations").locator("li").all_inner_texts())
+
+
+def test_memories_are_listed_by_kind_edited_with_their_version_and_forgotten(page) -> None:
+    sign_in(page, "eli")
+    assert ask(page, "上个月各渠道单子数") in ("needs_clarification", "answered", "failed")
+    page.get_by_test_id("correction").fill("单子数就是订单数")
+    page.get_by_test_id("teach").click()
+    page.get_by_test_id("feedback-status").filter(has_text="Learned").wait_for()
+
+    page.get_by_test_id("nav-memories").click()
+    page.get_by_label("Kind").select_option("correction")
+    item = page.get_by_test_id("memory-item").filter(has_text="term.单子数")
+    item.wait_for()
+    item.get_by_test_id("memory-content").fill("单子数 = 订单数（按订单去重）")
+    item.get_by_test_id("memory-save").click()
+    edited = page.get_by_test_id("memory-item").filter(has_text="v2")
+    edited.wait_for()
+    edited.get_by_test_id("memory-history").click()
+    versions = edited.get_by_test_id("memory-versions").locator("li")
+    versions.nth(1).wait_for()
+    assert [t.split(" ", 1)[0] for t in versions.all_inner_texts()] == ["v1", "v2"]
+    assert "单子数 = 订单数（按订单去重）" in versions.nth(1).inner_text()
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    edited.get_by_test_id("memory-forget").click()
+    page.get_by_test_id("memories-empty").wait_for()
