@@ -267,7 +267,21 @@ function feedback(api: Api, answer: AskAnswer): HTMLElement {
       showError(said, error);
     }
   });
-  return el("div", { class: "feedback" }, el("div", { class: "row" }, up, down), form, said);
+  const diagnose = el("button", { type: "button", class: "secondary", "data-testid": "diagnose" }, "Diagnose");
+  diagnose.addEventListener("click", async () => {
+    said.textContent = "Diagnosing…";
+    try {
+      const report = await api.call<{ status: string; hypotheses: { id: string; result: string; cause?: string }[] }>("POST", "/diagnose", {
+        episode_id: answer.episode_id,
+        comment: "the console: this answer looks wrong",
+      });
+      const ran = report.hypotheses.filter((h) => h.result === "ran").length;
+      said.textContent = `Diagnosis ${report.status}: ${report.hypotheses.length} hypotheses, ${ran} repairs ran. See Review.`;
+    } catch (error) {
+      showError(said, error);
+    }
+  });
+  return el("div", { class: "feedback" }, el("div", { class: "row" }, up, down, diagnose), form, said);
 }
 
 function list(items: string[]): HTMLElement {
@@ -367,27 +381,141 @@ function memoryItem(api: Api, memory: MemoryRecord, reload: () => Promise<void>)
 // ---- review -------------------------------------------------------------------------------------
 
 function reviewPage(api: Api, identity: Identity): void {
-  const section = el("section", { class: "card" }, el("h1", {}, "Review"));
-  const fewshots = el("div", { "aria-live": "polite" }, el("p", { class: "loading" }, "Loading few-shots…"));
-  section.append(el("h2", {}, "Few-shots waiting for review"), fewshots);
-  app.replaceChildren(section);
-  if (!identity.roles.split(",").includes("admin")) {
-    fewshots.replaceChildren(el("p", { class: "hint" }, "The few-shot library is reviewed by admins: sign in with the admin role."));
-    return;
-  }
-  const load = async () => {
+  const roles = identity.roles.split(",");
+  const curator = roles.includes("curator") || roles.includes("admin");
+  const fewshots = el("div", { "aria-live": "polite" });
+  const proposals = el("div", { "aria-live": "polite" });
+  const diagnoses = el("div", { "aria-live": "polite" });
+  app.replaceChildren(
+    el(
+      "section",
+      { class: "card" },
+      el("h1", {}, "Review"),
+      el("h2", {}, "Diagnoses waiting for a person"),
+      diagnoses,
+      el("h2", {}, "Proposals"),
+      proposals,
+      el("h2", {}, "Few-shots waiting for review"),
+      fewshots,
+    ),
+  );
+  const loadDiagnoses = async () => {
+    try {
+      const listing = await api.call<{ items: DiagnosisRecord[] }>("GET", "/diagnoses?status=pending_review");
+      diagnoses.replaceChildren(
+        ...(listing.items.length
+          ? listing.items.map((item) => diagnosisItem(api, item, loadDiagnoses))
+          : [el("p", { class: "hint", "data-testid": "diagnoses-empty" }, "Nothing waits for a person.")]),
+      );
+    } catch (error) {
+      showError(diagnoses, error);
+    }
+  };
+  const loadProposals = async () => {
+    try {
+      const listing = await api.call<{ items: ProposalView[] }>("GET", "/proposals?status=open");
+      proposals.replaceChildren(
+        ...(listing.items.length
+          ? listing.items.map((item) => proposalItem(api, item, curator, loadProposals))
+          : [el("p", { class: "hint", "data-testid": "proposals-empty" }, curator ? "No open proposals." : "You have no open proposals.")]),
+      );
+    } catch (error) {
+      showError(proposals, error);
+    }
+  };
+  const loadFewshots = async () => {
+    if (!roles.includes("admin")) {
+      fewshots.replaceChildren(el("p", { class: "hint" }, "The few-shot library is reviewed by admins: sign in with the admin role."));
+      return;
+    }
     try {
       const listing = await api.call<{ items: FewshotView[] }>("GET", "/fewshots");
-      if (!listing.items.length) {
-        fewshots.replaceChildren(el("p", { class: "hint", "data-testid": "fewshots-empty" }, "Nothing waits for review."));
-        return;
-      }
-      fewshots.replaceChildren(...listing.items.map((item) => fewshotItem(api, item, load)));
+      fewshots.replaceChildren(
+        ...(listing.items.length
+          ? listing.items.map((item) => fewshotItem(api, item, loadFewshots))
+          : [el("p", { class: "hint", "data-testid": "fewshots-empty" }, "Nothing waits for review.")]),
+      );
     } catch (error) {
       showError(fewshots, error);
     }
   };
-  void load();
+  void loadDiagnoses();
+  void loadProposals();
+  void loadFewshots();
+}
+
+interface DiagnosisRecord {
+  id: string;
+  owner: string;
+  content: string;
+  value: { hypotheses?: { id: string; cause?: string; result?: string; repaired_sql?: string | null }[] } | null;
+}
+
+interface ProposalView {
+  id: string;
+  status: string;
+  target_key: string | null;
+  target_id: string;
+  change: { content?: string; value?: unknown };
+  reason: string;
+  proposer: string;
+}
+
+function diagnosisItem(api: Api, item: DiagnosisRecord, reload: () => Promise<void>): HTMLElement {
+  const said = el("p", { class: "hint", "aria-live": "polite" });
+  const hypotheses = (item.value?.hypotheses ?? []).map((h) => `${h.id} ${h.cause ?? ""}: ${h.result ?? ""}`);
+  const decide = (verdict: "confirm" | "reject") => async () => {
+    try {
+      await api.call("POST", `/diagnoses/${encodeURIComponent(item.id)}/${verdict}`, { owner: item.owner });
+      await reload();
+    } catch (error) {
+      showError(said, error);
+    }
+  };
+  const confirm = el("button", { type: "button", "data-testid": "confirm" }, "Confirm");
+  const reject = el("button", { type: "button", class: "secondary", "data-testid": "reject" }, "Reject");
+  confirm.addEventListener("click", decide("confirm"));
+  reject.addEventListener("click", decide("reject"));
+  return el(
+    "article",
+    { class: "fewshot", "data-testid": "diagnosis-item", "data-id": item.id },
+    el("p", {}, el("strong", {}, item.content), ` — ${item.owner}`),
+    list(hypotheses),
+    el("div", { class: "row" }, confirm, reject),
+    said,
+  );
+}
+
+function proposalItem(api: Api, item: ProposalView, curator: boolean, reload: () => Promise<void>): HTMLElement {
+  const said = el("p", { class: "hint", "aria-live": "polite" });
+  const change = item.change.content ?? JSON.stringify(item.change.value);
+  const parts: Node[] = [
+    el("p", {}, el("strong", {}, item.target_key ?? item.target_id), ` — proposed by ${item.proposer}: ${item.reason}`),
+    el("pre", {}, change),
+  ];
+  if (curator) {
+    const why = el("input", { "data-testid": "reject-reason", "aria-label": "why it is rejected", placeholder: "why (to reject)" });
+    const accept = el("button", { type: "button", "data-testid": "accept" }, "Accept");
+    const reject = el("button", { type: "button", class: "secondary", "data-testid": "reject" }, "Reject");
+    accept.addEventListener("click", async () => {
+      try {
+        await api.call("POST", `/proposals/${encodeURIComponent(item.id)}/accept`, {});
+        await reload();
+      } catch (error) {
+        showError(said, error);
+      }
+    });
+    reject.addEventListener("click", async () => {
+      try {
+        await api.call("POST", `/proposals/${encodeURIComponent(item.id)}/reject`, { reason: why.value.trim() || "not taken" });
+        await reload();
+      } catch (error) {
+        showError(said, error);
+      }
+    });
+    parts.push(el("div", { class: "row" }, accept, why, reject));
+  }
+  return el("article", { class: "fewshot", "data-testid": "proposal-item", "data-id": item.id }, ...parts, said);
 }
 
 function fewshotItem(api: Api, item: FewshotView, reload: () => Promise<void>): HTMLElement {

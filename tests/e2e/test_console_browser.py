@@ -222,3 +222,41 @@ def test_memories_are_listed_by_kind_edited_with_their_version_and_forgotten(pag
     page.once("dialog", lambda dialog: dialog.accept())
     edited.get_by_test_id("memory-forget").click()
     page.get_by_test_id("memories-empty").wait_for()
+
+
+def test_a_diagnosis_asked_for_in_the_console_is_confirmed_in_review(page, runtime: LocalRuntime) -> None:
+    sign_in(page, "fay")
+    assert ask(page, "上个月上海的销售额") == "answered"
+    page.get_by_test_id("diagnose").click()
+    page.get_by_test_id("feedback-status").filter(has_text="Diagnosis pending_review").wait_for()
+    page.get_by_test_id("nav-review").click()
+    item = page.get_by_test_id("diagnosis-item").first
+    item.wait_for()
+    item.get_by_test_id("confirm").click()
+    page.get_by_test_id("diagnoses-empty").wait_for()
+
+    user = ApiClient(runtime.api_url or "", "demo", "fay")
+    assert user.call("GET", "/diagnoses?status=pending_review").body["items"] == []
+    lessons = user.call("GET", "/memories?kind=causal").body["items"]
+    assert [m["status"] for m in lessons] == ["active"] and lessons[0]["status_reason"] == "confirmed by fay"
+
+
+def test_a_curator_accepts_a_users_proposal_in_review(page, runtime: LocalRuntime) -> None:
+    curator = ApiClient(runtime.api_url or "", "demo", "gus")
+    curator.headers["X-Memtool-Roles"] = "curator"
+    shared = curator.call(
+        "POST", "/memories", {"kind": "knowledge", "scope": "tenant", "key": "glossary.gmv", "content": "GMV = 含税销售额"}
+    ).body["memory"]
+    user = ApiClient(runtime.api_url or "", "demo", "hal")
+    proposal = user.call("POST", "/proposals", {"target_id": shared["id"], "change": {"content": "GMV = 净收入"}, "reason": "finance"}).body
+
+    sign_in(page, "gus", roles="curator")
+    page.get_by_test_id("nav-review").click()
+    item = page.get_by_test_id("proposal-item").filter(has_text="glossary.gmv")
+    item.wait_for()
+    assert "GMV = 净收入" in item.inner_text() and "hal" in item.inner_text()
+    item.get_by_test_id("accept").click()
+    page.get_by_test_id("proposals-empty").wait_for()
+    after = curator.call("GET", f"/memories/{shared['id']}").body["memory"]
+    assert (after["version"], after["content"]) == (2, "GMV = 净收入")
+    assert after["provenance"]["proposal"] == {"proposal_id": proposal["id"], "proposer": "hal", "reviewer": "gus"}
