@@ -13,6 +13,7 @@ export interface ApiError {
   error: string;
   message: string;
   field?: string | null;
+  body?: unknown; // the whole answer (PUT /model's problems)
 }
 
 const STORE_KEY = "memtool.console.identity";
@@ -60,6 +61,7 @@ export class Api {
         error: problem.error ?? "error",
         message: problem.message ?? (text.slice(0, 300) || response.statusText),
         field: problem.field ?? null,
+        body: parsed,
       } satisfies ApiError;
     }
     return parsed as T;

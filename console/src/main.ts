@@ -5,6 +5,7 @@
 import "./style.css";
 import { Api, type AskAnswer, type FewshotView, type Identity, describeError, storedIdentity, storeIdentity } from "./api";
 import { renderChart } from "./chart";
+import { modelPage } from "./model";
 
 const app = document.getElementById("app") as HTMLElement;
 const nav = document.getElementById("nav") as HTMLElement;
@@ -45,6 +46,10 @@ function route(): void {
   for (const link of nav.querySelectorAll("a")) link.toggleAttribute("aria-current", link.getAttribute("href") === `#/${page}`);
   if (page === "review") return reviewPage(new Api(identity), identity);
   if (page === "memories") return memoriesPage(new Api(identity));
+  if (page === "model") {
+    const roles = identity.roles.split(",");
+    return modelPage(new Api(identity), app, el, roles.includes("curator") || roles.includes("admin"));
+  }
   return askPage(new Api(identity));
 }
 

@@ -260,3 +260,38 @@ def test_a_curator_accepts_a_users_proposal_in_review(page, runtime: LocalRuntim
     after = curator.call("GET", f"/memories/{shared['id']}").body["memory"]
     assert (after["version"], after["content"]) == (2, "GMV = 净收入")
     assert after["provenance"]["proposal"] == {"proposal_id": proposal["id"], "proposer": "hal", "reviewer": "gus"}
+
+
+def test_a_model_refused_by_the_api_shows_each_problem_at_its_line(page, runtime: LocalRuntime) -> None:
+    import json
+
+    from tests.support import load_event
+
+    curator = ApiClient(runtime.api_url or "", "demo", "ida")
+    curator.headers["X-Memtool-Roles"] = "curator"
+    existing = curator.call("GET", "/model")
+    expected = existing.body["version"] if existing.status == 200 else None
+    model = json.loads(load_event("model_put.json")["body"])["model"]
+    stored = curator.call("PUT", "/model", {"model": model, "expected_version": expected})
+    assert stored.status in (200, 201), stored.body
+
+    sign_in(page, "ida", roles="curator")
+    page.get_by_test_id("nav-model").click()
+    page.get_by_test_id("model-version").wait_for()
+    editor = page.get_by_test_id("model-yaml")
+    text = editor.input_value()
+    broken = text.replace("expression: SUM(ol.qty)", "expression: SUM(ol.no_such_column)", 1)
+    assert broken != text
+    editor.fill(broken)
+    page.get_by_test_id("model-push").click()
+    problem = page.get_by_test_id("model-problem").first
+    problem.wait_for()
+    line = next(i for i, row in enumerate(broken.splitlines(), start=1) if "no_such_column" in row)
+    assert problem.inner_text().startswith(f"line {line}: metrics[4].expression"), problem.inner_text()
+    assert curator.call("GET", "/model").body["version"] == stored.body["version"]  # nothing stored
+
+    page.get_by_test_id("model-diff-version").first.click()
+    page.get_by_test_id("model-diff").filter(has_text="no_such_column").wait_for()
+    rows = page.get_by_test_id("model-diff").inner_text().splitlines()
+    changed = [row.split(" ", 1)[0] + " " + row.split(":", 1)[1].strip() for row in rows]
+    assert changed == ["- SUM(ol.qty)", "+ SUM(ol.no_such_column)"]  # the edit, against the version in force
