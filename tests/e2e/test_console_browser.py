@@ -295,3 +295,21 @@ def test_a_model_refused_by_the_api_shows_each_problem_at_its_line(page, runtime
     rows = page.get_by_test_id("model-diff").inner_text().splitlines()
     changed = [row.split(" ", 1)[0] + " " + row.split(":", 1)[1].strip() for row in rows]
     assert changed == ["- SUM(ol.qty)", "+ SUM(ol.no_such_column)"]  # the edit, against the version in force
+
+
+def test_the_console_is_used_with_the_keyboard_alone(page) -> None:
+    """Sign in and ask with keys only: the sign-in form focuses the user field, Tab moves through
+    labelled fields, Enter submits, Ctrl+Enter asks, and the links of the pages are reachable."""
+    page.keyboard.type("kim")  # the user field has the focus
+    page.keyboard.press("Tab")
+    page.keyboard.type("curator")
+    page.keyboard.press("Enter")
+    page.get_by_test_id("question").wait_for()
+    assert page.evaluate("document.activeElement.dataset.testid") == "question"
+    page.keyboard.type("上个月净收入")
+    page.keyboard.press("Control+Enter")
+    assert answer_status(page) == "answered"
+    page.get_by_test_id("nav-memories").focus()
+    page.keyboard.press("Enter")
+    page.get_by_label("Kind").wait_for()
+    assert page.url.endswith("#/memories")
