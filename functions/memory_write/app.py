@@ -11,7 +11,7 @@ POST /maintenance/run (admins) and GET /conflicts, POST /conflicts/{id}/resolve:
 # time, through decorators whose globals are not this module's.
 from typing import Annotated, Any
 
-from aws_lambda_powertools.event_handler.openapi.params import Body
+from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 
@@ -25,6 +25,7 @@ from memtool.api.maintenance import (
     conflict_listing,
 )
 from memtool.api.memories import (
+    ID_PATTERN,
     CreateMemoryBody,
     CursorParam,
     DependencyView,
@@ -118,7 +119,7 @@ from memtool.api.sources import (
     source_written,
     sources_listing,
 )
-from memtool.errors import MemtoolError
+from memtool.errors import MemtoolError, NotFound
 from memtool.knowledge.sources import source_digest
 from memtool.memory.records import MemoryScope
 from memtool.observability import instrumented, metrics, tracer
@@ -221,6 +222,37 @@ def get_memory(
         return json_response(200, read.model_dump(mode="json", exclude={"history"}))
     read.history = service.history(who, id)
     return json_response(200, read.model_dump(mode="json"))
+
+
+DependencySourceParam = Annotated[str | None, Query(pattern=ID_PATTERN, description="which source, when it depends on several")]
+
+
+@app.get(
+    "/memories/<id>/read",
+    **operation(
+        "Read, a page at a time, the source a knowledge memory depends on, at the version it depends on",
+        tag="memories",
+        ok={200: SourcePageView},
+        errors=(404,),
+        description="The memory's dependency on a source (depends_on), or the one named by source_id: its text at the pinned "
+        "version, as GET /sources/{id}/read answers it (stale: a newer version exists). 404 naming source_id when the "
+        "memory depends on no such source.",
+    ),
+)
+@tracer.capture_method
+def read_memory_source(
+    id: MemoryIdParam,  # noqa: A002
+    source_id: DependencySourceParam = None,
+    offset: OffsetParam = 0,
+    limit: ReadLimitParam = 16_000,
+):
+    who = caller(app)
+    record = container.memory_service().recall_one(who, id)
+    cited = [ref for ref in record.provenance.sources if ref.depends_on == "source" and (source_id is None or ref.id == source_id)]
+    if not cited:
+        raise NotFound(f"memory {id} depends on no source{'' if source_id is None else ' ' + source_id}", field="source_id")
+    page = knowledge.source_library().read(who, cited[0].id, version=cited[0].version, offset=offset, limit=limit)
+    return json_response(200, source_page(page).model_dump(mode="json"))
 
 
 @app.get(

@@ -73,6 +73,7 @@ EXPECTED_FUNCTIONS: dict[str, tuple[str, set[tuple[str, str]]]] = {
             ("put", "/model"),
             ("get", "/model/history"),
             ("get", "/knowledge/stale"),
+            ("get", "/memories/{id}/read"),
             ("post", "/sources"),
             ("get", "/sources"),
             ("get", "/sources/{id}"),

@@ -126,3 +126,24 @@ def test_a_metric_that_depends_on_a_source_is_cited_stale_after_the_sources_vers
     assert "refunds-policy.md v2: “退款：14天内可全额退款。”" in explained["answer"]
     [quote] = [c for c in explained["citations"] if c["source"] == f"source:{policy['id']}@v2"]
     assert quote["text"] == "退款：14天内可全额退款。"
+
+
+def test_a_knowledge_memory_reads_the_source_it_depends_on_at_its_version(api):
+    policy = post_policy(api, "退款：30天内可全额退款。" * 2000)
+    memory = api.call(
+        "POST",
+        "/memories",
+        {"kind": "knowledge", "scope": "tenant", "content": "退款口径见退款政策", "depends_on": [{"source_id": policy["id"]}]},
+        as_user=(api.tenant, "mei"),
+        roles="curator",
+    ).json()["memory"]
+    first = api.call("GET", f"/memories/{memory['id']}/read", query={"limit": "100"}).json()
+    assert (first["source_id"], first["version"], first["stale"], first["next_offset"]) == (policy["id"], 1, False, 100)
+    assert first["text"] == ("退款：30天内可全额退款。" * 2000)[:100]
+    post_policy(api, "退款：14天内可全额退款。")
+    pinned = api.call("GET", f"/memories/{memory['id']}/read", query={"offset": "100", "limit": "12"}).json()
+    assert (pinned["version"], pinned["stale"], pinned["latest_version"]) == (1, True, 2)  # the version it rests on
+    other = api.call("GET", f"/memories/{memory['id']}/read", as_user=("globex", "li"))
+    assert other.status == 404
+    none = api.call("GET", f"/memories/{memory['id']}/read", query={"source_id": "mem_other"})
+    assert none.status == 404 and none.json()["field"] == "source_id"
