@@ -391,6 +391,7 @@ function reviewPage(api: Api, identity: Identity): void {
   const fewshots = el("div", { "aria-live": "polite" });
   const proposals = el("div", { "aria-live": "polite" });
   const diagnoses = el("div", { "aria-live": "polite" });
+  const conflicts = el("div", { "aria-live": "polite" });
   app.replaceChildren(
     el(
       "section",
@@ -402,6 +403,8 @@ function reviewPage(api: Api, identity: Identity): void {
       proposals,
       el("h2", {}, "Few-shots waiting for review"),
       fewshots,
+      el("h2", {}, "Memories that contradict each other"),
+      conflicts,
     ),
   );
   const loadDiagnoses = async () => {
@@ -444,9 +447,54 @@ function reviewPage(api: Api, identity: Identity): void {
       showError(fewshots, error);
     }
   };
+  const loadConflicts = async () => {
+    try {
+      const listing = await api.call<{ conflicts: ConflictView[] }>("GET", "/conflicts");
+      conflicts.replaceChildren(
+        ...(listing.conflicts.length
+          ? listing.conflicts.map((item) => conflictItem(api, item, loadConflicts))
+          : [el("p", { class: "hint", "data-testid": "conflicts-empty" }, "No memories contradict each other.")]),
+      );
+    } catch (error) {
+      showError(conflicts, error);
+    }
+  };
   void loadDiagnoses();
   void loadProposals();
   void loadFewshots();
+  void loadConflicts();
+}
+
+interface ConflictView {
+  id: string;
+  term: string;
+  owner: string;
+  winner: string;
+  memories: { id: string; version: number; content: string; means: unknown }[];
+}
+
+function conflictItem(api: Api, item: ConflictView, reload: () => Promise<void>): HTMLElement {
+  const said = el("p", { class: "hint", "aria-live": "polite" });
+  const choices = item.memories.map((memory) => {
+    const keep = el("button", { type: "button", class: memory.id === item.winner ? "" : "secondary", "data-testid": "keep", "data-id": memory.id }, "Keep this one");
+    keep.addEventListener("click", async () => {
+      try {
+        await api.call("POST", `/conflicts/${encodeURIComponent(item.id)}/resolve`, { keep: memory.id });
+        await reload();
+      } catch (error) {
+        showError(said, error);
+      }
+    });
+    const winning = memory.id === item.winner ? " (recall uses it now)" : "";
+    return el("li", {}, `${memory.content} → ${JSON.stringify(memory.means)}${winning} `, keep);
+  });
+  return el(
+    "article",
+    { class: "fewshot", "data-testid": "conflict-item", "data-id": item.id },
+    el("p", {}, el("strong", {}, item.term), ` — ${item.owner}`),
+    el("ul", {}, ...choices),
+    said,
+  );
 }
 
 interface DiagnosisRecord {

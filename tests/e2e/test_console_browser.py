@@ -313,3 +313,25 @@ def test_the_console_is_used_with_the_keyboard_alone(page) -> None:
     page.keyboard.press("Enter")
     page.get_by_label("Kind").wait_for()
     assert page.url.endswith("#/memories")
+
+
+def test_two_corrections_of_one_term_are_resolved_in_review(page, runtime: LocalRuntime) -> None:
+    user = ApiClient(runtime.api_url or "", "demo", "joy")
+    def teach(term: str, metric: str):
+        value = {"term": term, "maps_to": {"metric": metric}}
+        return user.call("POST", "/memories", {"kind": "correction", "content": f"{term} means {metric}", "value": value})
+
+    older, newer = teach("GMV", "net_revenue"), teach("ＧＭＶ", "gross_revenue")
+    assert older.status == newer.status == 201
+    admin = ApiClient(runtime.api_url or "", "demo", "root")
+    admin.headers["X-Memtool-Roles"] = "admin"
+    assert admin.call("POST", "/maintenance/run", {"steps": ["conflicts"]}).status == 200
+
+    sign_in(page, "joy")
+    page.get_by_test_id("nav-review").click()
+    item = page.get_by_test_id("conflict-item").first
+    item.wait_for()
+    item.locator(f'[data-testid="keep"][data-id="{older.body["memory"]["id"]}"]').click()
+    page.get_by_test_id("conflicts-empty").wait_for()
+    assert user.call("GET", f"/memories/{newer.body['memory']['id']}").body["memory"]["status"] == "archived"
+    assert user.call("GET", f"/memories/{older.body['memory']['id']}").body["memory"]["status"] == "active"
