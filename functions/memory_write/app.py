@@ -119,7 +119,7 @@ from memtool.api.sources import (
     source_written,
     sources_listing,
 )
-from memtool.errors import MemtoolError, NotFound
+from memtool.errors import MemtoolError
 from memtool.knowledge.sources import source_digest
 from memtool.memory.records import MemoryScope
 from memtool.observability import instrumented, metrics, tracer
@@ -247,11 +247,8 @@ def read_memory_source(
     limit: ReadLimitParam = 16_000,
 ):
     who = caller(app)
-    record = container.memory_service().recall_one(who, id)
-    cited = [ref for ref in record.provenance.sources if ref.depends_on == "source" and (source_id is None or ref.id == source_id)]
-    if not cited:
-        raise NotFound(f"memory {id} depends on no source{'' if source_id is None else ' ' + source_id}", field="source_id")
-    page = knowledge.source_library().read(who, cited[0].id, version=cited[0].version, offset=offset, limit=limit)
+    record = container.memory_service().recall_one(who, id)  # the caller may read the memory
+    page = knowledge.source_library().read_dependency(who, record, source_id, offset=offset, limit=limit)
     return json_response(200, source_page(page).model_dump(mode="json"))
 
 

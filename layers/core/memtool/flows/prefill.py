@@ -24,20 +24,20 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from memtool.clock import Clock
 from memtool.errors import Forbidden, NotFound, ValidationFailed, VersionConflict
 from memtool.identity import Identity
+from memtool.knowledge.governance import governance_draft, parsed, scan, shared
 from memtool.knowledge.prefill import Fact, SourceText, Suggestion, quote_found, suggest
 from memtool.knowledge.sources import SourceLibrary
 from memtool.memory.pii import scrub_fields
-from memtool.memory.records import MemoryDraft, MemoryKind, MemoryPatch, MemoryRecord, MemoryScope, MemoryStatus, Provenance, Trigger
+from memtool.memory.records import MemoryKind, MemoryPatch, MemoryRecord
 from memtool.memory.slots import PREFILL_KEY_PREFIX, SUGGESTION_KEY_PREFIX
-from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition, UndecodableRecord
+from memtool.memory.store import MemoryStore, Partition, UndecodableRecord
 
 MAX_TASK_SOURCES = 20
-_LIST_SCAN_PAGES = 20
 
 
 class ReviewState(StrEnum):
@@ -171,21 +171,13 @@ class PrefillService:
             )
         suggestions, gaps, read = suggest(self._texts(who, frozen))
         frozen = [f.model_copy(update={"statements": read.get(f.id, 0)}) for f in frozen]
-        where = _shared(who.tenant)
+        where = shared(who.tenant)
         targets = [
             TaskResult(key=s.key, target=s.target, expected_version=self._version_now(where, s.key)) for s in suggestions
         ]
         value = TaskValue(sources=frozen, input_fingerprint=fingerprint(frozen), targets=targets, gaps=gaps, created_by=who.user)
-        draft = MemoryDraft(
-            kind=MemoryKind.KNOWLEDGE,
-            content=f"Pre-fill over {', '.join(f'{s.name} v{s.version}' for s in frozen)}"[:2000],
-            key=PREFILL_KEY_PREFIX + secrets.token_hex(8),
-            value=value.model_dump(mode="json"),
-            scope=MemoryScope.TENANT,
-            status=MemoryStatus.ACTIVE,
-            provenance=Provenance(trigger=Trigger.EXPLICIT, author=who.user),
-            tags=["prefill"],
-        )
+        summary = f"Pre-fill over {', '.join(f'{s.name} v{s.version}' for s in frozen)}"
+        draft = governance_draft(PREFILL_KEY_PREFIX + secrets.token_hex(8), summary, value, who.user, ["prefill"])
         record = self._store.create(where, draft, self._clock.now()).record
         return _task(record, value)
 
@@ -202,7 +194,7 @@ class PrefillService:
         # Exactly the statements planning read: the run suggests what the plan froze, however long it takes.
         suggestions, _, _ = suggest(self._texts(who, task.sources), statements={s.id: s.statements or 0 for s in task.sources})
         by_key = {s.key: s for s in suggestions}
-        where = _shared(who.tenant)
+        where = shared(who.tenant)
         results = []
         for target in task.targets:
             suggestion = by_key.get(target.key)
@@ -220,17 +212,13 @@ class PrefillService:
     def suggestions(
         self, who: Identity, review_state: ReviewState | None = None, cursor: str | None = None, limit: int = 20
     ) -> SuggestionListing:
-        items: list[SuggestionItem] = []
-        next_cursor = cursor
-        for _ in range(_LIST_SCAN_PAGES):
-            page = self._store.list(_shared(who.tenant), self._clock.now(), kind=MemoryKind.KNOWLEDGE, cursor=next_cursor, limit=limit)
-            for record in page.items:
-                value = suggestion_value(record)
-                if value is not None and (review_state is None or value.review_state is review_state):
-                    items.append(SuggestionItem(record.id, record.version, value, record.updated_at))
-            next_cursor = page.next_cursor
-            if items or next_cursor is None:
-                break
+        def pick(record: MemoryRecord) -> SuggestionItem | None:
+            value = suggestion_value(record)
+            if value is None or (review_state is not None and value.review_state is not review_state):
+                return None
+            return SuggestionItem(record.id, record.version, value, record.updated_at)
+
+        items, next_cursor = scan(self._store, who.tenant, self._clock.now(), pick, cursor, limit)
         return SuggestionListing(items, next_cursor)
 
     def suggestion(self, who: Identity, suggestion_id: str) -> SuggestionItem:
@@ -292,16 +280,8 @@ class PrefillService:
                 target=suggestion.target, suggestion=suggested, source_facts=facts, effective_value=suggestion.text, review_state=state,
                 coverage_gaps=gaps,
             )  # fmt: skip
-            draft = MemoryDraft(
-                kind=MemoryKind.KNOWLEDGE,
-                content=value.effective_value[:8000],
-                key=target.key,
-                value=value.model_dump(mode="json"),
-                scope=MemoryScope.TENANT,
-                status=MemoryStatus.ACTIVE,
-                provenance=Provenance(trigger=Trigger.EXPLICIT, author=who.user),
-                tags=["suggestion", f"review_state:{state.value}"],
-            )
+            tags = ["suggestion", f"review_state:{state.value}"]
+            draft = governance_draft(target.key, value.effective_value, value, who.user, tags, max_chars=8000)
             record = self._store.create(where, draft, now).record
             return target.model_copy(update={"outcome": Outcome.WRITTEN, "version": record.version, "id": record.id})
         before = suggestion_value(head)
@@ -346,7 +326,7 @@ class PrefillService:
             content=(content or value.effective_value)[:8000],
             tags=["suggestion", f"review_state:{value.review_state.value}"],
         )
-        written = self._store.update(_shared(record.tenant), record.id, patch, expected_version, self._clock.now()).record
+        written = self._store.update(shared(record.tenant), record.id, patch, expected_version, self._clock.now()).record
         return SuggestionItem(written.id, written.version, value, written.updated_at)
 
     def _head(self, where: Partition, key: str) -> MemoryRecord | None:
@@ -361,7 +341,7 @@ class PrefillService:
 
     def _load_task(self, who: Identity, task_id: str) -> tuple[MemoryRecord, TaskValue]:
         record = self._get(who, task_id, "pre-fill task")
-        value = _parsed(record, PREFILL_KEY_PREFIX, TaskValue)
+        value = parsed(record, PREFILL_KEY_PREFIX, TaskValue)
         if value is None:
             raise NotFound(f"pre-fill task {task_id} not found", field="id")
         return record, value
@@ -375,7 +355,7 @@ class PrefillService:
 
     def _get(self, who: Identity, memory_id: str, what: str) -> MemoryRecord:
         try:
-            return self._store.get(_shared(who.tenant), memory_id, self._clock.now())
+            return self._store.get(shared(who.tenant), memory_id, self._clock.now())
         except (NotFound, UndecodableRecord):
             raise NotFound(f"{what} {memory_id} not found", field="id") from None
 
@@ -387,19 +367,7 @@ def fingerprint(sources: list[FrozenSource]) -> str:
 
 
 def suggestion_value(record: MemoryRecord) -> SuggestionValue | None:
-    return _parsed(record, SUGGESTION_KEY_PREFIX, SuggestionValue)
-
-
-def _parsed(record: MemoryRecord, prefix: str, model: type[Any]) -> Any:
-    """A governance record's value, or None when it is not a valid one: stored values are hostile input."""
-    if record.kind is not MemoryKind.KNOWLEDGE or record.scope is not MemoryScope.TENANT:
-        return None
-    if not (record.key and record.key.startswith(prefix)) or not isinstance(record.value, dict):
-        return None
-    try:
-        return model.model_validate(record.value)
-    except ValidationError:
-        return None
+    return parsed(record, SUGGESTION_KEY_PREFIX, SuggestionValue)
 
 
 def _task(record: MemoryRecord, value: TaskValue) -> PrefillTask:
@@ -409,10 +377,6 @@ def _task(record: MemoryRecord, value: TaskValue) -> PrefillTask:
 def _require_curator(who: Identity) -> None:
     if not who.is_curator:
         raise Forbidden("pre-fill and its reviews are for curators (role curator or admin)", field="roles")
-
-
-def _shared(tenant: str) -> Partition:
-    return Partition(tenant, TENANT_OWNER)
 
 
 __all__ = ["Outcome", "PrefillService", "PrefillTask", "ReviewState", "SuggestionItem", "SuggestionListing", "TaskState"]

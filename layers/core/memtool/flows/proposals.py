@@ -22,33 +22,30 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from memtool.clock import Clock
 from memtool.errors import Forbidden, NotFound, ValidationFailed, VersionConflict
 from memtool.flows.memory_write import MemoryService
 from memtool.identity import Identity
+from memtool.knowledge.governance import governance_draft, parsed, scan, shared
 from memtool.memory.commands import MemoryEdit
 from memtool.memory.pii import scrub_fields
 from memtool.memory.records import (
-    MemoryDraft,
     MemoryKind,
     MemoryPatch,
     MemoryRecord,
     MemoryScope,
     MemoryStatus,
     ProposalProvenance,
-    Provenance,
-    Trigger,
 )
 from memtool.memory.slots import MAINTENANCE_KEY_PREFIX, PROPOSAL_KEY_PREFIX, is_governance_record
-from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition, UndecodableRecord
+from memtool.memory.store import MemoryStore, Partition, UndecodableRecord
 from memtool.semantic.model_store import MODEL_KEY
 
 PROPOSAL_TAG = "proposal"
 PROPOSABLE_KINDS = (MemoryKind.KNOWLEDGE, MemoryKind.CORRECTION)
 CHANGE_FIELDS = ("content", "value")
-_LIST_SCAN_PAGES = 20  # store pages one listing reads at most, looking for proposals among knowledge
 
 
 class ProposalState(StrEnum):
@@ -157,17 +154,14 @@ class ProposalService:
             from_version=source.version if source else None,
             proposer=who.user,
         )
-        draft = MemoryDraft(
-            kind=MemoryKind.KNOWLEDGE,
-            content=f"Proposal to change {target.key or target.id} (v{target.version}): {reason_text}"[:2000],
-            key=PROPOSAL_KEY_PREFIX + secrets.token_hex(8),
-            value=proposal.model_dump(mode="json"),
-            scope=MemoryScope.TENANT,
-            status=MemoryStatus.ACTIVE,
-            provenance=Provenance(trigger=Trigger.EXPLICIT, author=who.user),
-            tags=[PROPOSAL_TAG, f"proposal_state:{ProposalState.OPEN.value}"],
+        draft = governance_draft(
+            PROPOSAL_KEY_PREFIX + secrets.token_hex(8),
+            f"Proposal to change {target.key or target.id} (v{target.version}): {reason_text}",
+            proposal,
+            who.user,
+            [PROPOSAL_TAG, f"proposal_state:{ProposalState.OPEN.value}"],
         )
-        record = self._store.create(_shared(who.tenant), draft, now).record
+        record = self._store.create(shared(who.tenant), draft, now).record
         return self._view(record, proposal)
 
     # ---- reading ------------------------------------------------------------------------
@@ -178,20 +172,15 @@ class ProposalService:
 
     def list(self, who: Identity, status: ProposalStatus | None = None, cursor: str | None = None, limit: int = 20) -> ProposalListing:
         """Curators: the tenant's proposals. Anyone else: the proposals they made."""
-        items: list[Proposal] = []
-        next_cursor = cursor
-        for _ in range(_LIST_SCAN_PAGES):
-            page = self._store.list(_shared(who.tenant), self._clock.now(), kind=MemoryKind.KNOWLEDGE, cursor=next_cursor, limit=limit)
-            for record in page.items:
-                value = proposal_value(record)
-                if value is None or not (who.is_curator or value.proposer == who.user):
-                    continue
-                proposal = self._view(record, value)
-                if status is None or proposal.status is status:
-                    items.append(proposal)
-            next_cursor = page.next_cursor
-            if items or next_cursor is None:
-                break
+
+        def pick(record: MemoryRecord) -> Proposal | None:
+            value = proposal_value(record)
+            if value is None or not (who.is_curator or value.proposer == who.user):
+                return None
+            proposal = self._view(record, value)
+            return proposal if status is None or proposal.status is status else None
+
+        items, next_cursor = scan(self._store, who.tenant, self._clock.now(), pick, cursor, limit)
         return ProposalListing(items=items, next_cursor=next_cursor)
 
     # ---- deciding -----------------------------------------------------------------------
@@ -275,7 +264,7 @@ class ProposalService:
             found = None
             if source.key:
                 try:
-                    found = self._store.get_slot(_shared(who.tenant), source.kind, source.key, self._clock.now())
+                    found = self._store.get_slot(shared(who.tenant), source.kind, source.key, self._clock.now())
                 except UndecodableRecord:
                     found = None
             if found is None:
@@ -294,14 +283,14 @@ class ProposalService:
 
     def _target_head(self, tenant: str, target_id: str) -> MemoryRecord | None:
         try:
-            return self._store.get(_shared(tenant), target_id, self._clock.now())
+            return self._store.get(shared(tenant), target_id, self._clock.now())
         except (NotFound, UndecodableRecord):
             return None
 
     def _load(self, who: Identity, proposal_id: str) -> tuple[MemoryRecord, ProposalValue]:
         missing = NotFound(f"proposal {proposal_id} not found", field="id")
         try:
-            record = self._store.get(_shared(who.tenant), proposal_id, self._clock.now())
+            record = self._store.get(shared(who.tenant), proposal_id, self._clock.now())
         except (NotFound, UndecodableRecord):
             raise missing from None
         value = proposal_value(record)
@@ -311,7 +300,7 @@ class ProposalService:
 
     def _save(self, record: MemoryRecord, value: ProposalValue) -> Proposal:
         patch = MemoryPatch(value=value.model_dump(mode="json"), tags=[PROPOSAL_TAG, f"proposal_state:{value.state.value}"])
-        written = self._store.update(_shared(record.tenant), record.id, patch, record.version, self._clock.now()).record
+        written = self._store.update(shared(record.tenant), record.id, patch, record.version, self._clock.now()).record
         return self._view(written, value)
 
     def _view(self, record: MemoryRecord, value: ProposalValue) -> Proposal:
@@ -334,15 +323,8 @@ class ProposalService:
 
 def proposal_value(record: MemoryRecord) -> ProposalValue | None:
     """A record's proposal, or None when it is not a (valid) one: stored values are hostile input."""
-    if record.kind is not MemoryKind.KNOWLEDGE or record.scope is not MemoryScope.TENANT:
-        return None
-    if not (record.key and record.key.startswith(PROPOSAL_KEY_PREFIX)) or not isinstance(record.value, dict):
-        return None
-    try:
-        value = ProposalValue.model_validate(record.value)
-    except ValidationError:
-        return None
-    return value if set(value.change) <= set(CHANGE_FIELDS) and value.change else None
+    value = parsed(record, PROPOSAL_KEY_PREFIX, ProposalValue)
+    return value if value is not None and value.change and set(value.change) <= set(CHANGE_FIELDS) else None
 
 
 def _not_proposable(target: MemoryRecord) -> str | None:
@@ -399,10 +381,6 @@ def _outdated(value: ProposalValue, target: MemoryRecord | None) -> ProposalOutd
         f"v{target.version} now: re-base it (POST /proposals/{{id}}/rebase) and review it again",
         current_version=target.version,
     )
-
-
-def _shared(tenant: str) -> Partition:
-    return Partition(tenant, TENANT_OWNER)
 
 
 __all__ = [

@@ -33,9 +33,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from memtool.clock import Clock
 from memtool.errors import Forbidden, NotFound, ValidationFailed
 from memtool.identity import Identity
-from memtool.memory.records import MemoryDraft, MemoryKind, MemoryRecord, MemoryScope, MemoryStatus, Provenance, Trigger
+from memtool.knowledge.governance import governance_draft, scan, shared
+from memtool.memory.records import MemoryKind, MemoryRecord
 from memtool.memory.slots import SOURCE_KEY_PREFIX
-from memtool.memory.store import TENANT_OWNER, MemoryStore, Partition, UndecodableRecord
+from memtool.memory.store import MemoryStore, Partition, UndecodableRecord
 
 SOURCE_TAG = "source"
 SOURCE_MAX_BYTES = 2 * 1024 * 1024  # a source's text as UTF-8
@@ -43,7 +44,6 @@ READ_MAX_CHARS = 16_000  # one page of a paged read
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,119}$"
 _NAME = re.compile(NAME_PATTERN)
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
-_LIST_SCAN_PAGES = 20  # store pages one listing reads at most, looking for sources among knowledge
 _CACHED_BODIES = 8  # decoded texts kept per process (immutable: addressed by their digest)
 _CACHED_CHARS = 8_000_000
 
@@ -173,16 +173,7 @@ class SourceLibrary:
         if head is not None and _meta_of(head) == meta:
             return SourceWrite(self._version_of(head, head.version), created=False, unchanged=True)
         self._bodies.put(who.tenant, name, meta.sha256, body)  # the body first: a record never names a missing one
-        draft = MemoryDraft(
-            kind=MemoryKind.KNOWLEDGE,
-            content=_summary(meta),
-            key=SOURCE_KEY_PREFIX + name,
-            value=meta.model_dump(mode="json"),
-            scope=MemoryScope.TENANT,
-            status=MemoryStatus.ACTIVE,
-            provenance=Provenance(trigger=Trigger.EXPLICIT, author=who.user),
-            tags=[SOURCE_TAG, f"source_kind:{kind.value}"],
-        )
+        draft = governance_draft(SOURCE_KEY_PREFIX + name, _summary(meta), meta, who.user, [SOURCE_TAG, f"source_kind:{kind.value}"])
         outcome = self._store.create(where, draft, now)
         record = outcome.record
         return SourceWrite(self._version_of(record, record.version), created=outcome.created, unchanged=outcome.unchanged)
@@ -229,15 +220,10 @@ class SourceLibrary:
 
     def list(self, who: Identity, cursor: str | None = None, limit: int = 20) -> SourceListing:
         """The tenant's sources (newest version of each), a page at a time."""
-        where = _partition(who.tenant)
-        items: list[SourceVersion] = []
-        next_cursor = cursor
-        for _ in range(_LIST_SCAN_PAGES):
-            page = self._store.list(where, self._clock.now(), kind=MemoryKind.KNOWLEDGE, cursor=next_cursor, limit=limit)
-            items.extend(self._version_of(r, r.version) for r in page.items if is_source(r))
-            next_cursor = page.next_cursor
-            if items or next_cursor is None:
-                break
+        def pick(record: MemoryRecord) -> SourceVersion | None:
+            return self._version_of(record, record.version) if is_source(record) else None
+
+        items, next_cursor = scan(self._store, who.tenant, self._clock.now(), pick, cursor, limit)
         return SourceListing(items=items, next_cursor=next_cursor)
 
     def read(
@@ -265,6 +251,17 @@ class SourceLibrary:
             next_offset=None if complete else end,
             source=source,
         )
+
+    def read_dependency(
+        self, who: Identity, record: MemoryRecord, source_id: str | None, *, offset: int = 0, limit: int = READ_MAX_CHARS
+    ) -> SourcePage:
+        """A page of the source ``record`` (a memory the caller may read) depends on, at the version
+        it is pinned to: the first such source, or the one ``source_id`` names."""
+        cited = [ref for ref in record.provenance.sources if ref.depends_on == "source" and source_id in (None, ref.id)]
+        if not cited:
+            named = "" if source_id is None else f" {source_id}"
+            raise NotFound(f"memory {record.id} depends on no source{named}", field="source_id")
+        return self.read(who, cited[0].id, version=cited[0].version, offset=offset, limit=limit)
 
     def text_named(self, who: Identity, name: str) -> tuple[SourceVersion, str]:
         """The newest version of the source ``name`` and its whole text; ``NotFound`` naming ``name``."""
@@ -342,7 +339,7 @@ def check_name(name: str) -> str:
 
 
 def _partition(tenant: str) -> Partition:
-    return Partition(tenant, TENANT_OWNER)
+    return shared(tenant)
 
 
 def is_source(record: MemoryRecord) -> bool:
