@@ -1,11 +1,14 @@
 // The HTTP API, as the console calls it. Locally the identity is the sign-in form's, sent as the
-// local runtime's headers (X-Memtool-Tenant/User/Roles); the API answers errors as
-// {error, message, field}, which the pages show as they are.
+// local runtime's headers (X-Memtool-Tenant/User/Roles); on AWS it is the Cognito ID token, sent
+// as the Authorization header (auth.ts). The API answers errors as {error, message, field}, which
+// the pages show as they are.
 
 export interface Identity {
   tenant: string;
   user: string;
   roles: string;
+  token?: string; // the Cognito ID token (AWS); absent locally
+  expires?: number; // when the token stops being accepted (ms since the epoch)
 }
 
 export interface ApiError {
@@ -39,12 +42,14 @@ export class Api {
   constructor(private readonly identity: Identity) {}
 
   async call<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const headers: Record<string, string> = {
-      "X-Memtool-Tenant": this.identity.tenant,
-      "X-Memtool-User": this.identity.user,
-      Accept: "application/json",
-    };
-    if (this.identity.roles) headers["X-Memtool-Roles"] = this.identity.roles;
+    const headers: Record<string, string> = { Accept: "application/json" };
+    if (this.identity.token) {
+      headers.Authorization = this.identity.token; // what the API's Cognito authorizer reads
+    } else {
+      headers["X-Memtool-Tenant"] = this.identity.tenant;
+      headers["X-Memtool-User"] = this.identity.user;
+      if (this.identity.roles) headers["X-Memtool-Roles"] = this.identity.roles;
+    }
     if (body !== undefined) headers["Content-Type"] = "application/json";
     let response: Response;
     try {

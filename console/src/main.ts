@@ -4,6 +4,7 @@
 
 import "./style.css";
 import { Api, type AskAnswer, type FewshotView, type Identity, describeError, storedIdentity, storeIdentity } from "./api";
+import { type ConsoleConfig, cognitoIdentity, cognitoSignOut, finishCognitoSignIn, loadConfig, startCognitoSignIn } from "./auth";
 import { renderChart } from "./chart";
 import { modelPage } from "./model";
 
@@ -13,6 +14,11 @@ const who = document.getElementById("who") as HTMLElement;
 const signout = document.getElementById("signout") as HTMLButtonElement;
 
 let session = newSessionId();
+let config: ConsoleConfig = { sign_in: "local" };
+
+function currentIdentity(): Identity | null {
+  return config.sign_in === "cognito" ? cognitoIdentity() : storedIdentity();
+}
 
 function newSessionId(): string {
   const random = crypto.getRandomValues(new Uint32Array(2));
@@ -37,7 +43,7 @@ function showError(where: HTMLElement, error: unknown): void {
 // ---- routing ------------------------------------------------------------------------------------
 
 function route(): void {
-  const identity = storedIdentity();
+  const identity = currentIdentity();
   nav.hidden = identity === null;
   signout.hidden = identity === null;
   who.textContent = identity ? `${identity.user} @ ${identity.tenant}${identity.roles ? ` (${identity.roles})` : ""}` : "";
@@ -54,16 +60,47 @@ function route(): void {
 }
 
 signout.addEventListener("click", () => {
-  storeIdentity(null);
   session = newSessionId();
+  if (config.sign_in === "cognito") return cognitoSignOut(config);
+  storeIdentity(null);
   window.location.hash = "#/signin";
   route();
 });
 window.addEventListener("hashchange", route);
 
+async function boot(): Promise<void> {
+  try {
+    config = await loadConfig();
+    if (config.sign_in === "cognito") await finishCognitoSignIn(config);
+  } catch (error) {
+    route();
+    const where = el("div", {});
+    app.prepend(where);
+    showError(where, { status: 0, error: "sign_in", message: String(error instanceof Error ? error.message : error) });
+    return;
+  }
+  route();
+}
+
 // ---- sign in ------------------------------------------------------------------------------------
 
 function signInPage(): void {
+  if (config.sign_in === "cognito") {
+    const cognito = config;
+    const button = el("button", { type: "button", "data-testid": "signin-cognito" }, "Sign in");
+    button.addEventListener("click", () => void startCognitoSignIn(cognito));
+    app.replaceChildren(
+      el(
+        "section",
+        { class: "card signin", "aria-labelledby": "signin-title" },
+        el("h1", { id: "signin-title" }, "Sign in"),
+        el("p", { class: "hint" }, "You sign in with your organisation's account; your tenant and roles come with it."),
+        button,
+      ),
+    );
+    button.focus();
+    return;
+  }
   const tenant = el("input", { id: "signin-tenant", name: "tenant", "data-testid": "signin-tenant", required: "", value: "demo", autocomplete: "organization" });
   const user = el("input", { id: "signin-user", name: "user", "data-testid": "signin-user", required: "", autocomplete: "username" });
   const roles = el("input", { id: "signin-roles", name: "roles", "data-testid": "signin-roles", placeholder: "curator, admin (optional)" });
@@ -595,4 +632,4 @@ function fewshotItem(api: Api, item: FewshotView, reload: () => Promise<void>): 
   );
 }
 
-route();
+void boot();

@@ -155,6 +155,11 @@ def iam_requests(service: str, operation: str, params: dict[str, Any]) -> list[I
             return [IamRequest(f"s3:{operation}", f"{bucket}/{params['Key']}")]
         if operation == "HeadObject":
             return [IamRequest("s3:GetObject", f"{bucket}/{params['Key']}")]
+    if service == "cloudformation" and operation == "DescribeStacks":  # the stack's ARN (its id; the rehearsal's ends in /0)
+        name = params["StackName"]
+        return [IamRequest("cloudformation:DescribeStacks", name if name.startswith("arn:") else f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/{name}/0")]
+    if service == "cloudfront" and operation == "CreateInvalidation":  # CloudFront is global: no Region in its ARNs
+        return [IamRequest("cloudfront:CreateInvalidation", f"arn:aws:cloudfront::{ACCOUNT}:distribution/{params['DistributionId']}")]
     if service == "sts" and operation == "GetCallerIdentity":
         return []  # always allowed
     raise UnmappedCall(f"no IAM mapping for {service}:{operation}; add it to iam_requests")

@@ -29,6 +29,7 @@ EVERYTHING = [
     """TenantTables='{"*": ["sales.fact_*", "sales.dim_*"]}'""",  # quoted as sam deploy --parameter-overrides takes it
     "E2BApiKeySecretArn=arn:aws:secretsmanager:us-east-1:123456789012:secret:e2b-AbCdEf",
     "AlarmTopicArn=arn:aws:sns:us-east-1:123456789012:memtool-alarms",
+    "CognitoDomain=https://memtool-prod.auth.us-east-1.amazoncognito.com",
 ]
 ALWAYS = [
     "AskFunction", "FeedbackFunction", "MemoryWriteFunction", "DiagnoseFunction", "FlowStepsFunction", "AnalyzeFunction",
@@ -88,6 +89,21 @@ def test_everything_configured_deploys_and_passes_every_function(capsys: pytest.
     assert "a deploy still needs" not in out and "left empty" not in out
     assert "timeout 900 s" in function_block(out, "MaintenanceFunction")
     assert re.search(r"MaintenanceFlow (\d+ s|unset) \(not synchronous\): .*>= MaintenanceFunction 900 s", out), out
+    # The console: served with the API on one origin, signing in through the given domain.
+    console = out[out.index("\nconsole:\n") :]
+    assert re.search(r"console: https://e[0-9a-f]{13}\.cloudfront\.net/console/ \(the API on the same origin", console), console
+    assert "sign-in: https://memtool-prod.auth.us-east-1.amazoncognito.com" in console
+    assert "memtool aws console --stack" in console
+
+
+def test_a_console_whose_page_may_not_reach_the_sign_in_domain_fails(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = project.read_text()
+    project.write_text(text.replace("connect-src 'self' ${CognitoDomain};", "connect-src 'self';"))
+
+    code, out, _err = run(capsys, "--template", str(project), "--parameter-overrides", *EVERYTHING)
+
+    assert code == 1
+    assert "console: the distribution's Content-Security-Policy is not the local console's with the sign-in domain" in out
 
 
 # ---------------------------------------------------------------------------------- broken copies

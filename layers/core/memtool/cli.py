@@ -58,7 +58,7 @@ def serve(args: argparse.Namespace) -> int:
     print("  identity   send X-Memtool-Tenant and X-Memtool-User headers")
     print(
         f"  try        curl -s -X POST {runtime.api_url}/ask -H 'X-Memtool-Tenant: acme' -H 'X-Memtool-User: li' "
-        "-d '{\"question\": \"上个月各渠道的净收入\"}'"
+        '-d \'{"question": "上个月各渠道的净收入"}\''
     )
     print("Press Ctrl-C to stop" + ("; every request is logged." if args.verbose else "; --verbose logs every request."), flush=True)
     stop = threading.Event()
@@ -159,6 +159,32 @@ def aws_check(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def aws_console(args: argparse.Namespace) -> int:
+    """Publish the console's build to a stack deployed with CognitoDomain (docs/deploying.md)."""
+    from memtool.deploy.console import ConsoleNotDeployed, publish, read_stack, render_publish
+
+    try:
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ImportError as exc:  # pragma: no cover - boto3 is a core dependency
+        print(f"memtool aws console needs boto3 ({exc})", file=sys.stderr)
+        return 2
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    try:
+        session = boto3.Session(profile_name=args.profile, region_name=args.region)
+        say(f"reading the outputs of stack {args.stack} ...")
+        stack = read_stack(session.client("cloudformation"), args.stack)
+        report = publish(stack, session.client("s3"), session.client("cloudfront"), progress=say)
+    except ConsoleNotDeployed as exc:
+        print(f"memtool aws console: {exc}", file=sys.stderr)
+        return 2
+    except (BotoCoreError, ClientError) as exc:
+        print(f"memtool aws console: AWS refused a call: {exc} (the caller needs the stack's ConsoleDeployPolicyArn)", file=sys.stderr)
+        return 1
+    print(render_publish(stack, report), end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memtool", description="memory-and-tool layer for data agents")
     parser.add_argument("--version", action="version", version=f"memtool {__version__}")
@@ -170,8 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_serve.add_argument(
         "--store",
         choices=("sqlite", "dynamodb"),
-        help="record store: sqlite (default; durable) or dynamodb (the AWS adapter on moto, for fidelity); "
-        "default MEMTOOL_STORE or sqlite",
+        help="record store: sqlite (default; durable) or dynamodb (the AWS adapter on moto, for fidelity); default MEMTOOL_STORE or sqlite",
     )
     p_serve.add_argument("--workers", type=int, default=16, help="API worker threads (default 16)")
     p_serve.add_argument(
@@ -237,9 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_mcp.add_argument("--port", type=int, help="HTTP port on 127.0.0.1 (default MEMTOOL_MCP_PORT or 3001)")
     p_mcp.add_argument("--tenant", help="the tenant the server acts for (or MEMTOOL_MCP_TENANT)")
     p_mcp.add_argument("--user", help="the user the server acts for (or MEMTOOL_MCP_USER)")
-    p_mcp.add_argument(
-        "--role", action="append", help="a role of that user, e.g. curator (repeatable; or MEMTOOL_MCP_ROLES=a,b)"
-    )
+    p_mcp.add_argument("--role", action="append", help="a role of that user, e.g. curator (repeatable; or MEMTOOL_MCP_ROLES=a,b)")
     p_mcp.add_argument("--home", help="state folder (default .memtool or MEMTOOL_HOME)")
     p_mcp.add_argument("--store", choices=("sqlite", "dynamodb"), help="record store (default MEMTOOL_STORE or sqlite)")
     p_mcp.add_argument(
@@ -248,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_mcp.add_argument("--verbose", action="store_true", help="log tool failures and memtool warnings (to stderr)")
     p_mcp.set_defaults(func=mcp, parser=p_mcp)
 
-    p_aws = commands.add_parser("aws", help="offline checks of the AWS deployment (template.yaml)")
+    p_aws = commands.add_parser("aws", help="the AWS deployment: an offline check of template.yaml, and publishing the console")
     aws_commands = p_aws.add_subparsers(dest="aws_command", required=True)
     p_check = aws_commands.add_parser(
         "check",
@@ -266,6 +289,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="template parameters, as sam deploy takes them (e.g. OpenSearchEndpoint=https://... RedshiftSecretArn=arn:...)",
     )
     p_check.set_defaults(func=aws_check)
+    p_console = aws_commands.add_parser(
+        "console",
+        help="publish the console to a deployed stack: its files to the console bucket, its config.json, a CloudFront invalidation",
+        description="Uploads the committed console build (no Node.js needed) to the bucket of a stack deployed with "
+        "CognitoDomain, writes the config.json that makes the page sign in through Cognito, deletes files an older build "
+        "left, and invalidates /console/* on the distribution. Run it after each deploy. The caller needs the stack's "
+        "ConsoleDeployPolicyArn. Exit codes: 0 published, 1 AWS refused a call, 2 the stack has no console.",
+    )
+    p_console.add_argument("--stack", required=True, help="the stack's name (sam deploy --stack-name)")
+    p_console.add_argument("--region", help="the stack's Region (default: the AWS configuration's)")
+    p_console.add_argument("--profile", help="the AWS profile to use (default: the AWS configuration's)")
+    p_console.set_defaults(func=aws_console)
     p_model = commands.add_parser(
         "model", help="semantic models: draft one from a warehouse (init), check it (validate), store and read a tenant's"
     )

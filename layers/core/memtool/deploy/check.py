@@ -21,7 +21,10 @@ that would be deployed against Lambda's documented limits:
   concurrency on the ask path (the ``POST /ask`` function and every function its flow runs), and
   access logs on every API stage (a log group of the stack, with a retention). One that is missing
   fails the check; one an override turns off (``TenantRequestsPerMinute=0``,
-  ``AskReservedConcurrency=0``, ``ApiAccessLogs=OFF``) is reported as off.
+  ``AskReservedConcurrency=0``, ``ApiAccessLogs=OFF``) is reported as off;
+* the console, with ``CognitoDomain`` (:func:`memtool.deploy.console.console_check`): one origin
+  for the page and the API stage, the bucket read by this distribution only, the page's
+  Content-Security-Policy, and an app client whose only callback is the console's URL.
 
 It prints each function's size, timeout chain and permissions, and the parameters a deploy still
 needs, and the command exits 1 when any limit is violated. Deploy tooling: never in a Lambda.
@@ -209,8 +212,7 @@ def budget_check(
         rate = env.get(BUDGET_VARIABLE)
         if rate is None:
             problems.append(
-                f"request budget: {name} ({route}) has no {BUDGET_VARIABLE}: one tenant can starve the others "
-                f"(give it {BUDGET_SWITCH[0]})"
+                f"request budget: {name} ({route}) has no {BUDGET_VARIABLE}: one tenant can starve the others (give it {BUDGET_SWITCH[0]})"
             )
             continue
         if str(rate).strip() in ("", "0"):
@@ -361,6 +363,7 @@ class CheckReport:
     problems: list[str]  # the stack's: rules, parameters, the timeout chain, fair use
     notes: list[str]
     fair_use: list[str] = field(default_factory=list)  # the budget, reserved concurrency, access logs
+    console: list[str] = field(default_factory=list)  # where the console is served and signs in
 
     @property
     def violations(self) -> list[str]:
@@ -426,6 +429,7 @@ def run_check(
     overrides: Mapping[str, str] | None = None,
     progress: Progress | None = None,
 ) -> CheckReport:
+    from memtool.deploy.console import console_check
     from memtool.deploy.iam import policies_of_functions, resolve_template
     from memtool.runtime.template import load_template
 
@@ -451,11 +455,15 @@ def run_check(
     problems += timeout_chain_problems(chain)
     fair_use = fair_use_check(deployment, source, policies, chain, given)
     problems += fair_use.problems
+    console, console_problems = console_check(deployment)
+    problems += console_problems
 
     say("measuring the layers and functions from the installed distributions ...")
     rehearsal = _Rehearsal(root, source, deployment, policies, chain, notes=[f"Sizes: {sizes.WHEELS_MAY_DIFFER}."])
     checks = [_function_check(rehearsal, name) for name in source_functions if name in deployed]
-    return CheckReport(template_path, values, needed, disabled, checks, not_deployed, chain, problems, rehearsal.notes, fair_use.lines)
+    return CheckReport(
+        template_path, values, needed, disabled, checks, not_deployed, chain, problems, rehearsal.notes, fair_use.lines, console
+    )
 
 
 def _parameter_values(
@@ -605,6 +613,10 @@ def render(report: CheckReport) -> str:
         lines.append("")
         lines.append("fair use:")
         lines += [f"  {line}" for line in report.fair_use]
+    if report.console:
+        lines.append("")
+        lines.append("console:")
+        lines += [f"  {line}" for line in report.console]
     lines.append("")
     lines += [f"note: {n}" for n in report.notes]
     violations = report.violations

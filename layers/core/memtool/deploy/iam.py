@@ -15,7 +15,7 @@ runtime writes logs, the event source mapping polls), not the function's code, s
 running the code leaves them out (:attr:`Statement.managed`).
 
 :func:`evaluate` is a small policy evaluator (action and resource wildcards, explicit deny wins,
-the string and ARN condition operators the stack uses); ``tests/contract/test_iam.py`` uses it for
+the string, ARN and Bool condition operators the stack uses); ``tests/contract/test_iam.py`` uses it for
 the calls moto does not authorize (Bedrock, OpenSearch) and for every call as a cross-check.
 
 Deploy tooling: imported by ``memtool aws check`` and the tests, never by a Lambda function.
@@ -24,6 +24,7 @@ Deploy tooling: imported by ``memtool aws check`` and the tests, never by a Lamb
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
 import re
@@ -121,7 +122,7 @@ def evaluate(statements: Iterable[Statement], action: str, resource: str, contex
 
     IAM's order: an explicit deny wins, then any allow, else the implicit deny. Wildcards: ``*``
     and ``?`` in actions (case-insensitive) and resources (case-sensitive). Conditions: the
-    String*/Arn* operators, with ``IfExists``; a key missing from the request fails a condition
+    String*/Arn* operators and Bool, with ``IfExists``; a key missing from the request fails a condition
     that is not ``IfExists``.
     """
     allowed = None
@@ -167,6 +168,8 @@ def _conditions_hold(conditions: Mapping[str, Mapping[str, Any]], context: Mappi
 def _condition_matches(operator: str, values: list[str], actual: str) -> bool:
     if operator in ("StringEquals", "ArnEquals"):
         return actual in values
+    if operator == "Bool":  # "true"/"false", as IAM compares them (case-insensitive)
+        return actual.lower() in [v.lower() for v in values]
     if operator == "StringEqualsIgnoreCase":
         return actual.lower() in [v.lower() for v in values]
     if operator in ("StringLike", "ArnLike"):
@@ -352,6 +355,17 @@ def _physical_name(stack: str, logical_id: str) -> str:
     return f"{stack}-{logical_id}"
 
 
+def rest_api_id(logical_id: str) -> str:
+    """The id the rehearsal gives a REST API (AWS's are 10 random lower-case letters and digits)."""
+    return logical_id.lower()[:10]
+
+
+def cloudfront_id(physical: str) -> str:
+    """A CloudFront id as AWS makes them (E and 13 upper-case letters and digits), fixed per name."""
+    digest = hashlib.sha256(physical.encode()).hexdigest().upper()
+    return "E" + digest[:13]
+
+
 @dataclass
 class _Resolver:
     template: dict[str, Any]
@@ -387,7 +401,7 @@ class _Resolver:
         if not isinstance(node, dict):
             return node
         if len(node) == 1:
-            (key, arg), = node.items()
+            ((key, arg),) = node.items()
             intrinsic = _INTRINSICS.get(key)
             if intrinsic is not None:
                 return intrinsic(self, arg)
@@ -474,9 +488,11 @@ class _Resolver:
         if kind in ("AWS::Lambda::LayerVersion", "AWS::SNS::Topic"):
             return self.get_att(name, "Arn")
         if kind == "AWS::ApiGateway::RestApi":
-            return f"{name.lower()[:10]}"
+            return rest_api_id(name)
         if kind == "AWS::S3::Bucket":
             return physical.lower()  # CloudFormation names buckets in lower case (S3 allows no other)
+        if kind == "AWS::CloudFront::Distribution":
+            return cloudfront_id(physical)
         return physical
 
     def get_att(self, name: str, attribute: str) -> Any:
@@ -511,6 +527,14 @@ class _Resolver:
             return physical
         if kind == "AWS::ApiGateway::RestApi" and attribute == "RootResourceId":
             return "root"
+        if kind == "AWS::S3::Bucket" and attribute == "RegionalDomainName":
+            return f"{physical.lower()}.s3.{self.region}.{self.pseudo()['AWS::URLSuffix']}"
+        if kind == "AWS::CloudFront::Distribution" and attribute == "DomainName":
+            return f"{cloudfront_id(physical).lower()}.cloudfront.net"
+        if kind == "AWS::CloudFront::Function" and attribute == "FunctionMetadata.FunctionARN":
+            return f"{head}:cloudfront::{self.account}:function/{self.value(resource['Properties']['Name'])}"
+        if kind == "AWS::CloudFront::OriginAccessControl" and attribute == "Id":
+            return cloudfront_id(physical)
         return f"{physical}.{attribute}"
 
     def _log_group_name(self, logical_id: str) -> str:

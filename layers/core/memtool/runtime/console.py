@@ -1,15 +1,19 @@
 """The console's built files (console/, built into runtime/console_files/), served by the local runtime at
 /console/ (docs/console.md). Only GET and HEAD, only files inside that folder; any other path
-under /console/ is the page itself (its routes are in the URL's fragment)."""
+under /console/ is the page itself (its routes are in the URL's fragment), but config.json, which
+tells the page to sign in with the local runtime's identity headers."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from memtool.runtime.local_api import ApiResponse
 
 CONSOLE_DIR = Path(__file__).resolve().parent / "console_files"
 PREFIX = "/console"
+# On AWS `memtool aws console` uploads a config.json that says "cognito" (memtool.deploy.console).
+LOCAL_CONFIG = {"sign_in": "local"}
 _TYPES = {
     ".html": "text/html; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
@@ -17,8 +21,9 @@ _TYPES = {
     ".svg": "image/svg+xml",
     ".json": "application/json",
 }
-# The page calls the same origin's API only; ECharts sets element styles from script.
-_POLICY = (
+# The page calls the same origin's API only; ECharts sets element styles from script. On AWS the
+# distribution sends the same policy, with the sign-in domain in connect-src (template.yaml).
+CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
     "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 )
@@ -36,6 +41,8 @@ def console_response(method: str, path: str) -> ApiResponse | None:
     if not index.is_file():
         return _plain(503, "the console is not built: run `npm ci && npm run build` in console/ (docs/console.md)")
     wanted = path[len(PREFIX) + 1 :]
+    if wanted == "config.json":  # how the page signs in: here, the form of local identities
+        return ApiResponse(200, {"Content-Type": "application/json", "Cache-Control": "no-cache"}, json.dumps(LOCAL_CONFIG))
     target = (CONSOLE_DIR / wanted).resolve() if wanted else index
     if not target.is_relative_to(CONSOLE_DIR) or not target.is_file():
         if wanted.startswith("assets/"):
@@ -46,7 +53,7 @@ def console_response(method: str, path: str) -> ApiResponse | None:
         return _plain(404, f"no console file {wanted}")
     headers = {
         "Content-Type": kind,
-        "Content-Security-Policy": _POLICY,
+        "Content-Security-Policy": CONTENT_SECURITY_POLICY,
         "X-Content-Type-Options": "nosniff",
         "Referrer-Policy": "no-referrer",
         # Built assets carry their content hash in the name; the page itself is always fetched anew.
