@@ -3,6 +3,9 @@ runtime's /console/ (docs/console.md). A new user signs in, asks and sees a tabl
 whose canvas has drawn pixels, answers a clarification by clicking an option, asks a follow-up,
 teaches a correction, gives a thumbs-up; then an admin approves the resulting few-shot in Review.
 No request is made by the test itself except to read back what the clicks stored.
+On AWS the console signs in through Cognito: doubles of the distribution, the hosted sign-in and
+the API's authorizer, in the browser's network layer, check the PKCE exchange and the token the page
+sends, and hand the ask to the local runtime as the token's user.
 
 Chromium is Debian's (``apt-get install chromium``; .ci/run installs it, as it installs
 PostgreSQL), never a browser downloaded at run time. Without it the tests are skipped, as the
@@ -12,14 +15,21 @@ it): there a missing browser fails them.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import json
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from memtool.demo import ApiClient
+from memtool.runtime.console import CONSOLE_DIR
 from memtool.runtime.local import LocalRuntime
 from memtool.settings import use_settings
 from tests.support import ROOT
@@ -335,3 +345,162 @@ def test_two_corrections_of_one_term_are_resolved_in_review(page, runtime: Local
     page.get_by_test_id("conflicts-empty").wait_for()
     assert user.call("GET", f"/memories/{newer.body['memory']['id']}").body["memory"]["status"] == "archived"
     assert user.call("GET", f"/memories/{older.body['memory']['id']}").body["memory"]["status"] == "active"
+
+
+# ---------------------------------------------------------------------------------- on AWS: Cognito
+
+CONSOLE_ORIGIN = "https://console.memtool.test"  # the distribution (both the page and the API)
+SIGN_IN = "https://auth.memtool.test"  # the user pool's domain (CognitoDomain)
+TOKEN_KEY = b"double-of-the-user-pool-signing-key"
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _id_token(claims: dict[str, object]) -> str:
+    head = _b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode()) + "." + _b64url(json.dumps(claims).encode())
+    return head + "." + _b64url(hmac.new(TOKEN_KEY, head.encode(), hashlib.sha256).digest())
+
+
+def _verified_claims(token: str) -> dict[str, object] | None:
+    """What the API's Cognito authorizer does with the Authorization header: the signature, then exp."""
+    head, _, signature = token.rpartition(".")
+    if not head or not hmac.compare_digest(signature, _b64url(hmac.new(TOKEN_KEY, head.encode(), hashlib.sha256).digest())):
+        return None
+    payload = head.split(".")[1]
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    return claims if claims["exp"] > time.time() else None
+
+
+def _cloudfront_csp() -> str:
+    """The template's console Content-Security-Policy, with CognitoDomain substituted."""
+    from memtool.runtime.template import load_template
+
+    policy = load_template(ROOT / "template.yaml")["Resources"]["ConsoleHeadersPolicy"]["Properties"]
+    text = policy["ResponseHeadersPolicyConfig"]["SecurityHeadersConfig"]["ContentSecurityPolicy"]["ContentSecurityPolicy"]["Fn::Sub"]
+    return " ".join(text.replace("${CognitoDomain}", SIGN_IN).split())
+
+
+class AwsDoubles:
+    """The deployed console's outside, scripted as AWS answers it, in the browser's network layer:
+
+    - the distribution: /console/* from the uploaded files (the page function's rule: a path naming
+      no file is index.html), with the template's response headers; config.json as
+      `memtool aws console` writes it; every other path to the API;
+    - Cognito's hosted sign-in: /oauth2/authorize signs the user in at once and redirects back with
+      a code bound to the PKCE challenge; /oauth2/token gives an ID token only for the code, the
+      client, the redirect URI and a verifier whose SHA-256 is that challenge; /logout redirects;
+    - API Gateway's Cognito authorizer: the Authorization header must be a token the pool signed
+      and not expired (else 401, as API Gateway answers), and its claims become the identity the
+      function sees, here the local runtime's identity headers.
+    """
+
+    def __init__(self, runtime: LocalRuntime) -> None:
+        from memtool.deploy.console import ConsoleStack, console_config
+
+        self.api_url = runtime.api_url or ""
+        stack = ConsoleStack(CONSOLE_ORIGIN + "/console/", "bucket", "E1EXAMPLE", "console-client", SIGN_IN)
+        self.config = console_config(stack)
+        self.csp = _cloudfront_csp()
+        self.challenges: dict[str, str] = {}
+        self.token_requests: list[dict[str, str]] = []
+        self.api_headers: list[dict[str, str]] = []
+        self.logouts: list[str] = []
+
+    def install(self, context) -> None:
+        context.route(f"{CONSOLE_ORIGIN}/**", self.distribution)
+        context.route(f"{SIGN_IN}/**", self.sign_in)
+
+    def distribution(self, route) -> None:
+        path = urlsplit(route.request.url).path
+        if path == "/console/config.json":
+            return route.fulfill(status=200, headers={"Content-Type": "application/json"}, body=json.dumps(self.config))
+        if path.startswith("/console/"):
+            name = path[len("/console/") :]
+            target = CONSOLE_DIR / name if name and "." in name.rsplit("/", 1)[-1] else CONSOLE_DIR / "index.html"
+            if not target.is_file():
+                return route.fulfill(status=403, body="AccessDenied")
+            kind = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}.get(target.suffix, "application/json")
+            return route.fulfill(status=200, headers={"Content-Type": kind, "Content-Security-Policy": self.csp}, body=target.read_bytes())
+        headers = {k.lower(): v for k, v in route.request.headers.items()}
+        self.api_headers.append(headers)
+        claims = _verified_claims(headers.get("authorization", ""))
+        if claims is None:
+            return route.fulfill(status=401, headers={"Content-Type": "application/json"}, body='{"message":"Unauthorized"}')
+        forwarded = {k: v for k, v in headers.items() if k not in ("authorization", "host") and not k.startswith("x-memtool-")}
+        forwarded |= {"X-Memtool-Tenant": str(claims["custom:tenant_id"]), "X-Memtool-User": str(claims["sub"])}
+        forwarded["X-Memtool-Roles"] = ",".join(claims.get("cognito:groups") or [])  # type: ignore[arg-type]
+        query = urlsplit(route.request.url).query
+        response = route.fetch(url=f"{self.api_url}{urlsplit(route.request.url).path}" + (f"?{query}" if query else ""), headers=forwarded)
+        route.fulfill(response=response)
+
+    def sign_in(self, route) -> None:
+        parts = urlsplit(route.request.url)
+        query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        cors = {"Access-Control-Allow-Origin": CONSOLE_ORIGIN, "Content-Type": "application/json"}
+        if parts.path == "/oauth2/authorize":
+            assert query["response_type"] == "code" and query["client_id"] == "console-client"
+            assert query["redirect_uri"] == CONSOLE_ORIGIN + "/console/" and query["code_challenge_method"] == "S256"
+            assert query["scope"] == "openid email profile"
+            code = f"code-{len(self.challenges)}"
+            self.challenges[code] = query["code_challenge"]
+            return route.fulfill(status=302, headers={"Location": f"{query['redirect_uri']}?code={code}&state={query['state']}"})
+        if parts.path == "/oauth2/token":
+            form = {k: v[0] for k, v in parse_qs(route.request.post_data or "").items()}
+            self.token_requests.append(form)
+            challenge = self.challenges.pop(form.get("code", ""), None)
+            verifier = form.get("code_verifier", "")
+            if (
+                challenge is None
+                or form.get("grant_type") != "authorization_code"
+                or form.get("client_id") != "console-client"
+                or form.get("redirect_uri") != CONSOLE_ORIGIN + "/console/"
+                or _b64url(hashlib.sha256(verifier.encode()).digest()) != challenge
+            ):
+                return route.fulfill(status=400, headers=cors, body='{"error":"invalid_grant"}')
+            claims = {"sub": "u-ana", "email": "ana@example.com", "custom:tenant_id": "demo", "cognito:groups": ["admin"],
+                      "aud": "console-client", "token_use": "id", "exp": int(time.time()) + 3600}  # fmt: skip
+            token = _id_token(claims)
+            body = {"id_token": token, "access_token": "access", "token_type": "Bearer", "expires_in": 3600}
+            return route.fulfill(status=200, headers=cors, body=json.dumps(body))
+        if parts.path == "/logout":
+            self.logouts.append(parts.query)
+            return route.fulfill(status=302, headers={"Location": query["logout_uri"]})
+        route.fulfill(status=404, body="no such page")
+
+
+def test_on_aws_the_console_signs_in_with_cognito_and_the_api_gets_only_the_id_token(browser, runtime: LocalRuntime) -> None:
+    doubles = AwsDoubles(runtime)
+    context = browser.new_context(viewport={"width": 1200, "height": 900}, locale="zh-CN")
+    doubles.install(context)
+    opened = context.new_page()
+    opened.set_default_timeout(TIMEOUT_MS)
+    errors: list[str] = []
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    violations: list[str] = []
+    opened.on("console", lambda message: violations.append(message.text) if "Content Security Policy" in message.text else None)
+    try:
+        opened.goto(f"{CONSOLE_ORIGIN}/console/")
+        assert opened.get_by_test_id("signin-tenant").count() == 0  # no local form on AWS
+        opened.get_by_test_id("signin-cognito").click()
+        opened.get_by_test_id("question").wait_for()
+        assert opened.locator("#who").inner_text() == "ana@example.com @ demo (admin)"
+        assert urlsplit(opened.url).query == ""  # the code is gone from the address bar
+        assert [r["grant_type"] for r in doubles.token_requests] == ["authorization_code"]  # one exchange, PKCE checked
+
+        assert ask(opened, "上个月净收入") == "answered"
+        api_calls = [h for h in doubles.api_headers if h.get("authorization")]
+        assert api_calls and all(_verified_claims(h["authorization"]) for h in api_calls)
+        assert not any(k.startswith("x-memtool-") for h in doubles.api_headers for k in h)  # the page sends no identity of its own
+        # The ask was the token's user's: the API stored it under sub u-ana of tenant demo.
+        mine = ApiClient(runtime.api_url or "", "demo", "u-ana").call("GET", "/memories?kind=working")
+        assert any("上个月净收入" in json.dumps(item, ensure_ascii=False) for item in mine.body["items"]), mine.body
+
+        opened.get_by_role("button", name="Sign out").click()
+        opened.get_by_test_id("signin-cognito").wait_for()
+        assert doubles.logouts and "client_id=console-client" in doubles.logouts[0]
+        assert opened.evaluate("() => window.sessionStorage.getItem('memtool.console.token')") is None
+    finally:
+        context.close()
+    assert errors == [] and violations == [], (errors, violations)
