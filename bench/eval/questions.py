@@ -37,7 +37,7 @@ class EvalQuestion:
     question: str
     sql: str
     ordered: bool = False
-    written_after_a_run: bool = False  # reported apart (none so far)
+    written_after_a_run: bool = False  # reported apart (HELD_OUT)
 
     def __str__(self) -> str:
         return self.id
@@ -87,6 +87,40 @@ BAKEOFF = [
            "SELECT result, COUNT(*) FROM challenges GROUP BY result"),
     *_both("bakeoff", "london", "How many bakers came from London?", "来自伦敦的烘焙师有多少位？",
            "SELECT COUNT(*) FROM bakers WHERE hometown = 'London'"),
+]  # fmt: skip
+
+
+
+def _held_out(dataset: str, shape: str, en: str, zh: str, sql: str, ordered: bool = False) -> list[EvalQuestion]:
+    return [
+        EvalQuestion(dataset, f"{dataset}/later-{shape}-en", "en", en, sql, ordered, written_after_a_run=True),
+        EvalQuestion(dataset, f"{dataset}/later-{shape}-zh", "zh", zh, sql, ordered, written_after_a_run=True),
+    ]
+
+
+# Written on 2026-12-08, after the runs above and before any change to memtool made after them:
+# first questions of a new user, in shapes the first set does not ask. Reported apart.
+HELD_OUT = [
+    *_held_out("elections2016", "polls_per_state", "How many polls were conducted in each state?", "每个州有多少个民调？",
+               f"SELECT state, COUNT(*) FROM {POLLS} GROUP BY state"),
+    *_held_out("elections2016", "avg_sample_by_pollster", "Average sample size by pollster", "按民调机构统计平均样本量",
+               f"SELECT pollster, AVG(samplesize) FROM {POLLS} GROUP BY pollster"),
+    *_held_out("elections2016", "electoral_votes", "What is the total number of electoral votes?", "选举人票一共有多少张？",
+               "SELECT SUM(electoral_votes) FROM results_us_election_2016"),
+    *_held_out("elections2016", "grade_a_plus", "How many polls had a grade of A+?", "评级为A+的民调有多少个？",
+               f"SELECT COUNT(*) FROM {POLLS} WHERE grade = 'A+'"),
+    *_held_out("elections2016", "polls_by_population", "Number of polls by population", "按人群统计民调数量",
+               f"SELECT population, COUNT(*) FROM {POLLS} GROUP BY population"),
+    *_held_out("bakeoff", "age_by_series", "Average age of bakers by series", "按季统计烘焙师的平均年龄",
+               "SELECT series, AVG(age) FROM bakers GROUP BY series"),
+    *_held_out("bakeoff", "bakers_per_series", "How many bakers were in each series?", "每一季有多少位烘焙师？",
+               "SELECT series, COUNT(*) FROM bakers GROUP BY series"),
+    *_held_out("bakeoff", "viewers_28day", "What were the average 28-day viewers?", "平均28天收视人数是多少？",
+               "SELECT AVG(viewers_28day) FROM ratings"),
+    *_held_out("bakeoff", "episodes_by_series", "Number of episodes by series", "按季统计集数",
+               "SELECT series, COUNT(*) FROM ratings GROUP BY series"),
+    *_held_out("bakeoff", "top_viewers", "What was the highest 7-day viewing figure?", "7天收视人数最高是多少？",
+               "SELECT MAX(viewers_7day) FROM ratings"),
 ]  # fmt: skip
 
 QUESTIONS: list[EvalQuestion] = [*ELECTIONS, *BAKEOFF]
