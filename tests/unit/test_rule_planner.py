@@ -462,3 +462,36 @@ def test_a_session_turn_that_is_not_a_mapping_is_no_conversation_state() -> None
     turns: list = ["SELECT 1", 42, None, {"episode_id": "ep_1", "question": "上个月净收入", "status": "answered"}]
     context = plan_context(tenant="acme", user="li", session_turns=turns)
     assert [(t.episode_id, t.question) for t in context.turns] == [("ep_1", "上个月净收入")]
+
+
+# ---- words that change the number are used or asked about (issue 22) ------------------------
+
+
+@pytest.mark.parametrize("question", ["上个月净收入最高是多少", "what was the highest net revenue last month?", "上个月最低的销售额"])
+def test_a_superlative_with_nothing_to_rank_is_asked_about_not_dropped(planner: RulePlanner, question: str) -> None:
+    plan = planner.plan(question)
+
+    assert plan.status == "needs_clarification" and plan.sql is None, plan
+    assert plan.clarification is not None and plan.clarification.reason == "superlative_without_dimension"
+    assert {"大区", "渠道"} <= set(plan.clarification.options) or {"region", "channel"} <= set(plan.clarification.options)
+
+
+@pytest.mark.parametrize(
+    ("question", "dimensions", "limit"),
+    [("上个月哪个区域净收入最高", ("region",), 1), ("北京和上海上个月哪个净收入最高", ("city",), None), ("每月净收入最高的是哪个月", ("month",), None)],
+)
+def test_a_superlative_over_something_still_ranks_it(planner: RulePlanner, question: str, dimensions: tuple[str, ...], limit: int | None) -> None:
+    plan = planner.plan(question)
+
+    assert plan.status == "planned" and plan.intent is not None, plan
+    assert plan.intent.dimensions == dimensions and plan.intent.order == "desc"
+    assert plan.intent.limit == limit
+
+
+@pytest.mark.parametrize("question", ["渠道为医院的上个月净收入", "上个月渠道是医院的净收入", "上个月医院渠道的净收入"])
+def test_a_dimension_that_names_its_own_value_filters_and_does_not_group(planner: RulePlanner, question: str) -> None:
+    plan = planner.plan(question)
+
+    assert plan.status == "planned" and plan.intent is not None, plan
+    assert plan.intent.dimensions == ()
+    assert [(f.dimension, f.values) for f in plan.intent.filters] == [("channel", ("医院",))]

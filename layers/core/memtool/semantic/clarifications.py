@@ -228,13 +228,26 @@ class Clarifier:
         return ClarificationNeed(question, dim.label(parsed.lang), options, "incompatible_dimension")
 
     def _top_n_without_dimension(self, parsed: ParsedQuestion) -> ClarificationNeed | None:
-        if parsed.top_n is None or parsed.group_dims or parsed.grain is not None:
+        """A top-N or a superlative ("最高", "the highest") with nothing to rank: the word changes the
+        number (the largest of what?), so it is asked about, never dropped. Two values named of one
+        dimension ("北京和上海哪个最高") are ranked against each other."""
+        if parsed.top_n is None and not parsed.superlative:
+            return None
+        if parsed.group_dims or parsed.grain is not None or any(len(values) > 1 for values in parsed.filters.values()):
             return None
         metric = self.catalog.metric(parsed.metrics[0])
         attributes = [self.catalog.dimension(d) for d in metric.dimensions if self.catalog.dimension(d).kind == "attribute"]
         options = [dimension.label(parsed.lang) for dimension in attributes]
-        question = f"前 {parsed.top_n} 名按什么排？" if parsed.lang == "zh" else f"Top {parsed.top_n} of what?"
-        return ClarificationNeed(question, None, options, "top_n_without_dimension")
+        if parsed.top_n is not None:
+            question = f"前 {parsed.top_n} 名按什么排？" if parsed.lang == "zh" else f"Top {parsed.top_n} of what?"
+            return ClarificationNeed(question, None, options, "top_n_without_dimension")
+        label = metric.label(parsed.lang)
+        question = (
+            f"「{label}」最高或最低要在什么之间比？请选一个分组（或按月、按天）。"
+            if parsed.lang == "zh"
+            else f"The highest or lowest {label} among what? Pick a grouping (or by month, by day)."
+        )
+        return ClarificationNeed(question, None, options, "superlative_without_dimension")
 
     def date_asked(self, parsed: ParsedQuestion, metric: str, grain: str | None) -> tuple[str | None, ClarificationNeed | None]:
         """Which date a period reads when the metric's rows have several (``other_time_columns``):

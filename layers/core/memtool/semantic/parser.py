@@ -217,10 +217,22 @@ class QuestionParser:
             return  # "customers in GERMANY" names the customers' nation, not a grouping by customer
         previous = reading.previous_entity
         follows_own_value = previous is not None and previous[1] == span.payload and not parsed.text[previous[0] : span.start].strip(" 的")
-        if not follows_own_value:
+        if not follows_own_value and not self._names_own_value(parsed.text, spans, index):
             add_unique(parsed.group_dims, span.payload)
             if parsed.lang == "en" and re.search(r"(?:s|es)$", span.text, re.IGNORECASE):
                 parsed.plural = True
+
+    @staticmethod
+    def _names_own_value(text: str, spans: list[Span], index: int) -> bool:
+        """Whether a dimension noun introduces a value of its own right after it ("评级为A+",
+        "渠道是医院", "a grade of A+", "city = Beijing"): it says what the value is, not a grouping."""
+        nxt = index + 1
+        if nxt >= len(spans) or spans[nxt].kind != "entity":
+            return False
+        if spans[index].payload not in {v.dimension for v in spans[nxt].payload}:
+            return False
+        between = text[spans[index].end : spans[nxt].start]
+        return re.fullmatch(r"\s*(?:为|是|等于|=|:|：|of|is|equals?|equal\s+to)\s*", between, re.IGNORECASE) is not None
 
     def _by_neighbour(self, text: str, spans: list[Span], index: int, values: list[EntityValue]) -> list[EntityValue]:
         """A value two dimensions hold (GERMANY: the customer's nation, the supplier's), read by the
