@@ -72,6 +72,7 @@ def test_the_draft_joins_by_the_keys_names_counts_rows_and_averages_delays(draft
         "dep_delay": "AVG(f.dep_delay)",
         "arr_delay": "AVG(f.arr_delay)",
         "distance": "SUM(f.distance)",
+        "avg_distance": "AVG(f.distance)",  # "average distance": every sum has its average beside it
     }
     assert model.metric("flights_count").en == "number of flights"
     assert model.as_of == date(2013, 12, 29) and model.default_window == "all"

@@ -220,7 +220,8 @@ def test_same_named_columns_of_two_tables_become_dimensions_prefixed_with_their_
     # both "name"s keep their table; a column named like a time grain does not shadow the grain
     assert names == {"customer_name", "supplier_name", "purchase_month"}
     assert {d.name for d in model.time_dimensions} == {"day", "week", "month", "quarter", "year"}
-    assert {m.name for m in model.metrics} == {"amount", "purchase_count"}
+    assert {m.name for m in model.metrics} == {"amount", "avg_amount", "purchase_count"}  # a sum has its average beside it
+    assert model.metric("avg_amount").expression == "AVG(p.amount)" and not model.metric("avg_amount").additive
     assert model.metric("amount").kind == "money" and model.metric("amount").expression == "SUM(p.amount)"
     assert set(model.metric("amount").dimensions) == {*names, "day", "week", "month", "quarter", "year"}
     assert {d.label("en") for d in model.attribute_dimensions} == {"customer name", "supplier name", "month"}
@@ -435,10 +436,10 @@ def test_delays_and_times_are_averaged_and_calendar_parts_keys_and_codes_never_s
     _, model = flights_model()
     metrics = {m.name: m for m in model.metrics if m.source == "flights"}
     # year, month, day, hour, the flight's own number, the join keys and the birthday are not measures
-    assert set(metrics) == {"flights_count", "dep_time", "dep_delay", "arr_delay", "air_time", "distance", "flight_share"}
+    assert set(metrics) == {"flights_count", "dep_time", "dep_delay", "arr_delay", "air_time", "distance", "avg_distance", "flight_share"}
     assert {n: m.expression.split("(")[0] for n, m in metrics.items()} == {
         "flights_count": "COUNT", "dep_time": "AVG", "dep_delay": "AVG", "arr_delay": "AVG", "air_time": "AVG",
-        "distance": "SUM", "flight_share": "AVG",
+        "distance": "SUM", "avg_distance": "AVG", "flight_share": "AVG",
     }  # fmt: skip
     assert not metrics["arr_delay"].additive and metrics["distance"].additive
     # a DOUBLE is rounded to 2 (decimal), a fraction to 4 (ratio), a whole number not at all
@@ -516,3 +517,62 @@ def test_a_date_is_borrowed_from_a_header_table_never_from_a_plain_dimension() -
     assert {s.name for s in model.sources} == {"bakers"}
     assert "left out as facts: challenges" in model.description
     assert model.metric("age").expression == "AVG(b.age)" and model.metric("bakers_count").en == "number of bakers"
+
+
+# ---- numbers that number things, and the words people use for measures -------------------------
+
+SHOW = [
+    table("bakers", ranged("series", "BIGINT", 1, 10), col("baker", "VARCHAR", ["Ann", "Bo"]), ranged("age", "BIGINT", 17, 71),
+          ranged("first_date_appeared", "DATE", date(2010, 8, 17), date(2019, 10, 29)), key=("series", "baker"), rows=120),
+    table("ratings", ranged("series", "BIGINT", 1, 10), ranged("episode", "BIGINT", 1, 10), ranged("episode_count", "BIGINT", 1, 94),
+          ranged("uk_airdate", "DATE", date(2010, 8, 17), date(2019, 10, 29)), ranged("viewers_7day", "DOUBLE", 2.24, 15.9),
+          ranged("requests", "BIGINT", 100, 900_000), key=("series", "episode"), rows=94),
+]  # fmt: skip
+
+
+def show_planner() -> Any:
+    from memtool.planning.rule_planner import RulePlanner
+    from memtool.semantic.entities import EntityIndex
+
+    model = Catalog.model_validate(draft_model(facts_of(*SHOW), name="show", today=date(2026, 12, 2)))
+    return model, RulePlanner(model, EntityIndex.static(model), date(2026, 12, 2))
+
+
+def test_a_numbering_is_never_measured_and_small_numbered_columns_are_dimensions() -> None:
+    model, _ = show_planner()
+    assert not [m.name for m in model.metrics if "episode_count" in m.expression]  # 1 .. 94 over 94 rows: a numbering
+    numbered = {d.name: d for d in model.attribute_dimensions if d.column in ("series", "episode")}
+    assert set(numbered) == {"bakers_series", "ratings_series", "episode"}
+    assert "series" in numbered["bakers_series"].nouns_en and "series" in numbered["ratings_series"].nouns_en
+    assert "whole numbers 1 to 10" in (numbered["episode"].definition_en or "")
+    assert not [e for e in model.entity_values if e.dimension in numbered]  # "top 5" is never series 5
+
+
+def test_a_sum_has_its_average_and_a_qualifier_is_said_first() -> None:
+    model, planner = show_planner()
+    assert model.metric("requests").expression == "SUM(r.requests)" and model.metric("avg_requests").expression == "AVG(r.requests)"
+    assert {"average 7-day viewers", "average 7 day viewers"} <= set(model.metric("viewers_7day").synonyms_en)
+    plan = planner.plan("Average 7-day viewers by series")
+    assert plan.status == "planned" and plan.intent is not None, plan
+    assert (plan.intent.metric, plan.intent.dimensions) == ("viewers_7day", ("ratings_series",))  # the noun its metric has
+    plan = planner.plan("average age by series")
+    assert plan.status == "planned" and plan.intent is not None, plan
+    assert (plan.intent.metric, plan.intent.dimensions) == ("age", ("bakers_series",))
+    plan = planner.plan("average requests")
+    assert plan.status == "planned" and plan.intent is not None and plan.intent.metric == "avg_requests", plan
+
+
+def test_a_facts_bare_noun_beside_its_measure_is_the_scope_not_a_second_metric() -> None:
+    from memtool.planning.rule_planner import RulePlanner
+    from memtool.semantic.entities import EntityIndex
+
+    document = draft_model(facts_of(*SHOW), name="show", today=date(2026, 12, 2))
+    count = next(m for m in document["metrics"] if m["name"] == "bakers_count")
+    count["synonyms_en"] = [*count["synonyms_en"], "bakers"]  # as a curator writes it
+    model = Catalog.model_validate(document)
+    planner = RulePlanner(model, EntityIndex.static(model), date(2026, 12, 2))
+
+    plan = planner.plan("average age of the bakers")
+    assert plan.status == "planned" and plan.intent is not None and plan.intent.metric == "age", plan
+    plan = planner.plan("number of bakers and average age")  # a counting word: two metrics, asked about
+    assert plan.status == "needs_clarification", plan

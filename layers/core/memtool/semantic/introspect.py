@@ -58,7 +58,7 @@ from memtool.semantic.introspect_facts import (
 )
 from memtool.semantic.introspect_facts import DEFAULT_TIMEOUT_SECONDS as DEFAULT_TIMEOUT_SECONDS
 from memtool.semantic.introspect_facts import MAX_COLUMNS as MAX_COLUMNS
-from memtool.semantic.introspect_measures import Measure, measure_of
+from memtool.semantic.introspect_measures import CALENDAR_PARTS, WHOLE_NUMBER, Measure, is_ordinal, measure_of
 from memtool.semantic.time_expressions import add_months, month_start
 
 GRAINS = ("day", "week", "month", "quarter", "year")
@@ -184,6 +184,25 @@ def table_aliases(tables: Sequence[TableFacts]) -> dict[str, str]:
         taken.add(alias)
         aliases[table.name] = alias
     return aliases
+
+
+_QUALIFIER = re.compile(r"^(\d+)(day|week|month|year|hour|minute|d|w|m|h|y)s?$")
+_QUALIFIER_UNITS = {"d": "day", "w": "week", "m": "month", "h": "hour", "y": "year"}
+
+
+def spoken_variants(words: str) -> list[str]:
+    """How people say a column's words with a number-and-unit qualifier in them ("viewers 7day" ->
+    "7-day viewers", "7 day viewers"): the qualifier first, hyphenated and spaced. Nothing else."""
+    tokens = words.split(" ")
+    found = next(((i, m) for i, token in enumerate(tokens) if (m := _QUALIFIER.match(token))), None)
+    if found is None:
+        return []
+    index, match = found
+    unit = _QUALIFIER_UNITS.get(match.group(2), match.group(2))
+    rest = " ".join(tokens[:index] + tokens[index + 1 :])
+    spaced = " ".join([*tokens[:index], f"{match.group(1)} {unit}", *tokens[index + 1 :]])
+    variants = [f"{match.group(1)}-{unit} {rest}", f"{match.group(1)} {unit} {rest}", spaced]
+    return [v.strip() for v in dict.fromkeys(variants) if v.strip() != words]
 
 
 def _words(column: str, prefix: str) -> str:
@@ -363,6 +382,11 @@ def _sources_and_metrics(
         for column, measure in joined.measures(table):
             repeated = column.name in metric_repeated
             metrics.append(_measure_metric(joined, table, column, measure, metric_names, metric_dims, dated_by, repeated))
+            if measure.aggregate == "SUM":  # "average order amount": a sum's column averaged over the rows
+                average = Measure("AVG", "money" if measure.kind == "money" else "decimal", "the column averaged over the rows")
+                metrics.append(
+                    _measure_metric(joined, table, column, average, metric_names, metric_dims, dated_by, repeated, name_prefix="avg_")
+                )
     return sources, metrics, newest
 
 
@@ -393,10 +417,16 @@ class _JoinedTables:
         found = [(c, measure_of(table, c)) for c in table.columns if c.family == "numeric" and not self.is_key(table, c.name)]
         return [(c, m) for c, m in found if m is not None]
 
-    def dimension_column(self, table: TableFacts, column: ColumnFacts) -> bool:
+    def dimension_column(self, table: TableFacts, column: ColumnFacts, cap: int = DEFAULT_DISTINCT_CAP) -> bool:
         """A text column with values that is no key, no English twin and no free text. A text join
-        key is a dimension on the many side (the fact's own values, no join needed), never on the one side."""
+        key is a dimension on the many side (the fact's own values, no join needed), never on the one side.
+        Also a whole-number column that is no measure and holds at most ``cap`` values by its range
+        (a series, an episode, a grade level): :func:`_numbered_dimension`."""
         keyed = column.name in table.primary_key or (table.name, column.name) in self.one_side or is_key_name(column.name)
+        if column.family == "numeric":  # a part of a composite key (a series of episodes) groups; a whole key does not
+            whole_key = table.primary_key == (column.name,) or is_key_name(column.name)
+            unmeasured = measure_of(table, column) is None or self.is_key(table, column.name)
+            return not whole_key and unmeasured and _numbered_dimension(table, column, cap)
         return (
             column.family == "text"
             and not keyed
@@ -410,6 +440,21 @@ class _JoinedTables:
         """Attribute dimensions: the text columns of every table a fact reaches, in order."""
         dim_tables = list(dict.fromkeys(t for f in fact_list for t in f.reachable))
         return [(self.by_name[t], c) for t in dim_tables for c in self.by_name[t].columns if self.dimension_column(self.by_name[t], c)]
+
+
+def _numbered_dimension(table: TableFacts, column: ColumnFacts, cap: int) -> bool:
+    """A whole-number column whose values, by their range, are at most ``cap`` numbers from 0 up,
+    named as no calendar part (those are the time grains): the numbers of a series, an episode, a
+    level. Grouped by ("by series"), never filtered by a bare number a question holds ("top 5")."""
+    if type_family(column.data_type) != "numeric" or not WHOLE_NUMBER.match(column.data_type.strip().lower()):
+        return False
+    if any(word in CALENDAR_PARTS for word in word_tokens(column.name)) or is_ordinal(table, column):
+        return False
+    try:
+        low, high = int(column.low), int(column.high)
+    except (TypeError, ValueError):
+        return False
+    return 0 <= low < high and high - low < cap
 
 
 def _fact_tables(joined: _JoinedTables) -> tuple[list[_Fact], list[str]]:
@@ -467,10 +512,14 @@ def _attribute_dimension(
 ) -> dict[str, Any]:
     count = column.distinct_count or 0
     many = count > cap
-    definition = f"Draft: {table.name}.{column.name} ({count:,} values" + (
+    counted = f"whole numbers {column.low} to {column.high}" if column.family == "numeric" else f"{count:,} values"
+    definition = f"Draft: {table.name}.{column.name} ({counted}" + (
         f"; {cap} are indexed, any other a question names is looked up in the warehouse)" if many else ")"
     ) + ("; joined " + "; ".join(paths) if paths else "")
     nouns = list(dict.fromkeys([label, _plural(label)]))
+    if column.family == "numeric":  # "by series" on either fact: each metric reaches one of them
+        words = _words(column.name, table_prefix(table))
+        nouns = list(dict.fromkeys([*nouns, words, _plural(words)]))
     dimension: dict[str, Any] = {
         "name": dim_name,
         "kind": "attribute",
@@ -543,14 +592,17 @@ def _measure_metric(
     metric_dims: list[str],
     dated_by: str,
     repeated: bool,
+    name_prefix: str = "",
 ) -> dict[str, Any]:
     """A SUM or AVG of one measure column (``repeated``: another fact has a measure of the same name)."""
-    metric_name = names.unique(f"{table.name}_{column.name}" if repeated else column.name, table.name)
+    metric_name = names.unique(name_prefix + (f"{table.name}_{column.name}" if repeated else column.name), table.name)
     words = _words(column.name, table_prefix(table)) + (f" of {table.name}" if repeated else "")
+    spoken = spoken_variants(words)
     if measure.aggregate == "AVG":
-        label, synonyms = f"average {words}", [f"average {words}", f"mean {words}", f"avg {words}"]
+        label = f"average {words}"
+        synonyms = [f"{lead} {w}" for w in [words, *spoken] for lead in ("average", "mean", "avg")]
     else:
-        label, synonyms = words, [words, f"total {words}"]
+        label, synonyms = words, [words, *spoken, *(f"total {w}" for w in [words, *spoken])]
     expression = f"{measure.aggregate}({joined.aliases[table.name]}.{column.name})"
     definition = f"Draft: {measure.aggregate}({table.name}.{column.name}), {dated_by}; {measure.why}"
     entry: dict[str, Any] = {

@@ -26,7 +26,7 @@ from memtool.semantic.introspect_facts import (
 _QUANTITY_WORDS = re.compile(r"(^|_)(qty|quantity|count|cnt|num|number|units?)($|_)")
 _MONEY_WORDS = re.compile(r"amount|amt|price|cost|revenue|sales|balance|bal$|fee|charge|paid|spend|tax|discount")
 # Numbers that are never summed (nor averaged): calendar parts, codes and identifiers, coordinates.
-_CALENDAR_PARTS = frozenset(
+CALENDAR_PARTS = frozenset(
     "year yr month day hour hr minute second week wk quarter qtr weekday dow doy season date yyyymm yyyymmdd".split()
 )
 _IDENTIFIER_WORDS = frozenset(
@@ -41,6 +41,9 @@ _AVERAGE_WORDS = frozenset(
 _TOTAL_WORDS = frozenset("total sum".split())
 
 
+WHOLE_NUMBER = WHOLE_TYPES  # the engines' spellings of whole-number types
+
+
 @dataclass(frozen=True)
 class Measure:
     """How a numeric column is measured: ``SUM`` or ``AVG``, its kind, and why (for the definition)."""
@@ -50,12 +53,21 @@ class Measure:
     why: str
 
 
+def is_ordinal(table: TableFacts, column: ColumnFacts) -> bool:
+    """A whole-number column running from 1 to the table's row count (an episode's number over the
+    whole show, a line number): it numbers the rows, and its sum means nothing."""
+    whole = bool(WHOLE_TYPES.match(column.data_type.strip().lower()))
+    low, high = _number(column.low), _number(column.high)
+    return whole and low == 1 and table.row_count is not None and table.row_count > 2 and high == table.row_count
+
+
 def measure_of(table: TableFacts, column: ColumnFacts) -> Measure | None:
     """The aggregate a numeric column gets, or None for a number that is never added up.
 
     Never: calendar parts (year, month, day, hour, minute, ...), codes and identifiers (``*_no``,
-    ``zip``, ``flight`` in ``flights``: a column named as its table's entity), coordinates, and a
-    column holding one value in every row (nothing to measure: a flag never set).
+    ``zip``, ``flight`` in ``flights``: a column named as its table's entity), coordinates, a
+    numbering (whole numbers from 1 to the row count, :func:`is_ordinal`), and a column holding one
+    value in every row (nothing to measure: a flag never set).
     ``AVG``: a name of a non-additive measure (delay, time, duration, rate, ratio, price, temperature,
     age, speed, percent, rank, rating, score, ...), negative values in a column not named as an
     amount or a quantity (a delay, a temperature, a margin), a fraction (every value in [0, 1]), or
@@ -79,13 +91,15 @@ def _measure_tokens(table: TableFacts, column: ColumnFacts) -> list[str]:
 
 def _never_measured(table: TableFacts, column: ColumnFacts, tokens: list[str]) -> bool:
     """A calendar part, a code or identifier, the table's own entity, or one value in every row."""
-    if not tokens or any(t in _CALENDAR_PARTS for t in tokens):
+    if not tokens or any(t in CALENDAR_PARTS for t in tokens):
         return True
     counted = tokens[0] in ("num", "number", "n") and len(tokens) > 1  # num_items: a quantity, not a number of something
     if any(t in _IDENTIFIER_WORDS for t in (tokens[1:] if counted else tokens)):
         return True
     if "".join(tokens) == table_entity(table.name):
         return True  # flights.flight, orders.order: the thing's own number
+    if is_ordinal(table, column):
+        return True  # 1, 2, ... n over n rows: a numbering
     # one value in every row (TPC-H's o_shippriority, all 0): it measures nothing
     return column.low is not None and column.low == column.high
 
@@ -145,4 +159,4 @@ def _number(value: Any) -> float | None:
         return None
 
 
-__all__ = ["Measure", "measure_of"]
+__all__ = ["CALENDAR_PARTS", "WHOLE_NUMBER", "Measure", "is_ordinal", "measure_of"]

@@ -163,7 +163,36 @@ class QuestionParser:
             else:
                 _read_what_is_asked(parsed, span)
                 _read_answer_shape(parsed, span)
+        self._scope_noun(parsed, [s for s in spans if s.kind == "metric"])
+        self._metric_twin(parsed)
         mark_incompatible(parsed, self.catalog)
+
+    def _scope_noun(self, parsed: ParsedQuestion, metric_spans: list[Span]) -> None:
+        """"the average age of the bakers", "烘焙师的平均年龄": a fact's bare noun beside a measure of
+        the same fact names whose rows are measured, not a second metric (its row count). Said with
+        a counting word ("number of bakers and average age") it stays a metric."""
+        if len(parsed.metrics) != 2 or not all(self.catalog.has_metric(m) for m in parsed.metrics):
+            return
+        specs = {m: self.catalog.metric(m) for m in parsed.metrics}
+        for span in metric_spans:
+            count = specs.get(span.payload)
+            others = [s for m, s in specs.items() if m != span.payload]
+            if count is None or count.expression.strip().upper() != "COUNT(*)" or len(others) != 1:
+                continue
+            other = others[0]
+            if other.source == count.source and other.expression.strip().upper() != "COUNT(*)" and not _COUNTING.search(span.text):
+                parsed.metrics.remove(span.payload)
+                return
+
+    def _metric_twin(self, parsed: ParsedQuestion) -> None:
+        """A grouping by a noun two dimensions share, read as the one the question's metric has."""
+        if len(parsed.metrics) != 1 or not self.catalog.has_metric(parsed.metrics[0]):
+            return
+        own = self.catalog.metric(parsed.metrics[0]).dimensions
+        for position, dim in enumerate(parsed.group_dims):
+            twins = [d for d in self._vocabulary.noun_twins.get(dim, ()) if d in own]
+            if dim not in own and len(twins) == 1 and twins[0] not in parsed.group_dims:
+                parsed.group_dims[position] = twins[0]
 
     def _read_correction(self, parsed: ParsedQuestion, span: Span, reading: _Reading) -> None:
         """A term a correction teaches: a metric, a value (filtered or excluded), a grain or a grouping."""
@@ -479,6 +508,9 @@ class QuestionParser:
         elif target.time_column is not None:
             parsed.date_columns = [target.time_column]
         mark_incompatible(parsed, self.catalog)
+
+
+_COUNTING = re.compile(r"number|count|how\s+many|数|多少|几", re.IGNORECASE)
 
 
 def _read_what_is_asked(parsed: ParsedQuestion, span: Span) -> None:

@@ -75,6 +75,15 @@ class Vocabulary:
         nouns = [(noun, dim.name) for dim in catalog.attribute_dimensions for noun in {*dim.nouns_zh, *dim.nouns_en}]
         self.nouns = [(term_pattern(noun), noun, dim) for noun, dim in nouns]
         self.noun_dim = {noun.lower(): dim for noun, dim in nouns}
+        # Dimensions that share a noun ("series" of the bakers and of the episodes): a question's
+        # noun reads as the one its metric has (QuestionParser._metric_twin).
+        by_noun: dict[str, set[str]] = {}
+        for noun, dim in nouns:
+            by_noun.setdefault(noun.lower(), set()).add(dim)
+        self.noun_twins: dict[str, frozenset[str]] = {}
+        for dims in by_noun.values():
+            for dim in dims if len(dims) > 1 else ():
+                self.noun_twins[dim] = self.noun_twins.get(dim, frozenset()) | (dims - {dim})
         self._compile_roles(catalog)
         noun_alt_zh, noun_alt_en = _noun_alternations([noun for noun, _ in nouns])
         self.group_patterns = _group_patterns(noun_alt_zh, noun_alt_en)
