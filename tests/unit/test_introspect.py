@@ -576,3 +576,42 @@ def test_a_facts_bare_noun_beside_its_measure_is_the_scope_not_a_second_metric()
     assert plan.status == "planned" and plan.intent is not None and plan.intent.metric == "age", plan
     plan = planner.plan("number of bakers and average age")  # a counting word: two metrics, asked about
     assert plan.status == "needs_clarification", plan
+
+
+# ---- values spelled as English words (a review on a hotel bookings data set) ---------------------
+
+HOTEL = [
+    table("stays", ranged("arrival_date", "DATE", date(2016, 7, 1), date(2017, 8, 31)),
+          col("country", "VARCHAR", ["and", "are", "esp", "gbr"]), col("room_type", "VARCHAR", ["a", "b", "i"]),
+          col("market_segment", "VARCHAR", ["direct", "groups"]), col("customer_type", "VARCHAR", ["group", "transient"]),
+          ranged("lead_time", "DOUBLE", 0, 600), rows=15_402),
+]  # fmt: skip
+
+
+def hotel_plan(question: str) -> Any:
+    from memtool.planning.rule_planner import RulePlanner
+    from memtool.semantic.entities import EntityIndex
+
+    model = Catalog.model_validate(draft_model(facts_of(*HOTEL), name="hotel", today=date(2026, 12, 8)))
+    return RulePlanner(model, EntityIndex.static(model), date(2026, 12, 8)).plan(question, route="nl2sql_query")
+
+
+def filters(plan: Any) -> list[tuple[str, tuple[str, ...]]]:
+    assert plan.status == "planned" and plan.intent is not None, plan
+    return [(f.dimension, f.values) for f in plan.intent.filters]
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["average lead time by market segment and customer type", "What is the average lead time?",
+     "What are the average lead times by market segment?", "average lead time as of now by country"],
+)  # fmt: skip
+def test_a_value_spelled_as_an_english_word_is_the_word(question: str) -> None:
+    assert filters(hotel_plan(question)) == []  # not country 'and' / 'are', not room type 'i' (+s) or 'a'
+
+
+def test_such_a_value_counts_beside_its_dimension_and_the_exact_value_beats_a_plural() -> None:
+    assert filters(hotel_plan("average lead time for country and")) == [("country", ("and",))]
+    assert filters(hotel_plan("average lead time for room type i")) == [("room_type", ("i",))]
+    assert filters(hotel_plan("average lead time for gbr and esp")) == [("country", ("gbr", "esp"))]
+    assert filters(hotel_plan("average lead time for groups")) == [("market_segment", ("groups",))]  # not customer type group + s

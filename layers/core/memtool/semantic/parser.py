@@ -125,7 +125,8 @@ class QuestionParser:
     def recognise(self, question: str, *, today: date, corrections: Sequence[TermMapping] = ()) -> ParsedQuestion:
         text = normalize(question)
         parsed = ParsedQuestion(text=text, lang=language_of(text))
-        spans = self._prober.with_probed_values(text, self._select(self._vocabulary.candidates(text, today, corrections)))
+        chosen = self._settle_weak_values(text, self._select(self._vocabulary.candidates(text, today, corrections)))
+        spans = self._prober.with_probed_values(text, chosen)
         parsed.spans = spans
         self._interpret(parsed, spans)
         self._leftovers(parsed, spans)
@@ -251,6 +252,46 @@ class QuestionParser:
             if parsed.lang == "en" and re.search(r"(?:s|es)$", span.text, re.IGNORECASE):
                 parsed.plural = True
 
+    def _settle_weak_values(self, text: str, spans: list[Span]) -> list[Span]:
+        """A value that may just be an English word ("is", "and", "a": :func:`weak_value`) is that
+        value with its dimension named beside it ("country and"); it is a value to ask about when
+        the question uses a word of its dimension's name elsewhere ("room type i": assigned or
+        reserved?); otherwise it is the word, and nothing is filtered."""
+        settled: list[Span] = []
+        for index, span in enumerate(spans):
+            if span.kind != "weak_entity":
+                settled.append(span)
+                continue
+            dims = {v.dimension for v in span.payload}
+            beside = self._named_beside(text, spans, index, dims)
+            if beside is not None:
+                settled.append(replace(span, kind="entity", payload=[v for v in span.payload if v.dimension == beside]))
+            elif self._dimension_words_elsewhere(text, span, dims):
+                settled.append(replace(span, kind="entity"))
+        return settled
+
+    @staticmethod
+    def _named_beside(text: str, spans: list[Span], index: int, dims: set[str]) -> str | None:
+        span = spans[index]
+        for other in (index - 1, index + 1):
+            if not 0 <= other < len(spans) or spans[other].kind not in ("noun", "group") or spans[other].payload not in dims:
+                continue
+            start, end = sorted((spans[other].end, span.start) if other < index else (span.end, spans[other].start))
+            if _BESIDE_ITS_NOUN.fullmatch(text[start:end]):
+                return str(spans[other].payload)
+        return None
+
+    def _dimension_words_elsewhere(self, text: str, span: Span, dims: set[str]) -> bool:
+        rest = (text[: span.start] + " " + text[span.end :]).lower()
+        for name in dims:
+            if not self.catalog.has_dimension(name):
+                continue
+            dim = self.catalog.dimension(name)
+            words = {w for label in (dim.en, dim.name, *dim.nouns_en) for w in re.split(r"[\s_]+", label.lower()) if len(w) > 2}
+            if any(re.search(rf"(?<![a-z]){re.escape(w)}", rest) for w in words):
+                return True
+        return False
+
     @staticmethod
     def _names_own_value(text: str, spans: list[Span], index: int) -> bool:
         """Whether a dimension noun introduces a value of its own right after it ("评级为A+",
@@ -261,7 +302,7 @@ class QuestionParser:
         if spans[index].payload not in {v.dimension for v in spans[nxt].payload}:
             return False
         between = text[spans[index].end : spans[nxt].start]
-        return re.fullmatch(r"\s*(?:为|是|等于|=|:|：|of|is|equals?|equal\s+to)\s*", between, re.IGNORECASE) is not None
+        return re.fullmatch(r"\s*(?:为|是|等于|=|:|：|of|is|equals?|equal\s+to)?\s*", between, re.IGNORECASE) is not None
 
     def _by_neighbour(self, text: str, spans: list[Span], index: int, values: list[EntityValue]) -> list[EntityValue]:
         """A value two dimensions hold (GERMANY: the customer's nation, the supplier's), read by the
@@ -508,6 +549,9 @@ class QuestionParser:
         elif target.time_column is not None:
             parsed.date_columns = [target.time_column]
         mark_incompatible(parsed, self.catalog)
+
+
+_BESIDE_ITS_NOUN = re.compile(r"[\s的]*(?:of|is|=|:|：|为|是)?[\s的]*", re.IGNORECASE)
 
 
 _COUNTING = re.compile(r"number|count|how\s+many|数|多少|几", re.IGNORECASE)

@@ -254,12 +254,12 @@ def language_of(text: str) -> Lang:
     return "zh" if re.search(r"[\u4e00-\u9fff]", text) else "en"
 
 
-def term_pattern(term: str) -> re.Pattern[str]:
+def term_pattern(term: str, *, plural: bool = True) -> re.Pattern[str]:
     """A pattern for one term: English words get boundaries, a plural and flexible separators."""
     term = normalize(term)
     if re.search(r"[A-Za-z]", term):
         body = r"[\s\-_]*".join(re.escape(part) for part in re.split(r"[\s\-_]+", term) if part)
-        plural = "(?:s|es)?" if term[-1].isalpha() else ""
+        plural = "(?:s|es)?" if plural and term[-1].isalpha() else ""
         return re.compile(rf"(?<![A-Za-z0-9]){body}{plural}(?![A-Za-z0-9])", re.IGNORECASE)
     return re.compile(re.escape(term), re.IGNORECASE)
 
@@ -269,6 +269,27 @@ STATISTIC_EN = frozenset({"average", "avg", "mean", "median", "maximum", "minimu
 STATISTIC_ZH = frozenset({"平均", "平均值", "均值", "中位数", "最大值", "最小值", "方差"})
 # "by <word>", "per <word> <word>": the words a grouping names (the recognised ones are masked out by then).
 AFTER_GROUP_WORD = re.compile(r"(?<![A-Za-z])(?:by|per|each|every)\s+(?:[A-Za-z'\-]+\s+){0,2}$", re.IGNORECASE)
+
+
+# English words a question is made of. A warehouse value spelled as one (the country code "and",
+# the room type "i") is read as that value only when the question names its dimension beside it.
+FUNCTION_WORDS_EN = frozenset(
+    "a an the and or nor but if of to in on at by for from with into onto as is are was were be been being am do does did "
+    "has have had it its this that these those there here what which who whom whose when where why how not no yes all any "
+    "each every per than then so such can could will would shall should may might must me my we our you your he him his "
+    "she her they them their up down out over under off vs via i".split()
+)
+
+
+def weak_value(name: str, written: str) -> bool:
+    """Whether a value's match in a question may just be an English word: one or two Latin letters,
+    or a function word, unless written in capitals as the value itself is ("AA", "UA")."""
+    plain = normalize(name)
+    if not re.fullmatch(r"[A-Za-z]+", plain):
+        return False
+    if written == plain and plain.isupper():
+        return False
+    return len(plain) <= 2 or plain.lower() in FUNCTION_WORDS_EN
 
 
 def probe_literal(term: str) -> str:

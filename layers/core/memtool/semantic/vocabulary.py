@@ -51,6 +51,7 @@ from memtool.semantic.phrases import (
     date_words,
     find_all,
     normalize,
+    weak_value,
     probe_literal,
     role_words,
     term_pattern,
@@ -243,16 +244,20 @@ class Vocabulary:
 
     def _entity_candidates(self, text: str) -> list[Span]:
         """The index's value names in ``text``: only those whose longest literal part it contains are matched."""
-        spans: list[Span] = []
+        found: list[tuple[Span, bool]] = []
         lowered = text.lower()
         for probe, name in self.entity_terms:
             if probe not in lowered:
                 continue
             compiled = self.entity_patterns.get(name)
-            pattern = compiled if compiled is not None else self.entity_patterns.setdefault(name, term_pattern(name))
-            for m in find_all(pattern, text):
-                spans.append(_span(m, "entity", self.entities.lookup(name), 4))
-        return spans
+            if compiled is None:  # no plural for a short value: "is" is not the room type "i" twice
+                compiled = self.entity_patterns.setdefault(name, term_pattern(name, plural=len(normalize(name)) > 3))
+            for m in find_all(compiled, text):
+                kind = "weak_entity" if weak_value(name, m.group(0)) else "entity"
+                found.append((_span(m, kind, self.entities.lookup(name), 4), m.group(0).lower() == normalize(name).lower()))
+        # One value written exactly ("groups") and another only as its plural ("group" + s): the exact one.
+        exact = {(s.start, s.end) for s, is_exact in found if is_exact}
+        return [s for s, is_exact in found if is_exact or (s.start, s.end) not in exact]
 
     def _marker_candidates(self, text: str) -> list[Span]:
         """Order, trend, share, negation, plural, follow-up, drop, lasting and this-time words, charts and dates."""
