@@ -584,7 +584,7 @@ HOTEL = [
     table("stays", ranged("arrival_date", "DATE", date(2016, 7, 1), date(2017, 8, 31)),
           col("country", "VARCHAR", ["and", "are", "esp", "gbr"]), col("room_type", "VARCHAR", ["a", "b", "i"]),
           col("market_segment", "VARCHAR", ["direct", "groups"]), col("customer_type", "VARCHAR", ["group", "transient"]),
-          ranged("lead_time", "DOUBLE", 0, 600), rows=15_402),
+          col("grade", "VARCHAR", ["A", "A+", "B"]), ranged("lead_time", "DOUBLE", 0, 600), rows=15_402),
 ]  # fmt: skip
 
 
@@ -615,3 +615,4 @@ def test_such_a_value_counts_beside_its_dimension_and_the_exact_value_beats_a_pl
     assert filters(hotel_plan("average lead time for room type i")) == [("room_type", ("i",))]
     assert filters(hotel_plan("average lead time for gbr and esp")) == [("country", ("gbr", "esp"))]
     assert filters(hotel_plan("average lead time for groups")) == [("market_segment", ("groups",))]  # not customer type group + s
+    assert filters(hotel_plan("average lead time with a grade of B")) == [("grade", ("B",))]  # "a grade": an article

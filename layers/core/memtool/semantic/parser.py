@@ -33,6 +33,7 @@ from memtool.semantic.phrases import (
     AFTER_GROUP_WORD,
     COORDINATED,
     DEFAULT_TOP,
+    FUNCTION_WORDS_EN,
     ROLE_GAP,
     STATISTIC_EN,
     TOGETHER,
@@ -254,9 +255,9 @@ class QuestionParser:
 
     def _settle_weak_values(self, text: str, spans: list[Span]) -> list[Span]:
         """A value that may just be an English word ("is", "and", "a": :func:`weak_value`) is that
-        value with its dimension named beside it ("country and"); it is a value to ask about when
-        the question uses a word of its dimension's name elsewhere ("room type i": assigned or
-        reserved?); otherwise it is the word, and nothing is filtered."""
+        value with its dimension named right before it ("country and"). A letter or two that is no
+        word ("i", "e") is also a value when the question uses a word of its dimension's name
+        elsewhere ("room type i": assigned or reserved?). Otherwise it is the word: nothing is filtered."""
         settled: list[Span] = []
         for index, span in enumerate(spans):
             if span.kind != "weak_entity":
@@ -266,20 +267,17 @@ class QuestionParser:
             beside = self._named_beside(text, spans, index, dims)
             if beside is not None:
                 settled.append(replace(span, kind="entity", payload=[v for v in span.payload if v.dimension == beside]))
-            elif self._dimension_words_elsewhere(text, span, dims):
+            elif normalize(span.text).lower() not in FUNCTION_WORDS_EN and self._dimension_words_elsewhere(text, span, dims):
                 settled.append(replace(span, kind="entity"))
         return settled
 
     @staticmethod
     def _named_beside(text: str, spans: list[Span], index: int, dims: set[str]) -> str | None:
-        span = spans[index]
-        for other in (index - 1, index + 1):
-            if not 0 <= other < len(spans) or spans[other].kind not in ("noun", "group") or spans[other].payload not in dims:
-                continue
-            start, end = sorted((spans[other].end, span.start) if other < index else (span.end, spans[other].start))
-            if _BESIDE_ITS_NOUN.fullmatch(text[start:end]):
-                return str(spans[other].payload)
-        return None
+        # The dimension first ("country and", "a grade of A+"): before a noun such a word is an article.
+        span, other = spans[index], index - 1
+        if other < 0 or spans[other].kind not in ("noun", "group") or spans[other].payload not in dims:
+            return None
+        return str(spans[other].payload) if _BESIDE_ITS_NOUN.fullmatch(text[spans[other].end : span.start]) else None
 
     def _dimension_words_elsewhere(self, text: str, span: Span, dims: set[str]) -> bool:
         rest = (text[: span.start] + " " + text[span.end :]).lower()
@@ -320,6 +318,8 @@ class QuestionParser:
             table = self.catalog.dimension(name).table
             assert table is not None
             chosen = [v for v in values if self.catalog.has_dimension(v.dimension) and self.catalog.reached_through(v.dimension, table)]
+            if len({v.dimension for v in chosen}) > 1:  # one table holds both ("grade of B", room type b): the one named
+                chosen = [v for v in chosen if v.dimension == name]
             if chosen and len({v.dimension for v in chosen}) == 1:
                 return chosen
         return values

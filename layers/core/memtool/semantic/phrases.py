@@ -259,8 +259,8 @@ def term_pattern(term: str, *, plural: bool = True) -> re.Pattern[str]:
     term = normalize(term)
     if re.search(r"[A-Za-z]", term):
         body = r"[\s\-_]*".join(re.escape(part) for part in re.split(r"[\s\-_]+", term) if part)
-        plural = "(?:s|es)?" if plural and term[-1].isalpha() else ""
-        return re.compile(rf"(?<![A-Za-z0-9]){body}{plural}(?![A-Za-z0-9])", re.IGNORECASE)
+        ending = "(?:s|es)?" if plural and term[-1].isalpha() else ""
+        return re.compile(rf"(?<![A-Za-z0-9]){body}{ending}(?![A-Za-z0-9])", re.IGNORECASE)
     return re.compile(re.escape(term), re.IGNORECASE)
 
 
@@ -277,7 +277,7 @@ FUNCTION_WORDS_EN = frozenset(
     "a an the and or nor but if of to in on at by for from with into onto as is are was were be been being am do does did "
     "has have had it its this that these those there here what which who whom whose when where why how not no yes all any "
     "each every per than then so such can could will would shall should may might must me my we our you your he him his "
-    "she her they them their up down out over under off vs via i".split()
+    "she her they them their up down out over under off vs via".split()
 )
 
 

@@ -51,10 +51,10 @@ from memtool.semantic.phrases import (
     date_words,
     find_all,
     normalize,
-    weak_value,
     probe_literal,
     role_words,
     term_pattern,
+    weak_value,
     word_order,
 )
 from memtool.semantic.time_expressions import parse_number, time_candidates
