@@ -616,3 +616,22 @@ def test_such_a_value_counts_beside_its_dimension_and_the_exact_value_beats_a_pl
     assert filters(hotel_plan("average lead time for gbr and esp")) == [("country", ("gbr", "esp"))]
     assert filters(hotel_plan("average lead time for groups")) == [("market_segment", ("groups",))]  # not customer type group + s
     assert filters(hotel_plan("average lead time with a grade of B")) == [("grade", ("B",))]  # "a grade": an article
+
+
+def test_the_calendar_groups_in_both_languages_in_a_draft_and_in_a_model_that_lists_no_words() -> None:
+    from memtool.planning.rule_planner import RulePlanner
+    from memtool.semantic.entities import EntityIndex
+
+    document = draft_model(facts_of(*HOTEL), name="hotel", today=date(2026, 12, 8))
+    month = next(d for d in document["dimensions"] if d["name"] == "month")
+    assert {"by month", "monthly"} <= set(month["group_terms_en"]) and "每月" in month["group_terms_zh"] and month["zh"] == "月"
+    for dimension in document["dimensions"]:  # a curated model may list none: the calendar's words still group
+        if dimension["kind"] == "time":
+            for key in ("group_terms_zh", "group_terms_en", "nouns_zh", "nouns_en"):
+                dimension.pop(key)
+    model = Catalog.model_validate(document)
+    planner = RulePlanner(model, EntityIndex.static(model), date(2026, 12, 8))
+    for question, grain in [("average lead time by month", "month"), ("monthly average lead time", "month"),
+                            ("average lead time per year", "year"), ("按月统计average lead time", "month")]:  # fmt: skip
+        plan = planner.plan(question, route="nl2sql_query")
+        assert plan.status == "planned" and plan.intent is not None and plan.intent.dimensions == (grain,), (question, plan)

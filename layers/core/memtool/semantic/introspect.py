@@ -540,8 +540,27 @@ def _attribute_dimension(
     return dimension
 
 
+# The words of the calendar, in both languages: language, not the warehouse's terms, so a draft has
+# them ("by month", "monthly", 每月, 按月) as a curated model does.
+_GRAIN_WORDS: dict[str, tuple[str, list[str], list[str], list[str], list[str]]] = {
+    # grain: (zh label, nouns_zh, nouns_en, group_terms_zh, group_terms_en)
+    "day": ("日", ["日", "天", "日期"], ["day", "days", "daily", "date"], ["每天", "每日", "按天", "按日", "逐日", "各天"],
+            ["daily", "per day", "by day", "each day", "by date", "per date"]),
+    "week": ("周", ["周", "星期"], ["week", "weeks", "weekly"], ["每周", "按周", "逐周", "各周"],
+             ["weekly", "per week", "by week", "each week"]),
+    "month": ("月", ["月", "月份"], ["month", "months", "monthly"], ["每月", "每个月", "按月", "逐月", "各月"],
+              ["monthly", "per month", "by month", "each month"]),
+    "quarter": ("季度", ["季度"], ["quarter", "quarters", "quarterly"], ["每季度", "每个季度", "按季度", "各季度"],
+                ["quarterly", "per quarter", "by quarter", "each quarter"]),
+    "year": ("年", ["年", "年份", "年度"], ["year", "years", "yearly", "annual"], ["每年", "按年", "各年", "逐年"],
+             ["yearly", "per year", "by year", "each year", "annually"]),
+}  # fmt: skip
+
+
 def _time_dimension(grain: str) -> dict[str, Any]:
-    return {"name": grain, "kind": "time", "zh": grain, "en": grain, "grain": grain,
+    zh, nouns_zh, nouns_en, groups_zh, groups_en = _GRAIN_WORDS[grain]
+    return {"name": grain, "kind": "time", "zh": zh, "en": grain, "grain": grain,
+            "nouns_zh": nouns_zh, "nouns_en": nouns_en, "group_terms_zh": groups_zh, "group_terms_en": groups_en,
             "definition_zh": f"Draft: the {grain} of each metric's time column",
             "definition_en": f"Draft: the {grain} of each metric's time column"}  # fmt: skip
 

@@ -271,6 +271,17 @@ STATISTIC_ZH = frozenset({"平均", "平均值", "均值", "中位数", "最大�
 AFTER_GROUP_WORD = re.compile(r"(?<![A-Za-z])(?:by|per|each|every)\s+(?:[A-Za-z'\-]+\s+){0,2}$", re.IGNORECASE)
 
 
+# The calendar's grouping words, for every time dimension of a grain, whatever its model says
+# besides: without them "by month" in a model that lists none would be dropped, and the number
+# answered would be the whole period's.
+CALENDAR_GROUP_TERMS: dict[str, tuple[str, ...]] = {
+    "day": ("每天", "每日", "按天", "按日", "逐日", "daily", "per day", "by day", "each day", "by date"),
+    "week": ("每周", "按周", "逐周", "weekly", "per week", "by week", "each week"),
+    "month": ("每月", "每个月", "按月", "逐月", "monthly", "per month", "by month", "each month"),
+    "quarter": ("每季度", "每个季度", "按季度", "quarterly", "per quarter", "by quarter", "each quarter"),
+    "year": ("每年", "按年", "逐年", "yearly", "per year", "by year", "each year", "annually"),
+}
+
 # English words a question is made of. A warehouse value spelled as one (the country code "and",
 # the room type "i") is read as that value only when the question names its dimension beside it.
 FUNCTION_WORDS_EN = frozenset(

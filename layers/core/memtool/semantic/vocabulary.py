@@ -28,6 +28,7 @@ from memtool.semantic.entities import EntityIndex, role_siblings
 from memtool.semantic.followup import FOLLOW_UP_PATTERNS, drop_patterns
 from memtool.semantic.parsed import Span, TermMapping
 from memtool.semantic.phrases import (
+    CALENDAR_GROUP_TERMS,
     CHARTS,
     COMPARISONS,
     FILLER_EN,
@@ -117,7 +118,9 @@ class Vocabulary:
     def _compile_group_terms(self, catalog: Catalog) -> None:
         """The group terms of time dimensions (grains) and of attribute dimensions."""
         self.grain_terms = [
-            (term_pattern(t), dim.name) for dim in catalog.time_dimensions for t in {*dim.group_terms_zh, *dim.group_terms_en}
+            (term_pattern(t), dim.name)
+            for dim in catalog.time_dimensions
+            for t in {*dim.group_terms_zh, *dim.group_terms_en, *CALENDAR_GROUP_TERMS.get(dim.grain or "", ())}
         ]
         # Group-only words of attribute dimensions ("按原因", "by reason"): the bare noun stays filler.
         self.attribute_group_terms = [
