@@ -635,3 +635,32 @@ def test_the_calendar_groups_in_both_languages_in_a_draft_and_in_a_model_that_li
                             ("average lead time per year", "year"), ("按月统计average lead time", "month")]:  # fmt: skip
         plan = planner.plan(question, route="nl2sql_query")
         assert plan.status == "planned" and plan.intent is not None and plan.intent.dimensions == (grain,), (question, plan)
+
+
+SERIES = [
+    table("economics", ranged("date", "DATE", date(1967, 7, 1), date(2015, 4, 1)), ranged("unemploy", "DOUBLE", 2685, 15352),
+          ranged("pop", "DOUBLE", 198712, 320887), rows=574),  # one row per month, 1967-07 to 2015-04
+]  # fmt: skip
+
+
+def test_a_series_of_one_row_per_month_is_averaged_and_its_total_is_asked_about() -> None:
+    from memtool.planning.rule_planner import RulePlanner
+    from memtool.semantic.entities import EntityIndex
+
+    model = Catalog.model_validate(draft_model(facts_of(*SERIES), name="economics", today=date(2026, 12, 8)))
+    assert model.metric("unemploy").expression == "AVG(e.unemploy)" and not model.metric("unemploy").additive
+    assert not any(m.name.startswith("avg_") for m in model.metrics)  # no sum to stand beside
+    assert "one row per month" in (model.metric("unemploy").definition_en or "")
+    planner = RulePlanner(model, EntityIndex.static(model), date(2026, 12, 8))
+    plan = planner.plan("What was unemploy in 2010?")
+    assert plan.status == "planned" and plan.intent is not None and plan.intent.metric == "unemploy", plan
+    assert planner.plan("What is the total unemploy?").status == "needs_clarification"  # "total" of a level: asked, not dropped
+
+
+def test_what_is_the_average_asks_for_a_number_and_what_is_x_for_a_definition() -> None:
+    from memtool.planning.routes import classify_route
+
+    model = Catalog.model_validate(draft_model(facts_of(*HOTEL), name="hotel", today=date(2026, 12, 8)))
+    assert classify_route("What is the average lead time?", catalog=model) == "kpi_lookup"
+    assert classify_route("What's the total number of stays?", catalog=model) == "kpi_lookup"
+    assert classify_route("What is lead time?", catalog=model) == "business_knowledge_qa"

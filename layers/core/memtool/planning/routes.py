@@ -36,6 +36,12 @@ _KNOWLEDGE = re.compile(
     re.IGNORECASE,
 )
 _KNOWLEDGE_WEAK = re.compile(r"是什么|什么是|什么叫|\bwhat\s+is\b|\bwhat's\b|\bwhat\s+are\b|\bexplain\b", re.IGNORECASE)
+# "What is the total unemploy?", "what's the average lead time": a statistic asked for is a number, not a definition.
+_ASKS_A_VALUE = re.compile(
+    r"\bwhat(?:\s+is|'s|\s+are|\s+was|\s+were)\s+(?:the\s+|our\s+|my\s+)?"
+    r"(?:total|average|avg|mean|median|sum|number|count|overall|max(?:imum)?|min(?:imum)?|highest|lowest|current|latest)\b",
+    re.IGNORECASE,
+)
 _DEEP = re.compile(
     r"异常|离群|预测|归因|聚类|分群|相关性|相关(?!数据|信息|的数据|内容|资料)|回归|弹性|为什么|为何|原因|驱动因素|驱动|影响因素|突降|骤降|突增|骤增|怎么回事|"
     r"\bwhy\b|anomal|outlier|forecast|predict|projection|attribution|\battribute|\bcluster|segmentation|correlat|regress|elasticity|\bdrivers?\b|"
@@ -71,7 +77,7 @@ def classify_route(
         return "business_knowledge_qa"
     if _DEEP.search(_without_dimension_words(text, parsed)):
         return "deep_analysis_workflow"
-    if _KNOWLEDGE_WEAK.search(text) and _names_only_terms(parsed):
+    if _KNOWLEDGE_WEAK.search(text) and not _ASKS_A_VALUE.search(text) and _names_only_terms(parsed):
         return "business_knowledge_qa"
     if _is_single_number(parsed):
         return "kpi_lookup"

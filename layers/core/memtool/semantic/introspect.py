@@ -58,7 +58,8 @@ from memtool.semantic.introspect_facts import (
 )
 from memtool.semantic.introspect_facts import DEFAULT_TIMEOUT_SECONDS as DEFAULT_TIMEOUT_SECONDS
 from memtool.semantic.introspect_facts import MAX_COLUMNS as MAX_COLUMNS
-from memtool.semantic.introspect_measures import CALENDAR_PARTS, WHOLE_NUMBER, Measure, is_ordinal, measure_of
+from memtool.semantic.introspect_measures import Measure, measure_of, numbered_dimension, one_row_per
+from memtool.semantic.introspect_words import spoken_variants, time_dimension
 from memtool.semantic.time_expressions import add_months, month_start
 
 GRAINS = ("day", "week", "month", "quarter", "year")
@@ -186,25 +187,6 @@ def table_aliases(tables: Sequence[TableFacts]) -> dict[str, str]:
     return aliases
 
 
-_QUALIFIER = re.compile(r"^(\d+)(day|week|month|year|hour|minute|d|w|m|h|y)s?$")
-_QUALIFIER_UNITS = {"d": "day", "w": "week", "m": "month", "h": "hour", "y": "year"}
-
-
-def spoken_variants(words: str) -> list[str]:
-    """How people say a column's words with a number-and-unit qualifier in them ("viewers 7day" ->
-    "7-day viewers", "7 day viewers"): the qualifier first, hyphenated and spaced. Nothing else."""
-    tokens = words.split(" ")
-    found = next(((i, m) for i, token in enumerate(tokens) if (m := _QUALIFIER.match(token))), None)
-    if found is None:
-        return []
-    index, match = found
-    unit = _QUALIFIER_UNITS.get(match.group(2), match.group(2))
-    rest = " ".join(tokens[:index] + tokens[index + 1 :])
-    spaced = " ".join([*tokens[:index], f"{match.group(1)} {unit}", *tokens[index + 1 :]])
-    variants = [f"{match.group(1)}-{unit} {rest}", f"{match.group(1)} {unit} {rest}", spaced]
-    return [v.strip() for v in dict.fromkeys(variants) if v.strip() != words]
-
-
 def _words(column: str, prefix: str) -> str:
     stripped = column[len(prefix) :] if prefix and column.startswith(prefix) else column
     return stripped.replace("_", " ").strip() or column
@@ -317,7 +299,7 @@ def draft_model(
     dimension_names = _dimension_names(dim_columns)
     dimensions, entity_values = _attribute_dimensions(joined, fact_list, dim_columns, dimension_names, cap)
     if fact_list:
-        dimensions.extend(_time_dimension(grain) for grain in GRAINS)
+        dimensions.extend(time_dimension(grain) for grain in GRAINS)
     sources, metrics, newest = _sources_and_metrics(joined, fact_list, dim_columns, dimension_names)
 
     document: dict[str, Any] = {
@@ -379,8 +361,13 @@ def _sources_and_metrics(
         reachable_dims = [dimension_names[(t.name, c.name)] for t, c in dim_columns if t.name in fact.reachable]
         metric_dims = [*reachable_dims, *GRAINS]
         metrics.append(_count_metric(fact, fact_list, metric_names, metric_dims, dated_by))
-        for column, measure in joined.measures(table):
+        period = one_row_per(table, dated) if dated is not None and dated_table in ("", table.name) else None
+        for column, found in joined.measures(table):
             repeated = column.name in metric_repeated
+            measure = found
+            if period is not None and found.aggregate == "SUM":  # a series of levels: a month's unemployed, not a flow
+                why = f"averaged: one row per {period}, each a level of that {period}, whose sum over periods means nothing"
+                measure = Measure("AVG", "money" if found.kind == "money" else "decimal", why)
             metrics.append(_measure_metric(joined, table, column, measure, metric_names, metric_dims, dated_by, repeated))
             if measure.aggregate == "SUM":  # "average order amount": a sum's column averaged over the rows
                 average = Measure("AVG", "money" if measure.kind == "money" else "decimal", "the column averaged over the rows")
@@ -426,7 +413,7 @@ class _JoinedTables:
         if column.family == "numeric":  # a part of a composite key (a series of episodes) groups; a whole key does not
             whole_key = table.primary_key == (column.name,) or is_key_name(column.name)
             unmeasured = measure_of(table, column) is None or self.is_key(table, column.name)
-            return not whole_key and unmeasured and _numbered_dimension(table, column, cap)
+            return not whole_key and unmeasured and numbered_dimension(table, column, cap)
         return (
             column.family == "text"
             and not keyed
@@ -440,21 +427,6 @@ class _JoinedTables:
         """Attribute dimensions: the text columns of every table a fact reaches, in order."""
         dim_tables = list(dict.fromkeys(t for f in fact_list for t in f.reachable))
         return [(self.by_name[t], c) for t in dim_tables for c in self.by_name[t].columns if self.dimension_column(self.by_name[t], c)]
-
-
-def _numbered_dimension(table: TableFacts, column: ColumnFacts, cap: int) -> bool:
-    """A whole-number column whose values, by their range, are at most ``cap`` numbers from 0 up,
-    named as no calendar part (those are the time grains): the numbers of a series, an episode, a
-    level. Grouped by ("by series"), never filtered by a bare number a question holds ("top 5")."""
-    if type_family(column.data_type) != "numeric" or not WHOLE_NUMBER.match(column.data_type.strip().lower()):
-        return False
-    if any(word in CALENDAR_PARTS for word in word_tokens(column.name)) or is_ordinal(table, column):
-        return False
-    try:
-        low, high = int(column.low), int(column.high)
-    except (TypeError, ValueError):
-        return False
-    return 0 <= low < high and high - low < cap
 
 
 def _fact_tables(joined: _JoinedTables) -> tuple[list[_Fact], list[str]]:
@@ -540,31 +512,6 @@ def _attribute_dimension(
     return dimension
 
 
-# The words of the calendar, in both languages: language, not the warehouse's terms, so a draft has
-# them ("by month", "monthly", 每月, 按月) as a curated model does.
-_GRAIN_WORDS: dict[str, tuple[str, list[str], list[str], list[str], list[str]]] = {
-    # grain: (zh label, nouns_zh, nouns_en, group_terms_zh, group_terms_en)
-    "day": ("日", ["日", "天", "日期"], ["day", "days", "daily", "date"], ["每天", "每日", "按天", "按日", "逐日", "各天"],
-            ["daily", "per day", "by day", "each day", "by date", "per date"]),
-    "week": ("周", ["周", "星期"], ["week", "weeks", "weekly"], ["每周", "按周", "逐周", "各周"],
-             ["weekly", "per week", "by week", "each week"]),
-    "month": ("月", ["月", "月份"], ["month", "months", "monthly"], ["每月", "每个月", "按月", "逐月", "各月"],
-              ["monthly", "per month", "by month", "each month"]),
-    "quarter": ("季度", ["季度"], ["quarter", "quarters", "quarterly"], ["每季度", "每个季度", "按季度", "各季度"],
-                ["quarterly", "per quarter", "by quarter", "each quarter"]),
-    "year": ("年", ["年", "年份", "年度"], ["year", "years", "yearly", "annual"], ["每年", "按年", "各年", "逐年"],
-             ["yearly", "per year", "by year", "each year", "annually"]),
-}  # fmt: skip
-
-
-def _time_dimension(grain: str) -> dict[str, Any]:
-    zh, nouns_zh, nouns_en, groups_zh, groups_en = _GRAIN_WORDS[grain]
-    return {"name": grain, "kind": "time", "zh": zh, "en": grain, "grain": grain,
-            "nouns_zh": nouns_zh, "nouns_en": nouns_en, "group_terms_zh": groups_zh, "group_terms_en": groups_en,
-            "definition_zh": f"Draft: the {grain} of each metric's time column",
-            "definition_en": f"Draft: the {grain} of each metric's time column"}  # fmt: skip
-
-
 class _MetricNames:
     """Metric names, unique among themselves and apart from the dimensions' (``<table>_<name>``, then a number)."""
 
@@ -620,6 +567,8 @@ def _measure_metric(
     if measure.aggregate == "AVG":
         label = f"average {words}"
         synonyms = [f"{lead} {w}" for w in [words, *spoken] for lead in ("average", "mean", "avg")]
+        if not name_prefix:  # the column's one metric: its bare words mean it too ("arr delay", "unemploy in 2010")
+            synonyms += [words, *spoken]
     else:
         label, synonyms = words, [words, *spoken, *(f"total {w}" for w in [words, *spoken])]
     expression = f"{measure.aggregate}({joined.aliases[table.name]}.{column.name})"

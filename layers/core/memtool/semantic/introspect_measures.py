@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import date, datetime
 from typing import Any
 
 from memtool.semantic.introspect_facts import (
@@ -20,6 +21,7 @@ from memtool.semantic.introspect_facts import (
     singular_word,
     table_entity,
     table_prefix,
+    type_family,
     word_tokens,
 )
 
@@ -159,4 +161,46 @@ def _number(value: Any) -> float | None:
         return None
 
 
-__all__ = ["CALENDAR_PARTS", "WHOLE_NUMBER", "Measure", "is_ordinal", "measure_of"]
+def one_row_per(table: TableFacts, dated: ColumnFacts) -> str | None:
+    """The period a table holds exactly one row of (a monthly economic series: 574 rows over 574
+    months), or None. Its numbers are levels each period reports, never summed across periods."""
+    first, last, rows = _date_of(dated.low), _date_of(dated.high), table.row_count
+    if first is None or last is None or rows is None or rows < 3:
+        return None
+    spans = {
+        "day": (last - first).days + 1,
+        "week": (last - first).days // 7 + 1,
+        "month": (last.year - first.year) * 12 + last.month - first.month + 1,
+        "quarter": (last.year - first.year) * 4 + (last.month - 1) // 3 - (first.month - 1) // 3 + 1,
+        "year": last.year - first.year + 1,
+    }
+    return next((period for period, count in spans.items() if count == rows), None)
+
+
+def numbered_dimension(table: TableFacts, column: ColumnFacts, cap: int) -> bool:
+    """A whole-number column whose values, by their range, are at most ``cap`` numbers from 0 up,
+    named as no calendar part (those are the time grains): the numbers of a series, an episode, a
+    level. Grouped by ("by series"), never filtered by a bare number a question holds ("top 5")."""
+    if type_family(column.data_type) != "numeric" or not WHOLE_NUMBER.match(column.data_type.strip().lower()):
+        return False
+    if any(word in CALENDAR_PARTS for word in word_tokens(column.name)) or is_ordinal(table, column):
+        return False
+    try:
+        low, high = int(column.low), int(column.high)
+    except (TypeError, ValueError):
+        return False
+    return 0 <= low < high and high - low < cap
+
+
+def _date_of(value: Any) -> date | None:
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, date):
+        return value
+    try:
+        return date.fromisoformat(str(value)[:10]) if value is not None else None
+    except ValueError:
+        return None
+
+
+__all__ = ["CALENDAR_PARTS", "WHOLE_NUMBER", "Measure", "is_ordinal", "measure_of", "numbered_dimension", "one_row_per"]

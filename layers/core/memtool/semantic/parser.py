@@ -412,6 +412,9 @@ class QuestionParser:
         for match in tokens:
             word = match.group(0).strip("'-")
             lower = word.lower()
+            if lower in ("total", "sum", "totals") and self._names_a_level(parsed):
+                add_unique(parsed.unknown_terms, word)  # "the total unemploy": an average or a level has no total
+                continue
             if lower in filler_en or lower.rstrip("s") in filler_en or len(word) < 2:
                 continue
             before = parsed.text[: match.start()].rstrip()
@@ -426,6 +429,11 @@ class QuestionParser:
                 add_unique(parsed.unknown_terms, word)  # asked about, never dropped: it would change the number
             else:
                 add_unique(parsed.ignored_words, lower)
+
+    def _names_a_level(self, parsed: ParsedQuestion) -> bool:
+        """Whether the question's one metric does not add up (an average, a ratio, a level)."""
+        metrics = [self.catalog.metric(m) for m in parsed.metrics if self.catalog.has_metric(m)]
+        return len(metrics) == 1 and not metrics[0].additive
 
     def _changes_the_answer(self, word: str, before: str, parsed: ParsedQuestion) -> bool:
         """An English word memtool does not know that would change the answer if dropped: a statistic
