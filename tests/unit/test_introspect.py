@@ -664,3 +664,28 @@ def test_what_is_the_average_asks_for_a_number_and_what_is_x_for_a_definition() 
     assert classify_route("What is the average lead time?", catalog=model) == "kpi_lookup"
     assert classify_route("What's the total number of stays?", catalog=model) == "kpi_lookup"
     assert classify_route("What is lead time?", catalog=model) == "business_knowledge_qa"
+
+
+def test_a_word_where_a_value_goes_is_looked_up_or_asked_about_never_dropped() -> None:
+    import dataclasses
+
+    from memtool.planning.rule_planner import RulePlanner
+    from memtool.semantic.entities import EntityIndex
+
+    stays = table("stays", ranged("arrival_date", "DATE", date(2016, 7, 1), date(2017, 8, 31)),
+                  ColumnFacts("country", "VARCHAR", distinct_count=166, mean_length=3.0), rows=15_402)  # fmt: skip
+    model = Catalog.model_validate(draft_model(facts_of(stays), name="hotel", today=date(2026, 12, 8)))
+    held = {"prt", "usa"}  # what the warehouse holds past the index, asked one value at a time
+    asked: list[str] = []
+
+    def probe(dimension: str, value: str) -> bool:
+        asked.append(value)
+        return dimension == "country" and value in held
+
+    index = dataclasses.replace(EntityIndex.static(model), probe=probe)
+    planner = RulePlanner(model, index, date(2026, 12, 8))
+    plan = planner.plan("Number of stays from prt", route="nl2sql_query")
+    assert plan.status == "planned" and plan.intent is not None, plan
+    assert [(f.dimension, f.values) for f in plan.intent.filters] == [("country", ("prt",))] and "prt" in asked
+    unknown = planner.plan("Number of stays for xyz", route="nl2sql_query")
+    assert unknown.status == "needs_clarification" and unknown.clarification is not None and unknown.clarification.term == "xyz"

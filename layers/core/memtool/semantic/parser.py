@@ -444,6 +444,8 @@ class QuestionParser:
             return True
         if AFTER_GROUP_WORD.search(before):
             return True
+        if _AFTER_PLACE_WORD.search(before):
+            return True  # "for xyz", "from prt": where a value goes, a word nothing reads would drop a filter
         named = {*parsed.metrics, *(c for _, candidates in parsed.ambiguous for c in candidates)}
         metric_words = self._vocabulary.metric_words
         words = set(self._vocabulary.phrase_words).union(*(w for m, w in metric_words.items() if m not in named))
@@ -562,6 +564,7 @@ class QuestionParser:
 _BESIDE_ITS_NOUN = re.compile(r"[\s的]*(?:of|is|=|:|：|为|是)?[\s的]*", re.IGNORECASE)
 
 
+_AFTER_PLACE_WORD = re.compile(r"(?<![A-Za-z])(?:from|for|in|at)\s+$", re.IGNORECASE)
 _COUNTING = re.compile(r"number|count|how\s+many|数|多少|几", re.IGNORECASE)
 
 

@@ -19,6 +19,8 @@ from memtool.semantic.parsed import Span
 from memtool.semantic.phrases import COORDINATED, MAX_PROBES, NAME_RUN, ROLE_GAP, VALUE_CHUNK, VALUE_STOP, VALUE_WORD, language_of
 from memtool.semantic.vocabulary import Vocabulary
 
+_AFTER_PLACE_WORD = re.compile(r"(?<![A-Za-z])(?:from|for|in|at|of)\s+([a-z][a-z0-9'\-]*)(?![A-Za-z0-9])")
+
 
 class ValueProber:
     """Finds the values a question names that only the warehouse can confirm (see the module docstring)."""
@@ -119,11 +121,13 @@ class ValueProber:
         english = language_of(text) == "en"
         first_word = re.match(r"\s*[A-Za-z0-9]+", text)
         out: list[Span] = []
-        for match in NAME_RUN.finditer(text):
-            start, end = match.span()
+        runs = [m.span() for m in NAME_RUN.finditer(text)]
+        # a word in lower case where a value goes ("from prt", "for usa"): the warehouse may hold it as written
+        runs += [m.span(1) for m in _AFTER_PLACE_WORD.finditer(text)]
+        for start, end in sorted(set(runs)):
             if any(taken[start:end]) or (english and first_word is not None and start < first_word.end()):
                 continue
-            if match.group(0).lower() in self._filler_en or budget[0] <= 0:
+            if text[start:end].lower() in self._filler_en or budget[0] <= 0:
                 continue
             probed = self._probed_span(text, start, end, groups, budget, taken)
             if probed is not None:
