@@ -655,6 +655,10 @@ def test_a_series_of_one_row_per_month_is_averaged_and_its_total_is_asked_about(
     plan = planner.plan("What was unemploy in 2010?")
     assert plan.status == "planned" and plan.intent is not None and plan.intent.metric == "unemploy", plan
     assert planner.plan("What is the total unemploy?").status == "needs_clarification"  # "total" of a level: asked, not dropped
+    for question in ("Which month had the highest unemploy?", "哪个月的unemploy最高？"):
+        ranked = planner.plan(question)
+        assert ranked.status == "planned" and ranked.intent is not None, ranked
+        assert ranked.intent.dimensions == ("month",) and ranked.intent.order == "desc"
 
 
 def test_what_is_the_average_asks_for_a_number_and_what_is_x_for_a_definition() -> None:

@@ -275,11 +275,11 @@ AFTER_GROUP_WORD = re.compile(r"(?<![A-Za-z])(?:by|per|each|every)\s+(?:[A-Za-z'
 # besides: without them "by month" in a model that lists none would be dropped, and the number
 # answered would be the whole period's.
 CALENDAR_GROUP_TERMS: dict[str, tuple[str, ...]] = {
-    "day": ("每天", "每日", "按天", "按日", "逐日", "daily", "per day", "by day", "each day", "by date"),
-    "week": ("每周", "按周", "逐周", "weekly", "per week", "by week", "each week"),
-    "month": ("每月", "每个月", "按月", "逐月", "monthly", "per month", "by month", "each month"),
-    "quarter": ("每季度", "每个季度", "按季度", "quarterly", "per quarter", "by quarter", "each quarter"),
-    "year": ("每年", "按年", "逐年", "yearly", "per year", "by year", "each year", "annually"),
+    "day": ("每天", "每日", "按天", "按日", "逐日", "哪天", "哪一天", "daily", "per day", "by day", "each day", "by date", "which day"),
+    "week": ("每周", "按周", "逐周", "哪周", "哪一周", "weekly", "per week", "by week", "each week", "which week"),
+    "month": ("每月", "每个月", "按月", "逐月", "哪个月", "哪一个月", "monthly", "per month", "by month", "each month", "which month"),
+    "quarter": ("每季度", "每个季度", "按季度", "哪个季度", "quarterly", "per quarter", "by quarter", "each quarter", "which quarter"),
+    "year": ("每年", "按年", "逐年", "哪年", "哪一年", "yearly", "per year", "by year", "each year", "annually", "which year"),
 }
 
 # English words a question is made of. A warehouse value spelled as one (the country code "and",
