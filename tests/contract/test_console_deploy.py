@@ -195,7 +195,41 @@ def test_a_stack_without_the_console_says_which_parameter_it_needs(
         missing = main(["aws", "console", "--stack", "no-such-stack", "--region", REGION])
     err = capsys.readouterr().err
     assert code == 2 and "has no console" in err and "CognitoDomain=https://" in err
-    assert missing == 2 and "'no-such-stack' cannot be read" in err
+    assert missing == 2 and "there is no stack 'no-such-stack' in this Region" in err
+
+
+def test_no_region_no_credentials_and_a_refusal_each_say_so(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from botocore.exceptions import ClientError
+
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    assert main(["aws", "console", "--stack", STACK]) == 2
+    assert "no AWS Region: pass --region" in capsys.readouterr().err
+
+    denied = ClientError({"Error": {"Code": "AccessDenied", "Message": "not authorized to perform: cloudformation:DescribeStacks"}},
+                         "DescribeStacks")  # fmt: skip
+
+    class Refusing:
+        def describe_stacks(self, **_: Any) -> Any:
+            raise denied
+
+    with pytest.raises(ClientError):  # a refusal is not "no such stack": the command reports it as AWS's (exit 1)
+        console_deploy.read_stack(Refusing(), STACK)
+
+
+def test_cloudfront_names_are_the_stacks_id_and_the_client_reads_the_tenant_but_never_writes_it(deployment: Deployment) -> None:
+    function = deployment.resources["ConsolePageFunction"]["Properties"]["Name"]
+    control = deployment.resources["ConsoleOriginAccessControl"]["Properties"]["OriginAccessControlConfig"]["Name"]
+    # the rehearsal's stack id ends in /0; a real one in a 36-character UUID: 49 characters at most, any stack name
+    assert function == "console-page-0" and control == "console-0"
+    client = deployment.resources["ConsoleClient"]["Properties"]
+    assert "custom:tenant_id" in client["ReadAttributes"] and client["WriteAttributes"] == ["email"]
+    assert "ConsoleLoginBranding" not in deployment.resources  # classic hosted UI: no style needed
+    managed = resolve_template({**PARAMETERS, "CognitoLoginPages": "managed"}, region=REGION, account=ACCOUNT, stack_name=STACK)
+    branding = managed.resources["ConsoleLoginBranding"]["Properties"]
+    assert branding["UseCognitoProvidedValues"] is True and branding["UserPoolId"] == f"{REGION}_EXAMPLE"
 
 
 def _bucket_statements(deployment: Deployment, principal: str) -> list[Statement]:

@@ -161,14 +161,11 @@ def aws_check(args: argparse.Namespace) -> int:
 
 def aws_console(args: argparse.Namespace) -> int:
     """Publish the console's build to a stack deployed with CognitoDomain (docs/deploying.md)."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError, ProfileNotFound
+
     from memtool.deploy.console import ConsoleNotDeployed, publish, read_stack, render_publish
 
-    try:
-        import boto3
-        from botocore.exceptions import BotoCoreError, ClientError
-    except ImportError as exc:  # pragma: no cover - boto3 is a core dependency
-        print(f"memtool aws console needs boto3 ({exc})", file=sys.stderr)
-        return 2
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     try:
         session = boto3.Session(profile_name=args.profile, region_name=args.region)
@@ -178,8 +175,17 @@ def aws_console(args: argparse.Namespace) -> int:
     except ConsoleNotDeployed as exc:
         print(f"memtool aws console: {exc}", file=sys.stderr)
         return 2
-    except (BotoCoreError, ClientError) as exc:
+    except NoRegionError:
+        print("memtool aws console: no AWS Region: pass --region (the stack's) or set AWS_REGION", file=sys.stderr)
+        return 2
+    except (NoCredentialsError, ProfileNotFound) as exc:
+        print(f"memtool aws console: no AWS credentials to call with ({exc}): configure them or pass --profile", file=sys.stderr)
+        return 2
+    except ClientError as exc:
         print(f"memtool aws console: AWS refused a call: {exc} (the caller needs the stack's ConsoleDeployPolicyArn)", file=sys.stderr)
+        return 1
+    except BotoCoreError as exc:  # the network, an endpoint
+        print(f"memtool aws console: the call did not reach AWS: {exc}", file=sys.stderr)
         return 1
     print(render_publish(stack, report), end="")
     return 0
@@ -295,7 +301,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Uploads the committed console build (no Node.js needed) to the bucket of a stack deployed with "
         "CognitoDomain, writes the config.json that makes the page sign in through Cognito, deletes files an older build "
         "left, and invalidates /console/* on the distribution. Run it after each deploy. The caller needs the stack's "
-        "ConsoleDeployPolicyArn. Exit codes: 0 published, 1 AWS refused a call, 2 the stack has no console.",
+        "ConsoleDeployPolicyArn. Exit codes: 0 published, 1 AWS refused a call or could not be reached, 2 no such stack, "
+        "no console in it, or no Region or credentials to call with.",
     )
     p_console.add_argument("--stack", required=True, help="the stack's name (sam deploy --stack-name)")
     p_console.add_argument("--region", help="the stack's Region (default: the AWS configuration's)")

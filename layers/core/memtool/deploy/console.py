@@ -61,10 +61,14 @@ class ConsoleStack:
 
 def read_stack(cloudformation: Any, stack_name: str) -> ConsoleStack:
     """The console's outputs of ``stack_name`` (``cloudformation:DescribeStacks``)."""
+    from botocore.exceptions import ClientError
+
     try:
         stacks = cloudformation.describe_stacks(StackName=stack_name)["Stacks"]
-    except Exception as exc:  # botocore's ClientError: "Stack with id X does not exist"
-        raise ConsoleNotDeployed(f"stack {stack_name!r} cannot be read: {exc}") from exc
+    except ClientError as exc:  # "Stack with id X does not exist" is the one answer that means no stack
+        if "does not exist" not in str(exc):
+            raise  # refused (AccessDenied, throttled): the caller's problem, exit 1
+        raise ConsoleNotDeployed(f"there is no stack {stack_name!r} in this Region ({exc})") from exc
     stack = stacks[0]
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs") or []}
     missing = [key for key in OUTPUTS.values() if not outputs.get(key)]
