@@ -654,7 +654,9 @@ def test_a_series_of_one_row_per_month_is_averaged_and_its_total_is_asked_about(
     planner = RulePlanner(model, EntityIndex.static(model), date(2026, 12, 8))
     plan = planner.plan("What was unemploy in 2010?")
     assert plan.status == "planned" and plan.intent is not None and plan.intent.metric == "unemploy", plan
-    assert planner.plan("What is the total unemploy?").status == "needs_clarification"  # "total" of a level: asked, not dropped
+    total = planner.plan("What is the total unemploy?")  # "total" of a level: asked, not dropped
+    assert total.status == "needs_clarification" and total.clarification is not None
+    assert total.clarification.reason == "total_of_a_level" and total.clarification.options == ["average unemploy"]
     for question in ("Which month had the highest unemploy?", "哪个月的unemploy最高？"):
         ranked = planner.plan(question)
         assert ranked.status == "planned" and ranked.intent is not None, ranked

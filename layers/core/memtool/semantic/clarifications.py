@@ -168,6 +168,14 @@ class Clarifier:
                 else f"The catalog has no {term.lower()} of {metric.en}. Which metric do you mean?"
             )
             return ClarificationNeed(question, term, metric_options, "unknown_term")
+        if parsed.metrics and term.lower() in ("total", "sum", "totals") and not self.catalog.metric(parsed.metrics[0]).additive:
+            metric = self.catalog.metric(parsed.metrics[0])
+            question = (
+                f"「{metric.zh}」是平均值或每期的水平，加总没有意义。要看{metric.zh}本身吗？"
+                if zh
+                else f"{metric.en} is an average or a level each period reports: it has no total. Do you want {metric.en} itself?"
+            )
+            return ClarificationNeed(question, term, [metric.label(parsed.lang)], "total_of_a_level")
         if parsed.metrics:
             question, options = self._unknown_value_question(parsed, term)
         else:
