@@ -576,6 +576,8 @@ def test_a_facts_bare_noun_beside_its_measure_is_the_scope_not_a_second_metric()
     assert plan.status == "planned" and plan.intent is not None and plan.intent.metric == "age", plan
     plan = planner.plan("number of bakers and average age")  # a counting word: two metrics, asked about
     assert plan.status == "needs_clarification", plan
+    plan = planner.plan("bakers and average age")  # not joined to the measure: two metrics, asked about
+    assert plan.status == "needs_clarification", plan
 
 
 # ---- values spelled as English words (a review on a hotel bookings data set) ---------------------

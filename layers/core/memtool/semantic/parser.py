@@ -178,11 +178,16 @@ class QuestionParser:
         specs = {m: self.catalog.metric(m) for m in parsed.metrics}
         for span in metric_spans:
             count = specs.get(span.payload)
-            others = [s for m, s in specs.items() if m != span.payload]
-            if count is None or count.expression.strip().upper() != "COUNT(*)" or len(others) != 1:
+            measured = [s for s in metric_spans if s.payload != span.payload]
+            if count is None or count.expression.strip().upper() != "COUNT(*)" or len(measured) != 1 or _COUNTING.search(span.text):
                 continue
-            other = others[0]
-            if other.source == count.source and other.expression.strip().upper() != "COUNT(*)" and not _COUNTING.search(span.text):
+            other, measure = specs[measured[0].payload], measured[0]
+            if other.source != count.source or other.expression.strip().upper() == "COUNT(*)":
+                continue
+            # only joined to the measure: "age of the bakers", "bakers' age", "烘焙师的平均年龄" (not "bakers and age")
+            between = parsed.text[measure.end : span.start] if measure.end <= span.start else parsed.text[span.end : measure.start]
+            joined = _SCOPE_AFTER if measure.end <= span.start else _SCOPE_BEFORE
+            if joined.fullmatch(between):
                 parsed.metrics.remove(span.payload)
                 return
 
@@ -565,6 +570,8 @@ _BESIDE_ITS_NOUN = re.compile(r"[\s的]*(?:of|is|=|:|：|为|是)?[\s的]*", re.
 
 
 _AFTER_PLACE_WORD = re.compile(r"(?<![A-Za-z])(?:from|for|in|at)\s+$", re.IGNORECASE)
+_SCOPE_AFTER = re.compile(r"\s*(?:of|for|among|across|per)\s+(?:the\s+|all\s+|all\s+the\s+)?", re.IGNORECASE)
+_SCOPE_BEFORE = re.compile(r"\s*(?:'s?|’s?)?\s*(?:的)?\s*", re.IGNORECASE)
 _COUNTING = re.compile(r"number|count|how\s+many|数|多少|几", re.IGNORECASE)
 
 
