@@ -5,6 +5,10 @@ prefix), its type and its range, and returns a :class:`Measure` (``SUM`` or ``AV
 why, for the metric's definition) or None. The word lists that decide it live here too: calendar
 parts and identifiers (never measured), non-additive measures (averaged), totals, money and
 quantity words. memtool.semantic.introspect makes each measure a metric of its fact.
+
+Also the checks on a table's numbers that decide what else the draft makes of them: a numbering
+(:func:`is_ordinal`), a small whole-number column that groups (:func:`numbered_dimension`), and a
+table of one row per period whose numbers are levels (:func:`one_row_per`).
 """
 
 from __future__ import annotations
