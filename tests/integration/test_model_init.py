@@ -232,3 +232,16 @@ def test_init_on_postgresql_finds_the_same_model_after_the_demo_is_loaded(demo_p
         assert runs_everywhere(warehouse, document) > 50
     finally:
         warehouse.close()
+
+
+def test_a_warehouse_with_no_date_drafts_no_metrics_and_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import duckdb
+
+    path = tmp_path / "penguins.duckdb"
+    with duckdb.connect(str(path)) as connection:
+        connection.execute("CREATE TABLE penguins (species VARCHAR, island VARCHAR, body_mass_g DOUBLE, year BIGINT)")
+        connection.execute("INSERT INTO penguins VALUES ('Adelie', 'Biscoe', 3750, 2007), ('Gentoo', 'Biscoe', 5000, 2008)")
+    code = run_cli(["model", "init", "--warehouse", f"duckdb:///{path}", "-o", str(tmp_path / "draft.yaml")])
+    err = capsys.readouterr().err
+    assert code == 0 and "drafted 0 metrics" in err
+    assert "no metrics: a fact table needs a date" in err and "every question will ask" in err

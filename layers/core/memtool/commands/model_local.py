@@ -106,6 +106,12 @@ def model_init_command(args: argparse.Namespace) -> int:
         f"{len(document['joins'])} joins over {len(document['tables'])} tables in {time.perf_counter() - started:.1f} s"
         + (f"; written to {args.output}" if args.output else "")
     )
+    if not document["metrics"]:
+        progress(
+            "no metrics: a fact table needs a date (of its own, or of a header table it joins), and none has one, "
+            "so every question will ask. Add a date column, or curate a source with a time_column by hand "
+            "(docs/semantic-model.md); the draft's description lists the tables left out."
+        )
     return 0
 
 
