@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from memtool.deploy.iam import cloudfront_id, rest_api_id
-from memtool.runtime.console import CONSOLE_DIR, CONTENT_SECURITY_POLICY
+from memtool.runtime.console import CONSOLE_DIR, CONTENT_SECURITY_POLICY, CONTENT_TYPES, cache_control
 
 PREFIX = "console/"
 # The outputs template.yaml gives a stack deployed with CognitoDomain (its Outputs section).
@@ -37,9 +37,6 @@ OUTPUTS = {
 }
 DEFAULT_ROLES_CLAIM = "cognito:groups"  # Settings.roles_claim; the template sets no other
 SCOPES = ("openid", "email", "profile")
-_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8",
-          ".json": "application/json", ".svg": "image/svg+xml"}  # fmt: skip
-
 Progress = Callable[[str], None]
 
 
@@ -114,8 +111,8 @@ def build_files(files_dir: Path = CONSOLE_DIR) -> list[Path]:
 
 
 def cache_rule(key: str) -> str:
-    """Assets carry their content hash in their name; the page and its config are fetched anew."""
-    return "public, max-age=31536000, immutable" if key.startswith(PREFIX + "assets/") else "no-cache"
+    """The local runtime's Cache-Control for the file under ``console/`` (runtime.console.cache_control)."""
+    return cache_control(key.removeprefix(PREFIX))
 
 
 def publish(
@@ -161,7 +158,7 @@ def publish(
 
 
 def _put(s3: Any, bucket: str, key: str, body: bytes) -> None:
-    kind = _TYPES.get(Path(key).suffix) or mimetypes.guess_type(key)[0] or "application/octet-stream"
+    kind = CONTENT_TYPES.get(Path(key).suffix) or mimetypes.guess_type(key)[0] or "application/octet-stream"
     s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType=kind, CacheControl=cache_rule(key))
 
 

@@ -14,7 +14,7 @@ CONSOLE_DIR = Path(__file__).resolve().parent / "console_files"
 PREFIX = "/console"
 # On AWS `memtool aws console` uploads a config.json that says "cognito" (memtool.deploy.console).
 LOCAL_CONFIG = {"sign_in": "local"}
-_TYPES = {
+CONTENT_TYPES = {
     ".html": "text/html; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
     ".css": "text/css; charset=utf-8",
@@ -48,7 +48,7 @@ def console_response(method: str, path: str) -> ApiResponse | None:
         if wanted.startswith("assets/"):
             return _plain(404, f"no console file {wanted}")
         target = index  # a page of the console: the page itself
-    kind = _TYPES.get(target.suffix)
+    kind = CONTENT_TYPES.get(target.suffix)
     if kind is None:
         return _plain(404, f"no console file {wanted}")
     headers = {
@@ -56,10 +56,15 @@ def console_response(method: str, path: str) -> ApiResponse | None:
         "Content-Security-Policy": CONTENT_SECURITY_POLICY,
         "X-Content-Type-Options": "nosniff",
         "Referrer-Policy": "no-referrer",
-        # Built assets carry their content hash in the name; the page itself is always fetched anew.
-        "Cache-Control": "public, max-age=31536000, immutable" if target.parent.name == "assets" else "no-cache",
+        "Cache-Control": cache_control(target.relative_to(CONSOLE_DIR).as_posix()),
     }
     return ApiResponse(200, headers, target.read_text(encoding="utf-8"))
+
+
+def cache_control(relative_path: str) -> str:
+    """A console file's Cache-Control, here and on S3 (memtool.deploy.console): the built assets
+    carry their content hash in their name; the page and its config are fetched anew."""
+    return "public, max-age=31536000, immutable" if relative_path.startswith("assets/") else "no-cache"
 
 
 def _plain(status: int, message: str, extra: dict[str, str] | None = None) -> ApiResponse:

@@ -34,7 +34,7 @@ import re
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 from typing import Any
 
 from memtool.semantic.introspect_facts import (
@@ -45,6 +45,7 @@ from memtool.semantic.introspect_facts import (
     TableFacts,
     WarehouseFacts,
     columns_sql,
+    day_of,
     foreign_keys_sql,
     is_key_name,
     key_entity,
@@ -236,19 +237,6 @@ def period_columns(table: TableFacts) -> list[ColumnFacts]:
     return [c for c in table.columns if c.family == "time" and not any(t in _NOT_A_PERIOD for t in word_tokens(c.name))]
 
 
-def _day(value: Any) -> date | None:
-    if isinstance(value, datetime):
-        return value.date()
-    if isinstance(value, date):
-        return value
-    if isinstance(value, str):
-        try:
-            return date.fromisoformat(value[:10])
-        except ValueError:
-            return None
-    return None
-
-
 def _plural(words: str) -> str:
     """``flight`` -> flights, ``category`` -> categories; a word ending in s is kept."""
     if not words or words.endswith("s") or not words[-1].isalpha():
@@ -354,7 +342,7 @@ def _sources_and_metrics(
                         **({"other_time_columns": others} if others else {})})  # fmt: skip
         dated_table, _, dated_column = fact.time_column.rpartition(".")
         dated = joined.by_name[dated_table or table.name].column(dated_column)
-        last = _day(dated.high) if dated is not None else None
+        last = day_of(dated.high) if dated is not None else None
         if last is not None:
             newest.append(last)
         dated_by = f"by {fact.time_column}" + (f" (other dates: {', '.join(others)})" if others else "")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import date, datetime
 from typing import Any
 
 from memtool.sql.literals import quoted_identifier as q  # a warehouse's names may hold anything, quotes included
@@ -375,8 +376,23 @@ def singular_word(token: str) -> str:
     return token[:-1] if token.endswith("s") and not token.endswith("ss") and len(token) > 3 else token
 
 
+def day_of(value: Any) -> date | None:
+    """A date read from a warehouse value (a date, a timestamp or ISO text), or None."""
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, date):
+        return value
+    if isinstance(value, str):
+        try:
+            return date.fromisoformat(value[:10])
+        except ValueError:
+            return None
+    return None
+
+
 __all__ = [
     "DEFAULT_DISTINCT_CAP",
+    "day_of",
     "DEFAULT_TIMEOUT_SECONDS",
     "MAX_COLUMNS",
     "TABLE_AFFIXES",

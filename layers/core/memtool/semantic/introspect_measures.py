@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime
 from typing import Any
 
 from memtool.semantic.introspect_facts import (
     WHOLE_TYPES,
     ColumnFacts,
     TableFacts,
+    day_of,
     singular_word,
     table_entity,
     table_prefix,
@@ -168,7 +168,7 @@ def _number(value: Any) -> float | None:
 def one_row_per(table: TableFacts, dated: ColumnFacts) -> str | None:
     """The period a table holds exactly one row of (a monthly economic series: 574 rows over 574
     months), or None. Its numbers are levels each period reports, never summed across periods."""
-    first, last, rows = _date_of(dated.low), _date_of(dated.high), table.row_count
+    first, last, rows = day_of(dated.low), day_of(dated.high), table.row_count
     if first is None or last is None or rows is None or rows < 3:
         return None
     spans = {
@@ -194,17 +194,6 @@ def numbered_dimension(table: TableFacts, column: ColumnFacts, cap: int) -> bool
     except (TypeError, ValueError):
         return False
     return 0 <= low < high and high - low < cap
-
-
-def _date_of(value: Any) -> date | None:
-    if isinstance(value, datetime):
-        return value.date()
-    if isinstance(value, date):
-        return value
-    try:
-        return date.fromisoformat(str(value)[:10]) if value is not None else None
-    except ValueError:
-        return None
 
 
 __all__ = ["CALENDAR_PARTS", "WHOLE_NUMBER", "Measure", "is_ordinal", "measure_of", "numbered_dimension", "one_row_per"]
